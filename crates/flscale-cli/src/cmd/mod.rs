@@ -1,0 +1,48 @@
+//! One module per subcommand, plus the output helpers they share.
+
+use std::io::Write;
+
+use flscale::{Error, Result};
+
+pub mod bench;
+pub mod cavity;
+pub mod energy;
+pub mod kernel;
+pub mod ldt;
+pub mod predict;
+pub mod presets;
+pub mod sample;
+
+/// Global options every subcommand may consult.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// `-q`: no progress bars, no informational output on stderr.
+    pub quiet: bool,
+}
+
+/// Writes `text` to stdout. A closed pipe (`flscale … | head`) is not an error: the reader
+/// has what it wanted, so the output simply stops.
+pub fn out(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::runtime(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// Pretty-prints a JSON value on stdout, followed by a newline.
+pub fn out_json(value: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
+    out(&(text + "\n"))
+}
+
+/// Reads a text file, naming it in the error.
+pub fn read_file(path: &std::path::Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))
+}

@@ -1,0 +1,104 @@
+//! `flscale`: predict and measure feature learning from the command line.
+//!
+//! The binary is thin: each subcommand (one file under `cmd/`) parses its flags, builds the
+//! library's typed inputs, calls `flscale` and prints. Exit codes: 0 success, 2 bad input,
+//! 1 runtime failure (e.g. every Langevin chain diverged). Errors are one sentence on stderr.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Predict and measure when and how neural networks learn features.
+///
+/// flscale implements the scaling heuristic of Rubin, Davidovich & Ringel, "Mitigating the
+/// Curse of Detail" (arXiv 2512.04165): it enumerates feature-learning patterns, minimises
+/// their variational energies exactly and predicts the sample complexity P* ∝ κ·Ẽ; and it
+/// measures the same quantities in Bayesian networks sampled by Langevin dynamics.
+#[derive(Debug, Parser)]
+#[command(
+    name = "flscale",
+    version,
+    propagate_version = true,
+    after_help = "Start here:\n  flscale predict --preset fcn3-erf-he3     # the paper's Table 1\n  flscale presets                            # every built-in setup\n  flscale energy \"M*d + N/M\" --free M --at N=d"
+)]
+struct Cli {
+    /// More log output on stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors on stderr; hides progress bars.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Predict the winning feature-learning pattern and the P* scaling of an architecture.
+    Predict(cmd::predict::PredictArgs),
+    /// Minimise a power-law energy over free parameters exactly (a generic calculator).
+    Energy(cmd::energy::EnergyArgs),
+    /// List the built-in presets (architectures and experiments of the paper).
+    Presets(cmd::presets::PresetsArgs),
+    /// Show a preset's TOML so that it can be copied and edited.
+    Preset(cmd::presets::PresetArgs),
+    /// The solvable two-layer model: cavity potential, phases, adaptive kernel.
+    Cavity(cmd::cavity::CavityArgs),
+    /// Large deviations of the prior alignment (paper App. B.3).
+    Ldt(cmd::ldt::LdtArgs),
+    /// Kernel feature propagation (paper App. C.5) and NNGP kernels.
+    Kernel(cmd::kernel::KernelArgs),
+    /// Sample a Bayesian network ensemble by Langevin dynamics.
+    Sample(cmd::sample::SampleArgs),
+    /// Measure the Langevin engine's speed in the paper's Fig. 2 setting.
+    Bench(cmd::bench::BenchArgs),
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLSCALE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_logging(cli.verbose, cli.quiet);
+    let ctx = cmd::Ctx { quiet: cli.quiet };
+    let result = match cli.command {
+        Command::Predict(a) => cmd::predict::run(a, &ctx),
+        Command::Energy(a) => cmd::energy::run(a, &ctx),
+        Command::Presets(a) => cmd::presets::run_list(a, &ctx),
+        Command::Preset(a) => cmd::presets::run_show(a, &ctx),
+        Command::Cavity(a) => cmd::cavity::run(a, &ctx),
+        Command::Ldt(a) => cmd::ldt::run(a, &ctx),
+        Command::Kernel(a) => cmd::kernel::run(a, &ctx),
+        Command::Sample(a) => cmd::sample::run(a, &ctx),
+        Command::Bench(a) => cmd::bench::run(a, &ctx),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Exact power-law algebra.
