@@ -1,1 +1,18 @@
-//! Exact power-law algebra.
+//! Exact power-law algebra (spec 01 §1).
+//!
+//! * [`monomial`]: monomials with rational exponents and the paper's way of printing them.
+//! * [`expr`]: the expression language for energies and constraints, with column errors.
+//! * [`lp`]: the exact rational linear program behind every minimisation.
+//! * [`energy`]: regimes, labelled energies, exact minimisation, active set, binding
+//!   constraints and the symbolic optimum.
+//! * [`phase`]: exact phase boundaries over one regime exponent and phase maps over two.
+
+pub mod energy;
+pub mod expr;
+pub mod lp;
+pub mod monomial;
+pub mod phase;
+
+pub use energy::{minimise, ArgRange, Minimum, Regime, Term};
+pub use expr::{parse_constraints, parse_monomial, parse_posynomial, Constraint};
+pub use monomial::{fmt_q, Monomial, Q};
