@@ -51,7 +51,8 @@ impl Regime {
                 "'{scale}' is not a scale name; use letters, digits and '_' starting with a letter"
             )));
         }
-        let m = parse_monomial(value).map_err(|e| e.context(format!("regime value for {scale}")))?;
+        let m =
+            parse_monomial(value).map_err(|e| e.context(format!("regime value for {scale}")))?;
         let mut e = Q::zero();
         for (s, p) in m.iter() {
             match s {
@@ -74,7 +75,9 @@ impl Regime {
     pub fn apply_assignments(&mut self, text: &str) -> Result<()> {
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| {
-                Error::invalid(format!("--at entry \"{part}\" has no '='; write e.g. N1=d^2"))
+                Error::invalid(format!(
+                    "--at entry \"{part}\" has no '='; write e.g. N1=d^2"
+                ))
             })?;
             self.set_str(k.trim(), v.trim())?;
         }
@@ -114,7 +117,8 @@ impl Regime {
 /// True for a valid symbol name.
 pub fn is_symbol(s: &str) -> bool {
     let mut c = s.chars();
-    matches!(c.next(), Some(f) if f.is_alphabetic() || f == '_') && c.all(|ch| ch.is_alphanumeric() || ch == '_')
+    matches!(c.next(), Some(f) if f.is_alphabetic() || f == '_')
+        && c.all(|ch| ch.is_alphanumeric() || ch == '_')
 }
 
 /// One labelled part of an energy (Δ₁, Δ₂, a_y, ...).
@@ -140,7 +144,11 @@ impl ArgRange {
     pub fn describe(&self) -> String {
         match (self.lo, self.hi) {
             (Some(a), Some(b)) if a == b => Monomial::power(BASE, a).to_string(),
-            (Some(a), Some(b)) => format!("between {} and {}", Monomial::power(BASE, a), Monomial::power(BASE, b)),
+            (Some(a), Some(b)) => format!(
+                "between {} and {}",
+                Monomial::power(BASE, a),
+                Monomial::power(BASE, b)
+            ),
             (Some(a), None) => format!("any value >= {}", Monomial::power(BASE, a)),
             (None, Some(b)) => format!("any value <= {}", Monomial::power(BASE, b)),
             (None, None) => "any value".to_string(),
@@ -175,12 +183,21 @@ pub struct Minimum {
 ///
 /// Errors when a symbol is neither free nor in the regime, when the constraints cannot all
 /// hold, or when the energy decreases without bound.
-pub fn minimise(terms: &[Term], free: &[String], constraints: &[Constraint], regime: &Regime) -> Result<Minimum> {
+pub fn minimise(
+    terms: &[Term],
+    free: &[String],
+    constraints: &[Constraint],
+    regime: &Regime,
+) -> Result<Minimum> {
     if terms.is_empty() {
         return Err(Error::invalid("the energy has no terms"));
     }
     let k = free.len();
-    let idx: BTreeMap<&str, usize> = free.iter().enumerate().map(|(i, s)| (s.as_str(), i)).collect();
+    let idx: BTreeMap<&str, usize> = free
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.as_str(), i))
+        .collect();
     // Log-space affine form of a monomial: coefficients on x and the regime constant.
     let affine = |m: &Monomial, what: &str| -> Result<(Vec<Q>, Q)> {
         let mut a = vec![Q::zero(); k];
@@ -217,14 +234,24 @@ pub fn minimise(terms: &[Term], free: &[String], constraints: &[Constraint], reg
         let rows: Vec<Row> = term_rows
             .iter()
             .cloned()
-            .chain(cons_rows.iter().enumerate().filter(|(i, _)| Some(*i) != skip).map(|(_, r)| r.clone()))
+            .chain(
+                cons_rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| Some(*i) != skip)
+                    .map(|(_, r)| r.clone()),
+            )
             .collect();
         minimise_t(&rows, k, Q::from_integer(bound))
     };
     let sol = solve(None, BOX).ok_or_else(|| {
         Error::invalid(format!(
             "the constraints [{}] cannot all hold in the regime {{{}}}",
-            constraints.iter().map(|c| c.text.clone()).collect::<Vec<_>>().join(", "),
+            constraints
+                .iter()
+                .map(|c| c.text.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
             regime.describe()
         ))
     })?;
@@ -239,20 +266,46 @@ pub fn minimise(terms: &[Term], free: &[String], constraints: &[Constraint], reg
     let t_star = sol.value;
     let nv = Q::from_integer(sol.vertices.len() as i64);
     let centre: Vec<Q> = (0..=k)
-        .map(|j| sol.vertices.iter().map(|v| v[j]).fold(Q::zero(), |s, x| s + x) / nv)
+        .map(|j| {
+            sol.vertices
+                .iter()
+                .map(|v| v[j])
+                .fold(Q::zero(), |s, x| s + x)
+                / nv
+        })
         .collect();
-    let dot = |g: &[Q], z: &[Q]| g.iter().zip(z).map(|(a, b)| a * b).fold(Q::zero(), |s, x| s + x);
+    let dot = |g: &[Q], z: &[Q]| {
+        g.iter()
+            .zip(z)
+            .map(|(a, b)| a * b)
+            .fold(Q::zero(), |s, x| s + x)
+    };
     let box_q = Q::from_integer(BOX);
     let mut argmin = BTreeMap::new();
     for (j, name) in free.iter().enumerate() {
-        let lo = sol.vertices.iter().map(|v| v[j]).min().unwrap_or_else(Q::zero);
-        let hi = sol.vertices.iter().map(|v| v[j]).max().unwrap_or_else(Q::zero);
+        let lo = sol
+            .vertices
+            .iter()
+            .map(|v| v[j])
+            .min()
+            .unwrap_or_else(Q::zero);
+        let hi = sol
+            .vertices
+            .iter()
+            .map(|v| v[j])
+            .max()
+            .unwrap_or_else(Q::zero);
         argmin.insert(
             name.clone(),
-            ArgRange { lo: (lo > -box_q).then_some(lo), hi: (hi < box_q).then_some(hi) },
+            ArgRange {
+                lo: (lo > -box_q).then_some(lo),
+                hi: (hi < box_q).then_some(hi),
+            },
         );
     }
-    let active_idx: Vec<usize> = (0..terms.len()).filter(|&i| dot(&term_rows[i].g, &centre) == term_rows[i].h).collect();
+    let active_idx: Vec<usize> = (0..terms.len())
+        .filter(|&i| dot(&term_rows[i].g, &centre) == term_rows[i].h)
+        .collect();
     let mut binding_idx = Vec::new();
     let mut tight = Vec::new();
     for (i, r) in cons_rows.iter().enumerate() {
@@ -265,7 +318,16 @@ pub fn minimise(terms: &[Term], free: &[String], constraints: &[Constraint], reg
             }
         }
     }
-    let symbolic = symbolic_solution(terms, free, constraints, &active_idx, &binding_idx, &term_rows, &cons_rows, k);
+    let symbolic = symbolic_solution(
+        terms,
+        free,
+        constraints,
+        &active_idx,
+        &binding_idx,
+        &term_rows,
+        &cons_rows,
+        k,
+    );
     let term_exponents = terms
         .iter()
         .zip(&term_rows)
@@ -274,10 +336,15 @@ pub fn minimise(terms: &[Term], free: &[String], constraints: &[Constraint], reg
     Ok(Minimum {
         exponent: t_star,
         argmin,
-        energy_symbolic: symbolic.energy.unwrap_or_else(|| Monomial::power(BASE, t_star)),
+        energy_symbolic: symbolic
+            .energy
+            .unwrap_or_else(|| Monomial::power(BASE, t_star)),
         argmin_symbolic: symbolic.params,
         active: active_idx.iter().map(|&i| terms[i].label.clone()).collect(),
-        binding: binding_idx.iter().map(|&i| constraints[i].text.clone()).collect(),
+        binding: binding_idx
+            .iter()
+            .map(|&i| constraints[i].text.clone())
+            .collect(),
         tight,
         valid_when: symbolic.valid_when,
         term_exponents,
@@ -306,14 +373,21 @@ fn symbolic_solution(
 ) -> Symbolic {
     let free_set: BTreeSet<&str> = free.iter().map(String::as_str).collect();
     let scale_part = |m: &Monomial| -> Monomial {
-        m.iter().filter(|(s, _)| !free_set.contains(s)).fold(Monomial::one(), |acc, (s, e)| acc.mul(&Monomial::power(s, e)))
+        m.iter()
+            .filter(|(s, _)| !free_set.contains(s))
+            .fold(Monomial::one(), |acc, (s, e)| {
+                acc.mul(&Monomial::power(s, e))
+            })
     };
     // Candidate equations: binding constraints first (they must hold), then active terms.
     // Equation form: g·(x, t) = rhs, with rhs a monomial in the scales (log-space vector).
     let mut eqs: Vec<(Vec<Q>, Monomial)> = Vec::new();
     for &i in binding {
         let c = &constraints[i];
-        eqs.push((cons_rows[i].g.clone(), scale_part(&c.rhs).div(&scale_part(&c.lhs))));
+        eqs.push((
+            cons_rows[i].g.clone(),
+            scale_part(&c.rhs).div(&scale_part(&c.lhs)),
+        ));
     }
     for &i in active {
         eqs.push((term_rows[i].g.clone(), scale_part(&terms[i].monomial).inv()));
@@ -330,7 +404,11 @@ fn symbolic_solution(
             break;
         }
     }
-    let mut out = Symbolic { energy: None, params: BTreeMap::new(), valid_when: Vec::new() };
+    let mut out = Symbolic {
+        energy: None,
+        params: BTreeMap::new(),
+        valid_when: Vec::new(),
+    };
     if chosen.len() != k + 1 {
         return out; // The optimum is a face: only the numeric ranges are reported.
     }
@@ -348,7 +426,9 @@ fn symbolic_solution(
         }
     }
     let value = |var: usize| -> Monomial {
-        (0..n).fold(Monomial::one(), |acc, j| acc.mul(&chosen[j].1.pow(inv_cols[j][var])))
+        (0..n).fold(Monomial::one(), |acc, j| {
+            acc.mul(&chosen[j].1.pow(inv_cols[j][var]))
+        })
     };
     // The rows were g·(x,t) = h with h = −b for terms (t enters with −1): x and t come out
     // as exponents, i.e. x_var = Σ_j (A⁻¹)_{var,j} · log(rhs_j).
@@ -388,12 +468,22 @@ fn condition(ratio: &Monomial) -> Option<String> {
         return None;
     }
     // Normalise so that the smallest |exponent| denominator pattern becomes integers.
-    let l = ratio.iter().fold(1i64, |l, (_, e)| num_integer::Integer::lcm(&l, e.denom()));
-    let g = ratio.iter().fold(0i64, |g, (_, e)| num_integer::Integer::gcd(&g, &(e * Q::from_integer(l)).to_integer()));
+    let l = ratio
+        .iter()
+        .fold(1i64, |l, (_, e)| num_integer::Integer::lcm(&l, e.denom()));
+    let g = ratio.iter().fold(0i64, |g, (_, e)| {
+        num_integer::Integer::gcd(&g, &(e * Q::from_integer(l)).to_integer())
+    });
     let scale = Q::new(l, g.abs().max(1));
     let r = ratio.pow(scale);
-    let num = r.iter().filter(|(_, e)| e.is_positive()).fold(Monomial::one(), |a, (s, e)| a.mul(&Monomial::power(s, e)));
-    let den = r.iter().filter(|(_, e)| e.is_negative()).fold(Monomial::one(), |a, (s, e)| a.mul(&Monomial::power(s, -e)));
+    let num = r
+        .iter()
+        .filter(|(_, e)| e.is_positive())
+        .fold(Monomial::one(), |a, (s, e)| a.mul(&Monomial::power(s, e)));
+    let den = r
+        .iter()
+        .filter(|(_, e)| e.is_negative())
+        .fold(Monomial::one(), |a, (s, e)| a.mul(&Monomial::power(s, -e)));
     Some(format!("{den} >= {num}"))
 }
 
@@ -402,7 +492,9 @@ fn rank(rows: &[Vec<Q>]) -> usize {
     let cols = m.first().map_or(0, |r| r.len());
     let mut r = 0;
     for c in 0..cols {
-        let Some(p) = (r..m.len()).find(|&i| !m[i][c].is_zero()) else { continue };
+        let Some(p) = (r..m.len()).find(|&i| !m[i][c].is_zero()) else {
+            continue;
+        };
         m.swap(r, p);
         for i in 0..m.len() {
             if i != r && !m[i][c].is_zero() {
@@ -433,7 +525,10 @@ mod tests {
             .unwrap()
             .into_iter()
             .enumerate()
-            .map(|(i, m)| Term { label: format!("t{}", i + 1), monomial: m })
+            .map(|(i, m)| Term {
+                label: format!("t{}", i + 1),
+                monomial: m,
+            })
             .collect()
     }
 
@@ -449,11 +544,23 @@ mod tests {
     fn two_layer_specialisation_balances() {
         // App. E.1.1: Ẽ = dM + N/M, M = sqrt(N/d), Ẽ = sqrt(dN).
         let c = parse_constraints("1 <= M <= N").unwrap();
-        let m = minimise(&terms("M*d + N/M"), &["M".into()], &c, &regime(&[("N", "d^2")])).unwrap();
+        let m = minimise(
+            &terms("M*d + N/M"),
+            &["M".into()],
+            &c,
+            &regime(&[("N", "d^2")]),
+        )
+        .unwrap();
         assert_eq!(m.exponent, Q::new(3, 2));
         assert_eq!(m.energy_symbolic.to_string(), "sqrt(N*d)");
         assert_eq!(m.argmin_symbolic["M"].to_string(), "sqrt(N/d)");
-        assert_eq!(m.argmin["M"], ArgRange { lo: Some(Q::new(1, 2)), hi: Some(Q::new(1, 2)) });
+        assert_eq!(
+            m.argmin["M"],
+            ArgRange {
+                lo: Some(Q::new(1, 2)),
+                hi: Some(Q::new(1, 2))
+            }
+        );
         assert!(m.binding.is_empty());
         assert_eq!(m.valid_when, vec!["N >= d".to_string()]);
     }
@@ -462,7 +569,13 @@ mod tests {
     fn lower_bound_binds_for_narrow_networks() {
         // N = d^(1/2): the balance would need M = d^(-1/4) < 1, so 1 <= M binds.
         let c = parse_constraints("1 <= M <= N").unwrap();
-        let m = minimise(&terms("M*d + N/M"), &["M".into()], &c, &regime(&[("N", "d^(1/2)")])).unwrap();
+        let m = minimise(
+            &terms("M*d + N/M"),
+            &["M".into()],
+            &c,
+            &regime(&[("N", "d^(1/2)")]),
+        )
+        .unwrap();
         assert_eq!(m.exponent, Q::one());
         assert_eq!(m.binding, vec!["1 <= M".to_string()]);
         assert_eq!(m.argmin["M"].lo, Some(Q::zero()));
@@ -487,7 +600,13 @@ mod tests {
         let c = parse_constraints("1 <= M <= d").unwrap();
         let m = minimise(&terms("d + M"), &["M".into()], &c, &regime(&[])).unwrap();
         assert_eq!(m.exponent, Q::one());
-        assert_eq!(m.argmin["M"], ArgRange { lo: Some(Q::zero()), hi: Some(Q::one()) });
+        assert_eq!(
+            m.argmin["M"],
+            ArgRange {
+                lo: Some(Q::zero()),
+                hi: Some(Q::one())
+            }
+        );
     }
 
     #[test]

@@ -58,21 +58,36 @@ fn tokenize(src: &str) -> Result<Vec<Token>> {
             while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
                 i += 1;
             }
-            out.push(Token { tok: Tok::Num(chars[start..i].iter().collect()), col });
+            out.push(Token {
+                tok: Tok::Num(chars[start..i].iter().collect()),
+                col,
+            });
         } else if c.is_alphabetic() || c == '_' {
             let start = i;
             while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
                 i += 1;
             }
-            out.push(Token { tok: Tok::Ident(chars[start..i].iter().collect()), col });
+            out.push(Token {
+                tok: Tok::Ident(chars[start..i].iter().collect()),
+                col,
+            });
         } else if "+-*/^".contains(c) {
-            out.push(Token { tok: Tok::Op(c), col });
+            out.push(Token {
+                tok: Tok::Op(c),
+                col,
+            });
             i += 1;
         } else if c == '(' {
-            out.push(Token { tok: Tok::LParen, col });
+            out.push(Token {
+                tok: Tok::LParen,
+                col,
+            });
             i += 1;
         } else if c == ')' {
-            out.push(Token { tok: Tok::RParen, col });
+            out.push(Token {
+                tok: Tok::RParen,
+                col,
+            });
             i += 1;
         } else {
             return Err(err(src, col, format!("unexpected character '{c}'; allowed are symbols, numbers, + * / ^ ( ) and sqrt(...)")));
@@ -225,9 +240,14 @@ impl<'a> Parser<'a> {
         match self.toks.get(self.pos).map(|t| t.tok.clone()) {
             Some(Tok::Num(s)) => {
                 self.pos += 1;
-                parse_decimal(&s).ok_or_else(|| err(self.src, col, format!("'{s}' is not a number")))
+                parse_decimal(&s)
+                    .ok_or_else(|| err(self.src, col, format!("'{s}' is not a number")))
             }
-            _ => Err(err(self.src, col, "expected a number (an exponent such as 2, -1, 1.5 or (1/3))")),
+            _ => Err(err(
+                self.src,
+                col,
+                "expected a number (an exponent such as 2, -1, 1.5 or (1/3))",
+            )),
         }
     }
 
@@ -250,9 +270,14 @@ impl<'a> Parser<'a> {
         match self.toks.get(self.pos).map(|t| t.tok.clone()) {
             Some(Tok::Num(s)) => {
                 self.pos += 1;
-                let q = parse_decimal(&s).ok_or_else(|| err(self.src, col, format!("'{s}' is not a number")))?;
+                let q = parse_decimal(&s)
+                    .ok_or_else(|| err(self.src, col, format!("'{s}' is not a number")))?;
                 if !q.is_positive() {
-                    return Err(err(self.src, col, "a zero constant has no scaling; constants must be > 0"));
+                    return Err(err(
+                        self.src,
+                        col,
+                        "a zero constant has no scaling; constants must be > 0",
+                    ));
                 }
                 Ok(vec![Monomial::one()])
             }
@@ -269,7 +294,11 @@ impl<'a> Parser<'a> {
                     return Ok(inner.iter().map(|t| t.pow(Q::new(1, 2))).collect());
                 }
                 if matches!(self.peek(), Some(Tok::LParen)) {
-                    return Err(err(self.src, col, format!("unknown function '{name}'; only sqrt(...) is supported")));
+                    return Err(err(
+                        self.src,
+                        col,
+                        format!("unknown function '{name}'; only sqrt(...) is supported"),
+                    ));
                 }
                 Ok(vec![Monomial::symbol(&name)])
             }
@@ -279,7 +308,11 @@ impl<'a> Parser<'a> {
                 self.expect_rparen(col)?;
                 Ok(inner)
             }
-            Some(Tok::Op(c)) => Err(err(self.src, col, format!("unexpected '{c}'; expected a symbol, a number or '('"))),
+            Some(Tok::Op(c)) => Err(err(
+                self.src,
+                col,
+                format!("unexpected '{c}'; expected a symbol, a number or '('"),
+            )),
             Some(Tok::RParen) => Err(err(self.src, col, "unexpected ')'")),
             None => Err(err(self.src, col, "unexpected end of expression")),
         }
@@ -303,12 +336,18 @@ fn expand_product(a: &[Monomial], b: &[Monomial]) -> Vec<Monomial> {
 pub fn parse_posynomial(src: &str) -> Result<Vec<Monomial>> {
     let toks = tokenize(src)?;
     if toks.is_empty() {
-        return Err(Error::invalid(format!("the expression \"{src}\" is empty; write e.g. \"M*d + N/M\"")));
+        return Err(Error::invalid(format!(
+            "the expression \"{src}\" is empty; write e.g. \"M*d + N/M\""
+        )));
     }
     let mut p = Parser { src, toks, pos: 0 };
     let terms = p.sum()?;
     if p.pos < p.toks.len() {
-        return Err(err(src, p.col(), "unexpected text after the end of the expression"));
+        return Err(err(
+            src,
+            p.col(),
+            "unexpected text after the end of the expression",
+        ));
     }
     Ok(terms)
 }
@@ -384,7 +423,11 @@ pub fn parse_constraints(src: &str) -> Result<Vec<Constraint>> {
                 "in constraint \"{src}\" at column {col}: a side of the comparison is empty"
             )));
         }
-        let m = parse_monomial(text).map_err(|e| e.context(format!("in constraint \"{src}\" (side starting at column {col})")))?;
+        let m = parse_monomial(text).map_err(|e| {
+            e.context(format!(
+                "in constraint \"{src}\" (side starting at column {col})"
+            ))
+        })?;
         sides.push((m, text.trim().to_string()));
     }
     let mut out = Vec::new();
@@ -404,7 +447,9 @@ pub fn parse_constraints(src: &str) -> Result<Vec<Constraint>> {
                 out.push(mk(b, bt, a, at));
             }
             other => {
-                return Err(Error::invalid(format!("constraint \"{src}\": unknown comparison '{other}'")))
+                return Err(Error::invalid(format!(
+                    "constraint \"{src}\": unknown comparison '{other}'"
+                )))
             }
         }
     }
@@ -433,7 +478,10 @@ mod tests {
         let t = parse_posynomial("(a + b)*(c + d)").unwrap();
         assert_eq!(t.len(), 4);
         let t = parse_posynomial("(N + d)^2").unwrap();
-        assert_eq!(t.iter().map(|m| m.to_string()).collect::<Vec<_>>(), ["N^2", "d^2"]);
+        assert_eq!(
+            t.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+            ["N^2", "d^2"]
+        );
     }
 
     #[test]
@@ -443,7 +491,10 @@ mod tests {
         let e = parse_posynomial("M*(d + N").unwrap_err().to_string();
         assert!(e.contains("column 9") && e.contains("')'"), "{e}");
         let e = parse_posynomial("N/(M + d)").unwrap_err().to_string();
-        assert!(e.contains("column 3") && e.contains("division by a sum"), "{e}");
+        assert!(
+            e.contains("column 3") && e.contains("division by a sum"),
+            "{e}"
+        );
         let e = parse_posynomial("d^x").unwrap_err().to_string();
         assert!(e.contains("column 3"), "{e}");
         let e = parse_posynomial("d $ 2").unwrap_err().to_string();

@@ -108,10 +108,16 @@ pub fn minimise_t(rows: &[Row], k: usize, bound: Q) -> Option<LpSolution> {
     combinations(all.len(), n, |sel| {
         let a: Vec<Vec<Q>> = sel.iter().map(|&i| all[i].g.clone()).collect();
         let b: Vec<Q> = sel.iter().map(|&i| all[i].h).collect();
-        let Some(z) = solve_square(&a, &b) else { return };
-        let feasible = all
-            .iter()
-            .all(|r| r.g.iter().zip(&z).map(|(g, v)| g * v).fold(Q::zero(), |s, x| s + x) <= r.h);
+        let Some(z) = solve_square(&a, &b) else {
+            return;
+        };
+        let feasible = all.iter().all(|r| {
+            r.g.iter()
+                .zip(&z)
+                .map(|(g, v)| g * v)
+                .fold(Q::zero(), |s, x| s + x)
+                <= r.h
+        });
         if !feasible {
             return;
         }
@@ -129,7 +135,10 @@ pub fn minimise_t(rows: &[Row], k: usize, bound: Q) -> Option<LpSolution> {
             }
         }
     });
-    best.map(|value| LpSolution { value, vertices: verts })
+    best.map(|value| LpSolution {
+        value,
+        vertices: verts,
+    })
 }
 
 #[cfg(test)]
@@ -145,8 +154,14 @@ mod tests {
     fn balances_two_terms() {
         // t ≥ x + 1, t ≥ −x + 2 → x = 1/2, t = 3/2.
         let rows = vec![
-            Row { g: vec![q(1), q(-1)], h: q(-1) },
-            Row { g: vec![q(-1), q(-1)], h: q(-2) },
+            Row {
+                g: vec![q(1), q(-1)],
+                h: q(-1),
+            },
+            Row {
+                g: vec![q(-1), q(-1)],
+                h: q(-2),
+            },
         ];
         let s = minimise_t(&rows, 1, q(1000)).unwrap();
         assert_eq!(s.value, Q::new(3, 2));
@@ -156,9 +171,18 @@ mod tests {
     #[test]
     fn infeasible_is_none() {
         let rows = vec![
-            Row { g: vec![q(1), q(0)], h: q(-1) },
-            Row { g: vec![q(-1), q(0)], h: q(-1) },
-            Row { g: vec![q(0), q(-1)], h: q(0) },
+            Row {
+                g: vec![q(1), q(0)],
+                h: q(-1),
+            },
+            Row {
+                g: vec![q(-1), q(0)],
+                h: q(-1),
+            },
+            Row {
+                g: vec![q(0), q(-1)],
+                h: q(0),
+            },
         ];
         assert!(minimise_t(&rows, 1, q(1000)).is_none());
     }

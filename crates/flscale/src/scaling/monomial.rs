@@ -126,6 +126,8 @@ fn join_factors(factors: &[(&str, Q)]) -> String {
         .map(|(s, e)| {
             if e.is_one() {
                 s.to_string()
+            } else if *e == Q::new(1, 2) {
+                format!("sqrt({s})")
             } else if e.is_integer() {
                 format!("{s}^{}", e.numer())
             } else {
@@ -164,10 +166,21 @@ impl fmt::Display for Monomial {
         }
         // With an integer exponent among them, factor-wise reads best (`d^(3/2)/L`).
         if entries.iter().any(|(_, e)| e.is_integer()) {
-            let num: Vec<(&str, Q)> = entries.iter().filter(|(_, e)| e.is_positive()).cloned().collect();
-            let den: Vec<(&str, Q)> =
-                entries.iter().filter(|(_, e)| e.is_negative()).map(|(s, e)| (*s, -e)).collect();
-            let num_s = if num.is_empty() { "1".to_string() } else { join_factors(&num) };
+            let num: Vec<(&str, Q)> = entries
+                .iter()
+                .filter(|(_, e)| e.is_positive())
+                .cloned()
+                .collect();
+            let den: Vec<(&str, Q)> = entries
+                .iter()
+                .filter(|(_, e)| e.is_negative())
+                .map(|(s, e)| (*s, -e))
+                .collect();
+            let num_s = if num.is_empty() {
+                "1".to_string()
+            } else {
+                join_factors(&num)
+            };
             return match den.len() {
                 0 => f.write_str(&num_s),
                 1 if den[0].1.is_one() => write!(f, "{num_s}/{}", den[0].0),
@@ -180,17 +193,25 @@ impl fmt::Display for Monomial {
         let l_den = entries.iter().fold(1i64, |l, (_, e)| l.lcm(e.denom()));
         let r = Q::new(g_num.abs(), l_den);
         let scaled: Vec<(&str, Q)> = entries.iter().map(|(s, e)| (*s, e / r)).collect();
-        let num: Vec<(&str, Q)> = scaled.iter().filter(|(_, e)| e.is_positive()).cloned().collect();
+        let num: Vec<(&str, Q)> = scaled
+            .iter()
+            .filter(|(_, e)| e.is_positive())
+            .cloned()
+            .collect();
         let den: Vec<(&str, Q)> = scaled
             .iter()
             .filter(|(_, e)| e.is_negative())
             .map(|(s, e)| (*s, -e))
             .collect();
-        let num_s = if num.is_empty() { "1".to_string() } else { join_factors(&num) };
+        let num_s = if num.is_empty() {
+            "1".to_string()
+        } else {
+            join_factors(&num)
+        };
         let inner = if den.is_empty() {
             num_s.clone()
-        } else if den.len() == 1 && den[0].1.is_one() {
-            format!("{num_s}/{}", den[0].0)
+        } else if den.len() == 1 {
+            format!("{num_s}/{}", join_factors(&den))
         } else {
             format!("{num_s}/({})", join_factors(&den))
         };
@@ -209,16 +230,22 @@ mod tests {
     use super::*;
 
     fn m(parts: &[(&str, i64, i64)]) -> Monomial {
-        parts
-            .iter()
-            .fold(Monomial::one(), |acc, (s, n, d)| acc.mul(&Monomial::power(s, Q::new(*n, *d))))
+        parts.iter().fold(Monomial::one(), |acc, (s, n, d)| {
+            acc.mul(&Monomial::power(s, Q::new(*n, *d)))
+        })
     }
 
     #[test]
     fn prints_like_the_paper() {
         assert_eq!(m(&[("N2", 1, 2), ("d", 1, 2)]).to_string(), "sqrt(N2*d)");
-        assert_eq!(m(&[("N1", 1, 3), ("N2", 1, 3), ("d", 1, 3)]).to_string(), "(N1*N2*d)^(1/3)");
-        assert_eq!(m(&[("N2", 2, 3), ("N1", -1, 3), ("d", -1, 3)]).to_string(), "(N2^2/(N1*d))^(1/3)");
+        assert_eq!(
+            m(&[("N1", 1, 3), ("N2", 1, 3), ("d", 1, 3)]).to_string(),
+            "(N1*N2*d)^(1/3)"
+        );
+        assert_eq!(
+            m(&[("N2", 2, 3), ("N1", -1, 3), ("d", -1, 3)]).to_string(),
+            "(N2^2/(N1*d))^(1/3)"
+        );
         assert_eq!(m(&[("N2", 1, 2), ("d", -1, 2)]).to_string(), "sqrt(N2/d)");
         assert_eq!(m(&[("d", 3, 2)]).to_string(), "d^(3/2)");
         assert_eq!(m(&[("d", 3, 1)]).to_string(), "d^3");
@@ -236,6 +263,9 @@ mod tests {
         assert_eq!(a.mul(&b).exponent("d"), Q::new(1, 6));
         assert_eq!(a.mul(&a.inv()), Monomial::one());
         assert_eq!(a.pow(Q::new(2, 1)), a.mul(&a));
-        assert_eq!(a.mul(&b).pow(Q::new(1, 3)), a.pow(Q::new(1, 3)).mul(&b.pow(Q::new(1, 3))));
+        assert_eq!(
+            a.mul(&b).pow(Q::new(1, 3)),
+            a.pow(Q::new(1, 3)).mul(&b.pow(Q::new(1, 3)))
+        );
     }
 }

@@ -1,0 +1,269 @@
+//! The prediction as a table for people (like the paper's Table 1, for any architecture) and
+//! as one JSON object for programs (spec 01 §6).
+
+use serde_json::{json, Map, Value};
+
+use super::fcn::feature_name;
+use super::predict::{PatternResult, Prediction};
+use crate::scaling::energy::{exponent_strings, BASE};
+use crate::scaling::{fmt_q, Minimum, Monomial};
+
+fn argmin_text(min: &Minimum, name: &str) -> String {
+    match (min.argmin_symbolic.get(name), min.argmin.get(name)) {
+        (Some(sym), Some(r)) if r.lo.is_some() && r.lo == r.hi => sym.to_string(),
+        (_, Some(r)) => r.describe(),
+        _ => "?".to_string(),
+    }
+}
+
+fn pattern_json(p: &PatternResult) -> Value {
+    let layers: Vec<Value> = p
+        .layers
+        .iter()
+        .map(|l| {
+            json!({
+                "layer": l.layer,
+                "kind": l.kind.short(),
+                "feature": l.feature.map(feature_name),
+                "parameter": l.parameter,
+            })
+        })
+        .collect();
+    let mut obj = Map::new();
+    obj.insert("name".into(), json!(p.name));
+    obj.insert("layers".into(), Value::Array(layers));
+    if let Some(d) = &p.description {
+        obj.insert("description".into(), json!(d));
+    }
+    let terms: Map<String, Value> = p
+        .terms
+        .iter()
+        .map(|(l, m)| (l.clone(), json!(m.to_string())))
+        .collect();
+    obj.insert("terms".into(), Value::Object(terms));
+    let routes: Map<String, Value> = p
+        .routes
+        .iter()
+        .map(|(l, r)| (l.clone(), json!(r)))
+        .collect();
+    obj.insert("routes".into(), Value::Object(routes));
+    obj.insert("energy".into(), json!(p.energy_expression()));
+    obj.insert("free".into(), json!(p.free));
+    obj.insert(
+        "constraints".into(),
+        json!(p
+            .constraints
+            .iter()
+            .map(|c| c.text.clone())
+            .collect::<Vec<_>>()),
+    );
+    match &p.minimum {
+        Some(min) => {
+            let (e, f) = exponent_strings(&min.exponent);
+            obj.insert("exponent".into(), json!(e));
+            obj.insert("exponent_float".into(), json!(f));
+            obj.insert("optimum".into(), json!(min.energy_symbolic.to_string()));
+            let argmin: Map<String, Value> = p
+                .free
+                .iter()
+                .map(|n| (n.clone(), json!(argmin_text(min, n))))
+                .collect();
+            obj.insert("argmin".into(), Value::Object(argmin));
+            let argexp: Map<String, Value> = min
+                .argmin
+                .iter()
+                .map(|(n, r)| {
+                    (
+                        n.clone(),
+                        json!({"lo": r.lo.map(|q| fmt_q(&q)), "hi": r.hi.map(|q| fmt_q(&q))}),
+                    )
+                })
+                .collect();
+            obj.insert("argmin_exponents".into(), Value::Object(argexp));
+            let te: Map<String, Value> = min
+                .term_exponents
+                .iter()
+                .map(|(l, q)| (l.clone(), json!(fmt_q(q))))
+                .collect();
+            obj.insert("term_exponents".into(), Value::Object(te));
+            obj.insert("active".into(), json!(min.active));
+            obj.insert("binding".into(), json!(min.binding));
+            obj.insert("tight".into(), json!(min.tight));
+            obj.insert("valid_when".into(), json!(min.valid_when));
+            obj.insert("infinite".into(), Value::Null);
+        }
+        None => {
+            obj.insert("exponent".into(), Value::Null);
+            obj.insert("exponent_float".into(), Value::Null);
+            obj.insert("optimum".into(), json!("infinite"));
+            obj.insert("argmin".into(), json!({}));
+            obj.insert("binding".into(), json!([]));
+            obj.insert("infinite".into(), json!(p.infinite_reason));
+        }
+    }
+    Value::Object(obj)
+}
+
+/// The prediction as one JSON object: `regime`, `patterns`, `winners`, `p_star_exponent`, ...
+pub fn to_json(p: &Prediction) -> Value {
+    let regime: Map<String, Value> = p
+        .regime
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(fmt_q(&v))))
+        .collect();
+    let (pe, pf) = match &p.p_star_exponent {
+        Some(q) => {
+            let (s, f) = exponent_strings(q);
+            (json!(s), json!(f))
+        }
+        None => (Value::Null, Value::Null),
+    };
+    json!({
+        "title": p.title,
+        "regime": regime,
+        "patterns": p.patterns.iter().map(pattern_json).collect::<Vec<_>>(),
+        "winners": p.winners,
+        "p_star_exponent": pe,
+        "p_star_exponent_float": pf,
+        "reading": p.reading(),
+    })
+}
+
+fn render_table(rows: &[Vec<String>]) -> String {
+    let ncol = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..ncol)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let line: Vec<String> = (0..ncol)
+            .map(|c| {
+                let s = r.get(c).cloned().unwrap_or_default();
+                let pad = widths[c] - s.chars().count();
+                format!("{s}{}", " ".repeat(pad))
+            })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+        if i == 0 {
+            out.push_str(
+                &widths
+                    .iter()
+                    .map(|w| "-".repeat(*w))
+                    .collect::<Vec<_>>()
+                    .join("  "),
+            );
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The prediction as text: a Table-1-like table sorted by Ẽ, the winners marked with `*`,
+/// then the binding constraints and a one-line reading.
+pub fn to_text(p: &Prediction) -> String {
+    let mut labels: Vec<String> = Vec::new();
+    for pat in &p.patterns {
+        for (l, _) in &pat.terms {
+            if !labels.contains(l) {
+                labels.push(l.clone());
+            }
+        }
+    }
+    // a_y last, as in the paper's table.
+    labels.sort_by_key(|l| (l.starts_with("a_y"), l.clone()));
+    let mut order: Vec<&PatternResult> =
+        p.patterns.iter().filter(|x| x.minimum.is_some()).collect();
+    order.sort_by(|a, b| {
+        let ea = a.minimum.as_ref().map(|m| m.exponent);
+        let eb = b.minimum.as_ref().map(|m| m.exponent);
+        ea.cmp(&eb)
+    });
+    let mut rows = vec![{
+        let mut h = vec!["pattern".to_string()];
+        h.extend(labels.iter().cloned());
+        h.extend([
+            "minimising parameters".to_string(),
+            "Ẽ".to_string(),
+            "Ẽ ∝".to_string(),
+        ]);
+        h
+    }];
+    for pat in &order {
+        let Some(min) = &pat.minimum else { continue };
+        let mark = if p.winners.contains(&pat.name) {
+            "* "
+        } else {
+            "  "
+        };
+        let mut row = vec![format!("{mark}{}", pat.name)];
+        for l in &labels {
+            row.push(
+                pat.terms
+                    .iter()
+                    .find(|(x, _)| x == l)
+                    .map_or("0".to_string(), |(_, m)| m.to_string()),
+            );
+        }
+        let params: Vec<String> = pat
+            .free
+            .iter()
+            .map(|n| format!("{n} = {}", argmin_text(min, n)))
+            .collect();
+        row.push(if params.is_empty() {
+            "-".to_string()
+        } else {
+            params.join(", ")
+        });
+        row.push(min.energy_symbolic.to_string());
+        row.push(Monomial::power(BASE, min.exponent).to_string());
+        rows.push(row);
+    }
+    let mut out = format!(
+        "{}\nregime: {}\n\n",
+        p.title,
+        if p.regime.describe().is_empty() {
+            "d".to_string()
+        } else {
+            p.regime.describe()
+        }
+    );
+    out.push_str(&render_table(&rows));
+    let infinite: Vec<&str> = p
+        .patterns
+        .iter()
+        .filter(|x| x.minimum.is_none())
+        .map(|x| x.name.as_str())
+        .collect();
+    if !infinite.is_empty() {
+        out.push_str(&format!(
+            "\ncannot align with the target (infinite Ẽ): {}\n",
+            infinite.join(", ")
+        ));
+    }
+    for w in &p.winners {
+        if let Some(min) = p.pattern(w).and_then(|x| x.minimum.as_ref()) {
+            if !min.binding.is_empty() {
+                out.push_str(&format!(
+                    "{w}: binding constraint(s) {}\n",
+                    min.binding.join(", ")
+                ));
+            }
+            if !min.valid_when.is_empty() {
+                out.push_str(&format!(
+                    "{w}: the symbolic optimum holds while {}\n",
+                    min.valid_when.join(", ")
+                ));
+            }
+        }
+    }
+    out.push('\n');
+    out.push_str(&p.reading());
+    out.push('\n');
+    out
+}
