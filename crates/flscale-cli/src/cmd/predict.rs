@@ -1,16 +1,277 @@
-//! `flscale predict`.
+//! `flscale predict`: which feature-learning pattern wins, and how P\* scales.
 
+use std::path::PathBuf;
+
+use flscale::patterns::arch::Architecture;
+use flscale::patterns::phase::{line_chart, phase_line, phase_map, MapFigure};
+use flscale::patterns::report::{to_json, to_text};
+use flscale::plot::write_figure;
+use flscale::scaling::energy::exponent_strings;
+use flscale::scaling::expr::parse_decimal;
+use flscale::scaling::{fmt_q, Monomial, Q};
 use flscale::{Error, Result};
+use serde_json::json;
 
-use super::Ctx;
+use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale predict`.
 #[derive(Debug, clap::Args)]
-pub struct PredictArgs {}
+#[command(after_help = "Examples:
+  flscale predict --preset fcn3-erf-he3                 # the paper's Table 1
+  flscale predict --preset fcn3-erf-he3 --at N1=d^2     # wider first layer: GP-Sp takes over
+  flscale predict my-net.toml --json                    # your own architecture (see `flscale preset show fcn3-erf-he3`)
+  flscale predict --preset fcn2-erf-he3 --phase N --out phase.svg
+  flscale predict --preset fcn3-erf-he3 --phase N1,N2 --range 0:6 --out map.png
+
+Architecture TOML (fields of [network]: kind, activation, widths, parametrization, catalog):
+  [network]
+  kind = \"fcn\"                 # or \"catalog\" with catalog = \"cnn-patches\" | path
+  activation = \"erf\"           # erf | relu | tanh | linear | poly
+  widths = [\"N1\", \"N2\"]        # one scale symbol per hidden layer
+  parametrization = \"standard\" # standard | mean-field
+  [target]
+  hermite = 3                  # y = He_m(w*.x)
+  [regime]                     # every scale as a power of d
+  N1 = \"d\"
+  N2 = \"d^2\"")]
+pub struct PredictArgs {
+    /// Architecture TOML file (or use --preset).
+    #[arg(
+        value_name = "ARCH.toml",
+        required_unless_present = "preset",
+        conflicts_with = "preset"
+    )]
+    pub file: Option<PathBuf>,
+    /// A built-in preset (list them with `flscale presets`).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Override the regime: comma-separated SCALE=power-of-d, e.g. `N1=d^2,N2=sqrt(d)`.
+    #[arg(long, value_name = "N1=d^2,...")]
+    pub at: Option<String>,
+    /// Print one JSON object instead of the table (it always lists every pattern).
+    #[arg(long)]
+    pub json: bool,
+    /// Show every enumerated pattern in the table, not only the paper's kinds.
+    #[arg(long)]
+    pub all: bool,
+    /// Phase diagram over the exponent of one scale (`N`) or two (`N1,N2`).
+    #[arg(long, value_name = "SCALE[,SCALE]")]
+    pub phase: Option<String>,
+    /// Exponent range of the phase axes, LO:HI (rationals allowed, e.g. 0:11/2).
+    #[arg(long, value_name = "LO:HI", default_value = "0:6")]
+    pub range: String,
+    /// Grid points per axis of a two-axis phase map.
+    #[arg(long, value_name = "N", default_value_t = 25)]
+    pub grid: usize,
+    /// Write the phase diagram picture here (.svg or .png).
+    #[arg(long, value_name = "FIG.svg")]
+    pub out: Option<PathBuf>,
+}
+
+fn parse_exponent(s: &str) -> Result<Q> {
+    let s = s.trim();
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s),
+    };
+    let q = match body.split_once('/') {
+        Some((a, b)) => {
+            let (a, b) = (parse_decimal(a.trim()), parse_decimal(b.trim()));
+            match (a, b) {
+                (Some(a), Some(b)) if b != Q::from_integer(0) => Some(a / b),
+                _ => None,
+            }
+        }
+        None => parse_decimal(body),
+    };
+    q.map(|q| if neg { -q } else { q }).ok_or_else(|| {
+        Error::invalid(format!(
+            "--range value \"{s}\" is not a number; write e.g. 0:6 or 1/2:11/2"
+        ))
+    })
+}
 
 /// Runs `flscale predict`.
-pub fn run(_args: PredictArgs, _ctx: &Ctx) -> Result<()> {
-    Err(Error::runtime(
-        "this subcommand is not available in this build yet",
-    ))
+pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
+    let arch = match (&args.preset, &args.file) {
+        (Some(name), _) => Architecture::from_preset(name)?,
+        (None, Some(path)) => Architecture::from_file(path)?,
+        (None, None) => {
+            return Err(Error::invalid(
+                "give an architecture file or --preset NAME (see `flscale presets`)",
+            ))
+        }
+    };
+    let mut regime = arch.regime.clone();
+    if let Some(at) = &args.at {
+        regime
+            .apply_assignments(at)
+            .map_err(|e| e.context("--at"))?;
+    }
+    let Some(phase) = &args.phase else {
+        if args.out.is_some() {
+            return Err(Error::invalid(
+                "--out writes a phase diagram; give --phase SCALE[,SCALE] too",
+            ));
+        }
+        let pred = arch.predict_in(&regime)?;
+        if args.json {
+            return out_json(&to_json(&pred));
+        }
+        let mut text = to_text(&pred, args.all);
+        for n in &arch.notes {
+            text.push_str(&format!("\n{n}\n"));
+        }
+        return out(&text);
+    };
+    let (lo, hi) = args.range.split_once(':').ok_or_else(|| {
+        Error::invalid(format!(
+            "--range \"{}\" has no ':'; write LO:HI, e.g. 0:6",
+            args.range
+        ))
+    })?;
+    let (lo, hi) = (parse_exponent(lo)?, parse_exponent(hi)?);
+    let axes: Vec<&str> = phase
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    match axes.as_slice() {
+        [axis] => {
+            let line = phase_line(&arch, &regime, axis, lo, hi)?;
+            if let Some(path) = &args.out {
+                let mut chart =
+                    line_chart(&line, &format!("winner and P* exponent vs log_d {axis}"));
+                chart.notes.insert(0, arch.title.clone());
+                write_figure(path, 900, 560, &chart)?;
+            }
+            if args.json {
+                let regions: Vec<_> = line
+                    .regions
+                    .iter()
+                    .map(|r| {
+                        let (a, _) = exponent_strings(&r.p_star.a);
+                        let (b, _) = exponent_strings(&r.p_star.b);
+                        json!({"from": fmt_q(&r.from), "to": fmt_q(&r.to), "winners": r.winners, "optimum": r.energy,
+                               "p_star_exponent": {"slope": a, "intercept": b}})
+                    })
+                    .collect();
+                let bounds: Vec<_> = line
+                    .boundaries
+                    .iter()
+                    .map(|b| {
+                        json!({"at": fmt_q(&b.at), "scale": Monomial::power("d", b.at).to_string(), "tied": b.tied,
+                               "winners_change": b.winners_change, "exact": b.exact})
+                    })
+                    .collect();
+                return out_json(
+                    &json!({"axis": axis, "regions": regions, "boundaries": bounds,
+                                        "figure": args.out.as_ref().map(|p| p.display().to_string())}),
+                );
+            }
+            let mut text = format!(
+                "{}\nphase diagram along log_d {axis} in [{}, {}]\n\n",
+                arch.title,
+                fmt_q(&lo),
+                fmt_q(&hi)
+            );
+            for r in &line.regions {
+                text.push_str(&format!(
+                    "  {axis} from {} to {}: {}  (Ẽ = {}, P* exponent = {}·ν + {})\n",
+                    Monomial::power("d", r.from),
+                    Monomial::power("d", r.to),
+                    r.winners.join(" = "),
+                    r.energy,
+                    fmt_q(&r.p_star.a),
+                    fmt_q(&r.p_star.b)
+                ));
+            }
+            for b in &line.boundaries {
+                let at = Monomial::power("d", b.at);
+                let approx = if b.exact {
+                    ""
+                } else {
+                    " (located between two samples, not exact)"
+                };
+                if b.winners_change {
+                    text.push_str(&format!(
+                        "  boundary at {axis} = {at}: {} tie there{approx}\n",
+                        b.tied.join(", ")
+                    ));
+                } else {
+                    text.push_str(&format!(
+                        "  at {axis} = {at} the winners stay, but their optimum changes form (a constraint starts or stops binding){approx}\n"
+                    ));
+                }
+            }
+            if let Some(p) = &args.out {
+                text.push_str(&format!("\nfigure: {}\n", p.display()));
+            }
+            out(&text)
+        }
+        [x, y] => {
+            let map = phase_map(&arch, &regime, (x, y), lo, hi, args.grid)?;
+            if let Some(path) = &args.out {
+                let fig = MapFigure {
+                    map: &map,
+                    title: format!("winner over (log_d {x}, log_d {y})"),
+                };
+                write_figure(path, 1000, 620, &fig)?;
+            }
+            if args.json {
+                let cells: Vec<Vec<serde_json::Value>> = map
+                    .cells
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .map(|c| c.map_or(serde_json::Value::Null, |k| json!(k)))
+                            .collect()
+                    })
+                    .collect();
+                return out_json(&json!({
+                    "axes": [x, y],
+                    "grid": map.grid.0.iter().map(fmt_q).collect::<Vec<_>>(),
+                    "winner_sets": map.winner_sets,
+                    "cells": cells,
+                    "boundaries": map.boundaries,
+                    "figure": args.out.as_ref().map(|p| p.display().to_string()),
+                }));
+            }
+            let mut text = format!(
+                "{}\nphase map over log_d {x} (columns) and log_d {y} (rows) in [{}, {}], {}x{} grid\n\n",
+                arch.title,
+                fmt_q(&lo),
+                fmt_q(&hi),
+                map.grid.0.len(),
+                map.grid.0.len()
+            );
+            let symbols: Vec<char> = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".chars().collect();
+            for (iy, row) in map.cells.iter().enumerate().rev() {
+                let line: String = row
+                    .iter()
+                    .map(|c| c.map_or('.', |k| symbols[k % symbols.len()]))
+                    .collect();
+                text.push_str(&format!("{:>6} | {line}\n", fmt_q(&map.grid.1[iy])));
+            }
+            text.push('\n');
+            for (k, w) in map.winner_sets.iter().enumerate() {
+                text.push_str(&format!(
+                    "  {} = {}\n",
+                    symbols[k % symbols.len()],
+                    w.join(" = ")
+                ));
+            }
+            text.push_str("\nboundaries (where the neighbouring winners' energies are equal):\n");
+            for b in &map.boundaries {
+                text.push_str(&format!("  {b}\n"));
+            }
+            if let Some(p) = &args.out {
+                text.push_str(&format!("\nfigure: {}\n", p.display()));
+            }
+            out(&text)
+        }
+        _ => Err(Error::invalid(format!(
+            "--phase \"{phase}\" must name one or two scales, e.g. N or N1,N2"
+        ))),
+    }
 }

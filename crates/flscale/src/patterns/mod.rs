@@ -4,6 +4,7 @@
 pub mod activation;
 pub mod arch;
 pub mod fcn;
+pub mod phase;
 pub mod predict;
 pub mod report;
 

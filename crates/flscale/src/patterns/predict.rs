@@ -67,62 +67,103 @@ impl Prediction {
         self.patterns.iter().find(|p| p.name == name)
     }
 
-    /// One sentence a researcher reads first, e.g. "Winner GP-Sp: specialization of
-    /// M2 ∝ 1 neurons in layer 2; P*/κ ∝ d."
+    /// Number of layers of a pattern that are not lazy.
+    pub fn feature_learning_layers(p: &PatternResult) -> usize {
+        p.layers.iter().filter(|l| l.kind != LayerKind::Gp).count()
+    }
+
+    /// The winners with the fewest feature-learning layers (Occam's choice among ties), of
+    /// the paper's kinds when there are such, in enumeration order.
+    pub fn simplest_winners(&self) -> Vec<&PatternResult> {
+        let ws: Vec<&PatternResult> = self
+            .winners
+            .iter()
+            .filter_map(|w| self.pattern(w))
+            .collect();
+        // Prefer the paper's kinds (no muSp, default features) when they are among the winners.
+        let paper_kind = |p: &PatternResult| {
+            !p.name.contains('[') && p.layers.iter().all(|l| l.kind != LayerKind::MuSp)
+        };
+        let ws: Vec<&PatternResult> = if ws.iter().any(|p| paper_kind(p)) {
+            ws.into_iter().filter(|p| paper_kind(p)).collect()
+        } else {
+            ws
+        };
+        let least = ws
+            .iter()
+            .map(|p| Self::feature_learning_layers(p))
+            .min()
+            .unwrap_or(0);
+        ws.into_iter()
+            .filter(|p| Self::feature_learning_layers(p) == least)
+            .collect()
+    }
+
+    fn describe_pattern(p: &PatternResult) -> String {
+        let Some(min) = &p.minimum else {
+            return p.name.clone();
+        };
+        let mut words = Vec::new();
+        for l in &p.layers {
+            if l.kind == LayerKind::Gp {
+                continue;
+            }
+            let param = l.parameter.clone().unwrap_or_default();
+            let size = min
+                .argmin
+                .get(&param)
+                .map(|r| r.describe())
+                .unwrap_or_default();
+            let feature = l.feature.map(super::fcn::feature_name).unwrap_or_default();
+            words.push(match l.kind {
+                LayerKind::Sp => format!("{param} ∝ {size} neurons of layer {} specialise on {feature}", l.layer),
+                LayerKind::MuSp => format!("O(1) neurons of layer {} specialise on {feature} with magnitude {param} ∝ {size}", l.layer),
+                LayerKind::Gfl => format!("layer {} amplifies {feature} by {param} ∝ {size} (GFL)", l.layer),
+                LayerKind::Mag => format!("all neurons of layer {} magnetise along {feature} with {param} ∝ {size}", l.layer),
+                LayerKind::Gp => String::new(),
+            });
+        }
+        if p.layers.is_empty() {
+            let params: Vec<String> = min
+                .argmin
+                .iter()
+                .map(|(k, r)| format!("{k} ∝ {}", r.describe()))
+                .collect();
+            if !params.is_empty() {
+                words.push(params.join(", "));
+            }
+        }
+        if words.is_empty() {
+            words.push("lazy learning".to_string());
+        }
+        format!("{}: {}", p.name, words.join("; "))
+    }
+
+    /// One sentence a researcher reads first, e.g. "GP-Sp: M2 ∝ 1 neurons of layer 2
+    /// specialise on Phi; P*/kappa ∝ d."
     pub fn reading(&self) -> String {
         let Some(exp) = self.p_star_exponent else {
             return "No pattern can align with the target: every pattern has an infinite energy."
                 .to_string();
         };
         let pstar = Monomial::power(BASE, exp);
-        let mut parts = Vec::new();
-        for w in &self.winners {
-            let Some(p) = self.pattern(w) else { continue };
-            let Some(min) = &p.minimum else { continue };
-            let mut layer_words = Vec::new();
-            for l in &p.layers {
-                if l.kind == LayerKind::Gp {
-                    continue;
-                }
-                let param = l.parameter.clone().unwrap_or_default();
-                let size = min
-                    .argmin
-                    .get(&param)
-                    .map(|r| r.describe())
-                    .unwrap_or_default();
-                let feature = l.feature.map(super::fcn::feature_name).unwrap_or_default();
-                let what = match l.kind {
-                    LayerKind::Sp => format!("specialization of {param} ∝ {size} neurons on {feature} in layer {}", l.layer),
-                    LayerKind::MuSp => format!("mu-specialization with magnitude {param} ∝ {size} on {feature} in layer {}", l.layer),
-                    LayerKind::Gfl => format!("Gaussian feature learning with amplification {param} ∝ {size} along {feature} in layer {}", l.layer),
-                    LayerKind::Mag => format!("magnetization {param} ∝ {size} along {feature} in layer {}", l.layer),
-                    LayerKind::Gp => String::new(),
-                };
-                layer_words.push(what);
-            }
-            if p.layers.is_empty() {
-                let params: Vec<String> = min
-                    .argmin
-                    .iter()
-                    .map(|(k, r)| format!("{k} ∝ {}", r.describe()))
-                    .collect();
-                if params.is_empty() {
-                    layer_words.push("no free parameters".to_string());
-                } else {
-                    layer_words.push(params.join(", "));
-                }
-            }
-            if layer_words.is_empty() {
-                layer_words.push("lazy learning in every layer".to_string());
-            }
-            parts.push(format!("{} ({})", w, layer_words.join("; ")));
-        }
-        let lead = if self.winners.len() > 1 {
-            "Tied winners"
+        let simplest = self.simplest_winners();
+        let described: Vec<String> = simplest.iter().map(|p| Self::describe_pattern(p)).collect();
+        if self.winners.len() == 1 {
+            format!("Winner {}; P*/kappa ∝ {pstar}.", described.join(""))
+        } else if simplest.len() == self.winners.len() {
+            format!(
+                "{} patterns tie at P*/kappa ∝ {pstar}: {}.",
+                self.winners.len(),
+                described.join(" | ")
+            )
         } else {
-            "Winner"
-        };
-        format!("{lead}: {}; P*/kappa ∝ {pstar}.", parts.join(" | "))
+            format!(
+                "{} patterns tie at P*/kappa ∝ {pstar}; the simplest (fewest feature-learning layers): {}.",
+                self.winners.len(),
+                described.join(" | ")
+            )
+        }
     }
 }
 

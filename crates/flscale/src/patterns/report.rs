@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::fcn::feature_name;
+use super::fcn::{feature_name, LayerKind};
 use super::predict::{PatternResult, Prediction};
 use crate::scaling::energy::{exponent_strings, BASE};
 use crate::scaling::{fmt_q, Minimum, Monomial};
@@ -164,9 +164,19 @@ fn render_table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The prediction as text: a Table-1-like table sorted by Ẽ, the winners marked with `*`,
-/// then the binding constraints and a one-line reading.
-pub fn to_text(p: &Prediction) -> String {
+/// Whether a pattern belongs in the compact table: the paper's patterns (GP, GFL, Sp on Φ,
+/// Mag on the target) and catalog entries; muSp and patterns on other features are shown
+/// with `all`.
+fn in_compact_view(p: &PatternResult) -> bool {
+    p.layers.is_empty()
+        || p.layers.iter().all(|l| l.kind != LayerKind::MuSp) && !p.name.contains('[')
+}
+
+/// The prediction as text: a Table-1-like table sorted by Ẽ (ties: fewer feature-learning
+/// layers first), the winners marked with `*`, the binding constraints and a one-line
+/// reading. `all = false` shows the paper's kinds of pattern only and counts the rest.
+pub fn to_text(p: &Prediction, all: bool) -> String {
+    let shown = |x: &PatternResult| all || in_compact_view(x);
     let mut labels: Vec<String> = Vec::new();
     for pat in &p.patterns {
         for (l, _) in &pat.terms {
@@ -177,12 +187,16 @@ pub fn to_text(p: &Prediction) -> String {
     }
     // a_y last, as in the paper's table.
     labels.sort_by_key(|l| (l.starts_with("a_y"), l.clone()));
-    let mut order: Vec<&PatternResult> =
-        p.patterns.iter().filter(|x| x.minimum.is_some()).collect();
-    order.sort_by(|a, b| {
-        let ea = a.minimum.as_ref().map(|m| m.exponent);
-        let eb = b.minimum.as_ref().map(|m| m.exponent);
-        ea.cmp(&eb)
+    let mut order: Vec<&PatternResult> = p
+        .patterns
+        .iter()
+        .filter(|x| x.minimum.is_some() && shown(x))
+        .collect();
+    order.sort_by_key(|x| {
+        (
+            x.minimum.as_ref().map(|m| m.exponent),
+            Prediction::feature_learning_layers(x),
+        )
     });
     let mut rows = vec![{
         let mut h = vec!["pattern".to_string()];
@@ -224,20 +238,33 @@ pub fn to_text(p: &Prediction) -> String {
         row.push(Monomial::power(BASE, min.exponent).to_string());
         rows.push(row);
     }
+    let regime = p.regime.describe();
     let mut out = format!(
         "{}\nregime: {}\n\n",
         p.title,
-        if p.regime.describe().is_empty() {
-            "d".to_string()
-        } else {
-            p.regime.describe()
-        }
+        if regime.is_empty() { "d" } else { &regime }
     );
     out.push_str(&render_table(&rows));
+    let hidden: Vec<&PatternResult> = p
+        .patterns
+        .iter()
+        .filter(|x| x.minimum.is_some() && !shown(x))
+        .collect();
+    if !hidden.is_empty() {
+        let tied = hidden
+            .iter()
+            .filter(|x| p.winners.contains(&x.name))
+            .count();
+        out.push_str(&format!(
+            "\n{} more pattern(s) (muSp, or feature learning on features other than Phi / the target), \
+             {tied} of them tied with the winners: see --all or --json\n",
+            hidden.len()
+        ));
+    }
     let infinite: Vec<&str> = p
         .patterns
         .iter()
-        .filter(|x| x.minimum.is_none())
+        .filter(|x| x.minimum.is_none() && shown(x))
         .map(|x| x.name.as_str())
         .collect();
     if !infinite.is_empty() {
@@ -246,23 +273,24 @@ pub fn to_text(p: &Prediction) -> String {
             infinite.join(", ")
         ));
     }
-    for w in &p.winners {
-        if let Some(min) = p.pattern(w).and_then(|x| x.minimum.as_ref()) {
-            if !min.binding.is_empty() {
-                out.push_str(&format!(
-                    "{w}: binding constraint(s) {}\n",
-                    min.binding.join(", ")
-                ));
-            }
-            if !min.valid_when.is_empty() {
-                out.push_str(&format!(
-                    "{w}: the symbolic optimum holds while {}\n",
-                    min.valid_when.join(", ")
-                ));
-            }
+    out.push('\n');
+    for w in p.simplest_winners() {
+        let Some(min) = &w.minimum else { continue };
+        if !min.binding.is_empty() {
+            out.push_str(&format!(
+                "{}: binding constraint(s) {}\n",
+                w.name,
+                min.binding.join(", ")
+            ));
+        }
+        if !min.valid_when.is_empty() {
+            out.push_str(&format!(
+                "{}: the symbolic optimum holds while {}\n",
+                w.name,
+                min.valid_when.join(", ")
+            ));
         }
     }
-    out.push('\n');
     out.push_str(&p.reading());
     out.push('\n');
     out

@@ -5,13 +5,11 @@
 //! * [`lp`]: the exact rational linear program behind every minimisation.
 //! * [`energy`]: regimes, labelled energies, exact minimisation, active set, binding
 //!   constraints and the symbolic optimum.
-//! * [`phase`]: exact phase boundaries over one regime exponent and phase maps over two.
 
 pub mod energy;
 pub mod expr;
 pub mod lp;
 pub mod monomial;
-pub mod phase;
 
 pub use energy::{minimise, ArgRange, Minimum, Regime, Term};
 pub use expr::{parse_constraints, parse_monomial, parse_posynomial, Constraint};
