@@ -1,16 +1,272 @@
-//! `flscale sample` — being built in its own issue; until then it says so and exits 1.
+//! `flscale sample EXP.toml --out DIR [--json]`: sample a Bayesian network ensemble by
+//! Langevin dynamics (spec 02) and write the summary, traces, per-chain results and the
+//! first-layer overlap histogram.
 
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use flscale::sim::run::{RunResult, Summary};
+use flscale::sim::{run_experiment, ExperimentConfig};
 use flscale::{Error, Result};
 
-use super::Ctx;
+use super::{out, out_json, read_file, Ctx};
 
 /// Arguments of `flscale sample`.
 #[derive(Debug, clap::Args)]
-pub struct SampleArgs {}
+#[command(
+    after_help = "Example:\n  flscale sample examples/experiments/fig2a-quick.toml --out runs/fig2a --json\n\n\
+Writes DIR/summary.json, DIR/traces.csv (every `thin` steps, burn-in included), DIR/chains.csv,\n\
+DIR/histogram_rho.csv and DIR/experiment.toml. `--json` prints the summary; it is byte-identical\n\
+for the same file and seed whatever RAYON_NUM_THREADS is, so wall-clock speed is left out\n\
+(`steps_per_second` is null) unless --timing is given. Exit code 1 if every chain diverged."
+)]
+pub struct SampleArgs {
+    /// The experiment file (TOML: [model], [data], [target], [sampler], optional [priors]).
+    pub experiment: PathBuf,
+    /// Output directory (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Include the measured steps per second in the printed summary (not reproducible).
+    #[arg(long)]
+    pub timing: bool,
+}
 
 /// Runs `flscale sample`.
-pub fn run(_args: SampleArgs, _ctx: &Ctx) -> Result<()> {
-    Err(Error::runtime(
-        "this subcommand is not available in this build yet",
-    ))
+pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
+    let text = read_file(&args.experiment)?;
+    let source = args.experiment.display().to_string();
+    let cfg = ExperimentConfig::from_toml(&text, &source)?;
+    std::fs::create_dir_all(&args.out).map_err(|e| {
+        Error::invalid(format!(
+            "cannot create output directory {}: {e}",
+            args.out.display()
+        ))
+    })?;
+    let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(cfg.sampler.steps as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} sampling [{bar:40}] {pos}/{len} steps  {per_sec}  ETA {eta}",
+            )
+            .expect("static progress template")
+            .progress_chars("=> "),
+        );
+        bar
+    };
+    let result = run_experiment(&cfg, &mut |done, _| bar.set_position(done as u64))?;
+    bar.finish_and_clear();
+    let steps_per_second = result.steps as f64 / result.seconds.max(1e-9);
+    write_outputs(&args.out, &text, &result, steps_per_second)?;
+    let mut summary = result.summary.clone();
+    if args.timing {
+        summary.steps_per_second = Some(steps_per_second);
+    }
+    if args.json {
+        out_json(&to_json(&summary)?)?;
+    } else {
+        out(&human(&summary, &args.out))?;
+    }
+    report_divergence(&cfg, &result, ctx)
+}
+
+fn report_divergence(cfg: &ExperimentConfig, result: &RunResult, ctx: &Ctx) -> Result<()> {
+    let s = &result.summary;
+    if s.diverged_chains.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = s
+        .diverged_chains
+        .iter()
+        .take(10)
+        .map(|d| format!("chain {} at step {} ({})", d.chain, d.step, d.reason))
+        .collect();
+    let more = s.diverged_chains.len().saturating_sub(10);
+    let list = names.join(", ")
+        + &if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+    let cure = format!(
+        "sampler.step = {} is too large for this posterior; try sampler.step = {}",
+        cfg.sampler.step,
+        cfg.sampler.step / 10.0
+    );
+    if result.all_diverged() {
+        return Err(Error::runtime(format!(
+            "all {} chains diverged: {list}; {cure}",
+            cfg.sampler.chains
+        )));
+    }
+    if !ctx.quiet {
+        eprintln!(
+            "warning: {} of {} chains diverged and were excluded: {list}; {cure}",
+            s.diverged_chains.len(),
+            cfg.sampler.chains
+        );
+    }
+    Ok(())
+}
+
+fn to_json(summary: &Summary) -> Result<serde_json::Value> {
+    serde_json::to_value(summary).map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))
+}
+
+/// Writes a file atomically (temporary file + rename), naming it in errors.
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
+}
+
+/// A CSV number: empty for NaN/∞ (never written as NaN), full precision otherwise.
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        String::new()
+    }
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map(num).unwrap_or_default()
+}
+
+fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: f64) -> Result<()> {
+    let mut summary = to_json(&r.summary)?;
+    if let serde_json::Value::Object(map) = &mut summary {
+        map.insert(
+            "timing".to_string(),
+            serde_json::json!({
+                "seconds": num(r.seconds).parse::<f64>().ok(),
+                "steps_per_second": num(steps_per_second).parse::<f64>().ok(),
+                "flscale_version": env!("CARGO_PKG_VERSION"),
+            }),
+        );
+    }
+    let text = serde_json::to_string_pretty(&summary)
+        .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
+    write_atomic(&dir.join("summary.json"), &(text + "\n"))?;
+    write_atomic(&dir.join("experiment.toml"), experiment)?;
+    let mut traces =
+        String::from("step,burn_in,energy,alignment,test_mse,train_mse,r_overlap2,outliers\n");
+    for t in &r.traces {
+        traces += &format!(
+            "{},{},{},{},{},{},{},{}\n",
+            t.step,
+            t.burn_in,
+            num(t.energy),
+            num(t.alignment),
+            num(t.test_mse),
+            opt(t.train_mse),
+            num(t.r_overlap2),
+            num(t.outliers)
+        );
+    }
+    write_atomic(&dir.join("traces.csv"), &traces)?;
+    let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers\n");
+    for c in &r.chains {
+        chains += &format!(
+            "{},{},{},{},{},{}\n",
+            c.chain,
+            c.status,
+            opt(c.alignment),
+            opt(c.test_mse),
+            opt(c.r_overlap2),
+            opt(c.outliers)
+        );
+    }
+    write_atomic(&dir.join("chains.csv"), &chains)?;
+    let h = &r.histogram;
+    let total: u64 = h.counts.iter().sum::<u64>() + h.outside;
+    let mut hist = String::from("bin_low,bin_high,count,density,neg_log_density\n");
+    for (i, &c) in h.counts.iter().enumerate() {
+        let width = h.edges[i + 1] - h.edges[i];
+        let density = if total > 0 {
+            c as f64 / (total as f64 * width)
+        } else {
+            0.0
+        };
+        let nld = if density > 0.0 {
+            num(-density.ln())
+        } else {
+            String::new()
+        };
+        hist += &format!(
+            "{},{},{},{},{}\n",
+            num(h.edges[i]),
+            num(h.edges[i + 1]),
+            c,
+            num(density),
+            nld
+        );
+    }
+    write_atomic(&dir.join("histogram_rho.csv"), &hist)
+}
+
+fn human(s: &Summary, dir: &Path) -> String {
+    let f = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "n/a".into());
+    let pm = |x: Option<f64>, e: Option<f64>| match e {
+        Some(e) => format!("{} ± {:.4}", f(x), e),
+        None => f(x),
+    };
+    let mut t = String::new();
+    t += &format!(
+        "chains used        {} ({} samples each, {})\n",
+        s.chains_used, s.samples_per_chain, s.precision
+    );
+    t += &format!("alignment A_f      {}\n", pm(s.alignment, s.alignment_err));
+    t += &format!(
+        "test MSE           {}   (mean predictor {}, bound (1−A)² = {})\n",
+        pm(s.test_mse, s.test_mse_err),
+        f(s.test_mse_mean_predictor),
+        f(s.mse_lower_bound)
+    );
+    t += &format!("train MSE          {}\n", f(s.train_mse));
+    t += &format!(
+        "outliers layer 1   {}   (|ρ| > {:.4})\n",
+        pm(s.outliers_layer1, s.outliers_layer1_err),
+        s.outlier_threshold
+    );
+    t += &format!(
+        "R = E[ρ²]          {}\n",
+        pm(s.r_overlap2, s.r_overlap2_err)
+    );
+    t += &format!("leading dir · w*   {}\n", f(s.leading_direction_overlap));
+    let dg = &s.diagnostics;
+    t += &format!(
+        "energy             {}  (first half {}, second half {})\n",
+        f(dg.energy_mean),
+        f(dg.energy_first_half),
+        f(dg.energy_second_half)
+    );
+    t += &format!(
+        "IAT / ESS          alignment {} / {}, R {} / {}\n",
+        f(dg.iat_alignment),
+        f(dg.ess_alignment),
+        f(dg.iat_r_overlap2),
+        f(dg.ess_r_overlap2)
+    );
+    for g in &dg.groups {
+        t += &format!(
+            "  {:<8} temperature {}  ⟨θ²⟩ {} (prior {}){}\n",
+            g.group,
+            f(g.temperature),
+            f(g.second_moment),
+            f(g.prior_variance),
+            if g.frozen { "  frozen" } else { "" }
+        );
+    }
+    if let Some(sp) = s.steps_per_second {
+        t += &format!("speed              {sp:.1} ensemble-steps/s\n");
+    }
+    t += &format!("diverged chains    {}\n", s.diverged_chains.len());
+    t += &format!("written to         {}\n", dir.display());
+    t
 }

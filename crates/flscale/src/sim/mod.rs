@@ -1,2 +1,31 @@
-//! Placeholder: this capability is being built (see the open issue); the module is declared
-//! here so that the workspace layout is fixed.
+//! Bayesian networks sampled by Langevin dynamics (spec 02; paper App. A.1, F.0.1, F.1; blog
+//! "A Bayesian description of learning").
+//!
+//! * [`config`]: the experiment TOML (`[model]`, `[data]`, `[target]`, `[sampler]`, `[priors]`).
+//! * [`data`]: Gaussian / power-law inputs, teacher, Hermite and parity targets.
+//! * [`activation`], [`model`]: FCNs of any depth with analytic gradients, blocked GEMMs.
+//! * [`sampler`]: the ensemble of E chains, unadjusted Langevin, per-chain RNG streams,
+//!   divergence detection.
+//! * [`observables`], [`run`]: alignment, MSE, overlaps, outliers, R, histograms,
+//!   autocorrelation times; [`run::run_experiment`] is the whole of `flscale sample`.
+//! * [`bench`]: the Fig. 2 speed benchmark of `flscale bench`.
+//!
+//! Reproducibility: chain k draws everything from ChaCha8 stream (seed, k) and chains are
+//! blocked independently of the thread count, so results are bit-identical for any
+//! `RAYON_NUM_THREADS`.
+
+pub mod activation;
+pub mod bench;
+pub mod config;
+pub mod data;
+pub mod model;
+pub mod observables;
+pub mod real;
+pub mod run;
+pub mod sampler;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::ExperimentConfig;
+pub use run::{run_experiment, RunResult, Summary};

@@ -1,0 +1,207 @@
+//! Activation functions σ and their derivatives σ′, evaluated on whole pre-activation
+//! matrices at once (spec 02, "Models": erf | relu | tanh | linear | poly).
+//!
+//! The erf path dominates the cost of a Langevin step after the two GEMMs, so in f32 it is a
+//! branch-free rational approximation that shares one exponential between erf and its
+//! derivative and is compiled twice — for AVX2+FMA (picked at run time) and for the baseline
+//! instruction set — so binaries stay portable (no `-C target-cpu=native`). The reference
+//! benchmark README (`shared/bench/README.md`) measured a scalar libm erf as 6× slower overall.
+
+use serde::{Deserialize, Serialize};
+
+use super::real::Real;
+
+/// The element-wise non-linearity of every hidden layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Activation {
+    /// σ(h) = erf(h) (the paper's main activation, odd).
+    Erf,
+    /// σ(h) = max(0, h).
+    Relu,
+    /// σ(h) = tanh(h).
+    Tanh,
+    /// σ(h) = h (deep linear network).
+    Linear,
+    /// σ(h) = 1 + h + h² (spec 02 "poly").
+    Poly,
+}
+
+impl Activation {
+    /// Writes σ(h) into `value` and σ′(h) into `derivative`.
+    pub fn apply<T: Real>(self, h: &[T], value: &mut [T], derivative: &mut [T]) {
+        debug_assert!(h.len() == value.len() && h.len() == derivative.len());
+        let one = T::one();
+        match self {
+            Activation::Erf => T::erf_and_derivative(h, value, derivative),
+            Activation::Relu => {
+                for ((&x, v), g) in h.iter().zip(value.iter_mut()).zip(derivative.iter_mut()) {
+                    let positive = x > T::zero();
+                    *v = if positive { x } else { T::zero() };
+                    *g = if positive { one } else { T::zero() };
+                }
+            }
+            Activation::Tanh => {
+                for ((&x, v), g) in h.iter().zip(value.iter_mut()).zip(derivative.iter_mut()) {
+                    let t = x.tanh();
+                    *v = t;
+                    *g = one - t * t;
+                }
+            }
+            Activation::Linear => {
+                value.copy_from_slice(h);
+                derivative.fill(one);
+            }
+            Activation::Poly => {
+                let two = one + one;
+                for ((&x, v), g) in h.iter().zip(value.iter_mut()).zip(derivative.iter_mut()) {
+                    *v = one + x + x * x;
+                    *g = one + two * x;
+                }
+            }
+        }
+    }
+
+    /// σ(h) only (observables on the test set need no derivative).
+    pub fn value_f64(self, x: f64) -> f64 {
+        match self {
+            Activation::Erf => libm::erf(x),
+            Activation::Relu => x.max(0.0),
+            Activation::Tanh => x.tanh(),
+            Activation::Linear => x,
+            Activation::Poly => 1.0 + x + x * x,
+        }
+    }
+
+    /// The name as written in experiment files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Erf => "erf",
+            Activation::Relu => "relu",
+            Activation::Tanh => "tanh",
+            Activation::Linear => "linear",
+            Activation::Poly => "poly",
+        }
+    }
+}
+
+/// erf and (2/√π)e^{−x²} in f32, dispatched at run time to an AVX2+FMA build of the same
+/// loop when the CPU has it.
+pub fn erf_with_derivative_f32(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above), which is all the
+            // `target_feature` function requires.
+            unsafe { erf_f32_avx2(x, value, derivative) };
+            return;
+        }
+    }
+    erf_f32_loop(x, value, derivative)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn erf_f32_avx2(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
+    erf_f32_loop(x, value, derivative)
+}
+
+/// Abramowitz & Stegun 7.1.26: for a ≥ 0, erf(a) = 1 − t(a₁ + t(a₂ + t(a₃ + t(a₄ + t a₅))))·e^{−a²}
+/// with t = 1/(1 + p a); absolute error ≤ 1.5·10⁻⁷, i.e. at f32 resolution. erf is odd, so
+/// the sign of x is copied onto the result. The e^{−a²} factor is exactly what σ′ needs.
+#[inline(always)]
+fn erf_f32_loop(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
+    const P: f32 = 0.327_591_1;
+    const A1: f32 = 0.254_829_6;
+    const A2: f32 = -0.284_496_74;
+    const A3: f32 = 1.421_413_7;
+    const A4: f32 = -1.453_152;
+    const A5: f32 = 1.061_405_4;
+    const TWO_OVER_SQRT_PI: f32 = std::f32::consts::FRAC_2_SQRT_PI;
+    let n = x.len().min(value.len()).min(derivative.len());
+    let (x, value, derivative) = (&x[..n], &mut value[..n], &mut derivative[..n]);
+    for i in 0..n {
+        let xi = x[i];
+        let a = xi.abs();
+        let t = 1.0 / (1.0 + P * a);
+        let e = exp_neg_f32(a * a);
+        let poly = t * (A1 + t * (A2 + t * (A3 + t * (A4 + t * A5))));
+        value[i] = (1.0 - poly * e).copysign(xi);
+        derivative[i] = TWO_OVER_SQRT_PI * e;
+    }
+}
+
+/// e^{−s} for s ≥ 0 in f32 without branches or library calls, so that the loop above
+/// vectorises: Cody–Waite reduction s·log₂e = n + r/ln2 with n rounded by the 1.5·2²³ trick,
+/// a degree-6 Taylor polynomial for e^{r} (|r| ≤ ln2/2, relative error < 2·10⁻⁷), and 2ⁿ
+/// assembled in the exponent bits. Arguments beyond 87 are clamped (e^{−87} ≈ 1.6·10⁻³⁸).
+#[inline(always)]
+fn exp_neg_f32(s: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5·2²³: adding it rounds to an integer
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let x = -(s.min(87.0));
+    let shifted = x * std::f32::consts::LOG2_E + MAGIC;
+    let n = shifted - MAGIC;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let n_int = (shifted.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
+    let scale = f32::from_bits((n_int.wrapping_add(127) << 23) as u32);
+    p * scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_erf_matches_libm_to_f32_resolution() {
+        let xs: Vec<f32> = (-4000..=4000).map(|i| i as f32 * 1.7e-3).collect();
+        let mut v = vec![0.0; xs.len()];
+        let mut g = vec![0.0; xs.len()];
+        erf_with_derivative_f32(&xs, &mut v, &mut g);
+        for ((&x, &v), &g) in xs.iter().zip(&v).zip(&g) {
+            let x64 = x as f64;
+            // A&S 7.1.26 (1.5e-7) plus f32 rounding of 1 − poly·e.
+            assert!((v as f64 - libm::erf(x64)).abs() < 5e-7, "erf({x})");
+            let exact_g = std::f64::consts::FRAC_2_SQRT_PI * (-x64 * x64).exp();
+            // e^{−x²} of an f32 x: rounding x² costs a relative 6e-8·x² in the result.
+            let tol = 2e-7 * (1.0 + x64 * x64) * exact_g + 1e-37;
+            assert!((g as f64 - exact_g).abs() < tol, "erf'({x})");
+        }
+        // Far tails: saturates to ±1 with a vanishing derivative, never NaN.
+        let tails = [-1e30f32, -50.0, 50.0, 1e30, 0.0];
+        let mut v = [0.0; 5];
+        let mut g = [0.0; 5];
+        erf_with_derivative_f32(&tails, &mut v, &mut g);
+        assert_eq!(v[..4], [-1.0, -1.0, 1.0, 1.0]);
+        assert!(g.iter().all(|g| g.is_finite() && *g >= 0.0));
+        assert!(v[4].abs() < 1e-7);
+    }
+
+    #[test]
+    fn derivatives_match_finite_differences() {
+        let h: Vec<f64> = vec![-1.3, -0.2, 0.4, 2.1];
+        for act in [
+            Activation::Erf,
+            Activation::Relu,
+            Activation::Tanh,
+            Activation::Linear,
+            Activation::Poly,
+        ] {
+            let mut v = vec![0.0; 4];
+            let mut g = vec![0.0; 4];
+            act.apply(&h, &mut v, &mut g);
+            for i in 0..4 {
+                let eps = 1e-6;
+                let fd = (act.value_f64(h[i] + eps) - act.value_f64(h[i] - eps)) / (2.0 * eps);
+                assert!((fd - g[i]).abs() < 1e-6, "{act:?} at {}", h[i]);
+                assert!((v[i] - act.value_f64(h[i])).abs() < 1e-12);
+            }
+        }
+    }
+}

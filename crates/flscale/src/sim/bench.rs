@@ -1,0 +1,106 @@
+//! The speed benchmark of `flscale bench` (spec 02, "Performance bar"): the paper's Fig. 2
+//! setting — two-layer erf network, d = N = 40, P = 1600, κ = σ1² = σ2² = 1, T = 1, f32 —
+//! timed in ensemble-steps per second (all E chains advanced once) and effective GFLOP/s
+//! counted as 6PdN + 6PN per network-step, the same model and count as the PyTorch and JAX
+//! references in `shared/bench/`.
+
+use serde::Serialize;
+
+use super::activation::Activation;
+use super::config::{Covariance, DataConfig, TargetConfig, Teacher};
+use super::data::Dataset;
+use super::model::FcnModel;
+use super::sampler::{Dynamics, Ensemble};
+
+/// One timed case.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BenchCase {
+    /// Ensemble size E.
+    pub chains: usize,
+    /// Median ensemble-steps per second over the repeats.
+    pub steps_per_second: f64,
+    /// Effective GFLOP/s at the median: E·(6PdN + 6PN)·steps/s / 10⁹.
+    pub gflops: f64,
+    /// Slowest and fastest repeat, steps per second.
+    pub range: [f64; 2],
+}
+
+/// The Fig. 2 problem size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BenchSize {
+    /// Input dimension d.
+    pub d: usize,
+    /// Hidden width N.
+    pub n: usize,
+    /// Training samples P.
+    pub p: usize,
+}
+
+impl Default for BenchSize {
+    fn default() -> Self {
+        BenchSize {
+            d: 40,
+            n: 40,
+            p: 1600,
+        }
+    }
+}
+
+/// Times `steps` ensemble steps `repeats` times (after one warm-up call) for E = `chains`.
+/// The step is η = 10⁻⁴ (stable here, `shared/bench/README.md`).
+pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) -> BenchCase {
+    let data_cfg = DataConfig {
+        d: size.d,
+        p: size.p,
+        n_test: 1,
+        covariance: Covariance::Isotropic,
+        power_law_exponent: 1.1,
+        teacher: Teacher::Random,
+    };
+    let target = TargetConfig {
+        hermite: Some(3),
+        terms: None,
+        parity: None,
+        normalize: false,
+    };
+    let data = Dataset::generate(&data_cfg, &target, 0);
+    let model = FcnModel {
+        d: size.d,
+        widths: vec![size.n],
+        activation: Activation::Erf,
+        prior_var: vec![1.0 / size.d as f64, 1.0 / size.n as f64],
+        frozen: vec![false, false],
+    };
+    let dynamics = Dynamics {
+        kappa: 1.0,
+        step: 1e-4,
+        temperature: 1.0,
+    };
+    let mut ens = Ensemble::<f32>::new(
+        model,
+        &data.x_train,
+        &data.y_train,
+        chains,
+        1,
+        dynamics,
+        None,
+    );
+    ens.advance(steps.clamp(1, 3));
+    let mut rates: Vec<f64> = (0..repeats.max(1))
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            ens.advance(steps.max(1));
+            steps.max(1) as f64 / t0.elapsed().as_secs_f64()
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    let (p, d, n) = (size.p as f64, size.d as f64, size.n as f64);
+    let flops = chains as f64 * (6.0 * p * d * n + 6.0 * p * n);
+    BenchCase {
+        chains,
+        steps_per_second: median,
+        gflops: median * flops / 1e9,
+        range: [rates[0], rates[rates.len() - 1]],
+    }
+}

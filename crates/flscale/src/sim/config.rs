@@ -1,0 +1,521 @@
+//! The experiment file of `flscale sample` (spec 02; the same tables are reused by sweeps,
+//! spec 03): typed, `deny_unknown_fields`, every field documented, validated with messages
+//! that name the field, the bad value and what is allowed.
+//!
+//! ```toml
+//! [model]
+//! kind = "fcn"              # only "fcn" is available in this build
+//! activation = "erf"        # erf | relu | tanh | linear | poly
+//! widths = [40]             # hidden widths N_1 … N_{L−1}
+//! parametrization = "standard"   # or "mean-field"
+//! [data]
+//! d = 40
+//! p = 1600
+//! n_test = 4000
+//! [target]
+//! hermite = 3               # or terms = [[1, 1.0], [3, 0.3]], or parity = 2
+//! [sampler]
+//! kappa = 1.0
+//! step = 1e-4
+//! steps = 20000
+//! burn_in = 10000
+//! thin = 100
+//! chains = 30
+//! seed = 1
+//! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
+//! sigma2 = [1.0, 1.0]
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use super::activation::Activation;
+use crate::error::{Error, Result};
+
+/// A whole experiment: model, data, target, sampler settings and priors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentConfig {
+    /// The network whose posterior is sampled.
+    pub model: ModelConfig,
+    /// Inputs: dimension, train and test sizes, input covariance, teacher.
+    pub data: DataConfig,
+    /// The target function of the teacher feature Φ* = w*·x.
+    pub target: TargetConfig,
+    /// Langevin settings: ridge κ, step, lengths, ensemble size, seed.
+    pub sampler: SamplerConfig,
+    /// Prior variances σ_l² (optional table; every σ_l² defaults to 1).
+    #[serde(default)]
+    pub priors: PriorsConfig,
+}
+
+/// Which architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Fully connected network of any depth (paper eq. 1).
+    Fcn,
+    /// CNN with non-overlapping patches (paper App. E.1.2) — not available in this build.
+    Cnn,
+    /// Softmax attention layer (paper App. E.3) — not available in this build.
+    Attention,
+}
+
+/// Readout prior scaling (spec 00).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Parametrization {
+    /// Readout prior variance σ_L²/N_{L−1}.
+    Standard,
+    /// Readout prior variance σ_L²/N_{L−1}².
+    MeanField,
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Architecture: "fcn" (the only one available in this build; "cnn" and "attention" are
+    /// recognised and rejected with a clear message).
+    pub kind: ModelKind,
+    /// Hidden-layer activation: erf | relu | tanh | linear | poly (σ = 1 + h + h²).
+    pub activation: Activation,
+    /// Hidden widths N_1 … N_{L−1}; `[40]` is a two-layer network with 40 hidden neurons.
+    pub widths: Vec<usize>,
+    /// "standard" (default) or "mean-field" readout scaling.
+    #[serde(default = "default_parametrization")]
+    pub parametrization: Parametrization,
+}
+
+fn default_parametrization() -> Parametrization {
+    Parametrization::Standard
+}
+
+/// Input distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Covariance {
+    /// x ~ 𝒩(0, I_d).
+    Isotropic,
+    /// x ~ 𝒩(0, Σ), Σ = diag(k^{−a}), k = 1 … d, a = `power_law_exponent` (paper uses 1.1).
+    PowerLaw,
+}
+
+/// How the teacher direction w* is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Teacher {
+    /// A uniformly random unit vector drawn from the seed.
+    Random,
+    /// w* = e_1.
+    E1,
+}
+
+/// `[data]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    /// Input dimension d.
+    pub d: usize,
+    /// Training-set size P (0 samples the prior).
+    pub p: usize,
+    /// Size of the independent test set on which alignment and test MSE are measured
+    /// (default 2000).
+    #[serde(default = "default_n_test")]
+    pub n_test: usize,
+    /// "isotropic" (default) or "power-law".
+    #[serde(default = "default_covariance")]
+    pub covariance: Covariance,
+    /// Exponent a of the power-law spectrum k^{−a} (default 1.1, the paper's value).
+    #[serde(default = "default_power_law_exponent")]
+    pub power_law_exponent: f64,
+    /// "random" (default) or "e1".
+    #[serde(default = "default_teacher")]
+    pub teacher: Teacher,
+}
+
+fn default_n_test() -> usize {
+    2000
+}
+fn default_covariance() -> Covariance {
+    Covariance::Isotropic
+}
+fn default_power_law_exponent() -> f64 {
+    1.1
+}
+fn default_teacher() -> Teacher {
+    Teacher::Random
+}
+
+/// `[target]`: exactly one of `hermite`, `terms`, `parity`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetConfig {
+    /// y = Ĥe_m(Φ*) = He_m(Φ*)/√(m!) (unit variance).
+    #[serde(default)]
+    pub hermite: Option<usize>,
+    /// y = Σ c_m He_m(Φ*) for pairs [m, c_m], with the probabilists' He_m as the blog writes
+    /// them (He1 + 0.3·He3 is `[[1, 1.0], [3, 0.3]]`).
+    #[serde(default)]
+    pub terms: Option<Vec<(usize, f64)>>,
+    /// y = sign(Π_{j≤k} x_j) (paper App. E.2), labels ±1.
+    #[serde(default)]
+    pub parity: Option<usize>,
+    /// Rescale y to unit variance under the data measure (default false; `hermite` targets
+    /// already have unit variance).
+    #[serde(default)]
+    pub normalize: bool,
+}
+
+/// Floating-point precision of the sampler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    /// Single precision (default; twice the throughput).
+    F32,
+    /// Double precision.
+    F64,
+}
+
+/// `[sampler]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplerConfig {
+    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1).
+    pub kappa: f64,
+    /// Langevin step η in θ ← θ − η∇U + √(2ηT)ξ.
+    pub step: f64,
+    /// Total number of steps, burn-in included.
+    pub steps: usize,
+    /// Steps discarded before observables are accumulated (must be < steps).
+    pub burn_in: usize,
+    /// Observables are measured every `thin` steps.
+    pub thin: usize,
+    /// Ensemble size E (independent chains: own initial weights and noise, same data).
+    pub chains: usize,
+    /// Seed of the data and of every chain's stream (chain k uses stream (seed, k)).
+    pub seed: u64,
+    /// Temperature T (default 1, which samples the Bayesian posterior).
+    #[serde(default = "default_temperature")]
+    pub temperature: f64,
+    /// "f32" (default) or "f64".
+    #[serde(default = "default_precision")]
+    pub precision: Precision,
+    /// Layers held at their initial (prior) values, numbered 1 … L (L = readout); e.g. `[1]`
+    /// freezes the first layer, which turns the readout posterior into Bayesian linear
+    /// regression on random features.
+    #[serde(default)]
+    pub frozen_layers: Vec<usize>,
+}
+
+fn default_temperature() -> f64 {
+    1.0
+}
+fn default_precision() -> Precision {
+    Precision::F32
+}
+
+/// `[priors]`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorsConfig {
+    /// σ_l² for l = 1 … L (readout last). W^1 ~ 𝒩(0, σ1²/d), W^l ~ 𝒩(0, σ_l²/N_{l−1}),
+    /// readout ~ 𝒩(0, σ_L²/N_{L−1}) (standard) or 𝒩(0, σ_L²/N_{L−1}²) (mean-field). Omitted:
+    /// every σ_l² = 1.
+    #[serde(default)]
+    pub sigma2: Option<Vec<f64>>,
+}
+
+/// The largest sizes accepted, to turn typos (an extra zero or three) into an error instead
+/// of an out-of-memory abort.
+const MAX_DIM: usize = 1 << 20;
+const MAX_ELEMENTS: usize = 1 << 31;
+
+impl ExperimentConfig {
+    /// Parses and validates an experiment file's text. `source` names the file in errors.
+    pub fn from_toml(text: &str, source: &str) -> Result<Self> {
+        let cfg: ExperimentConfig = toml::from_str(text).map_err(|e| {
+            Error::invalid(format!(
+                "{source}: {}",
+                e.to_string().trim_end().replace('\n', " ")
+            ))
+        })?;
+        cfg.validate().map_err(|e| e.context(source))?;
+        Ok(cfg)
+    }
+
+    /// Checks every field against what the engine supports.
+    pub fn validate(&self) -> Result<()> {
+        let m = &self.model;
+        match m.kind {
+            ModelKind::Fcn => {}
+            ModelKind::Cnn | ModelKind::Attention => {
+                let name = if m.kind == ModelKind::Cnn {
+                    "cnn"
+                } else {
+                    "attention"
+                };
+                return Err(Error::invalid(format!(
+                    "model.kind = \"{name}\" is not available in this build; allowed: \"fcn\""
+                )));
+            }
+        }
+        if m.widths.is_empty() {
+            return Err(Error::invalid(
+                "model.widths = [] is not allowed; give at least one hidden width, e.g. [40]",
+            ));
+        }
+        for (i, &w) in m.widths.iter().enumerate() {
+            if w == 0 || w > MAX_DIM {
+                return Err(Error::invalid(format!(
+                    "model.widths[{i}] = {w} is not allowed; it must be between 1 and {MAX_DIM}"
+                )));
+            }
+        }
+        let d = &self.data;
+        if d.d == 0 || d.d > MAX_DIM {
+            return Err(Error::invalid(format!(
+                "data.d = {} is not allowed; it must be between 1 and {MAX_DIM}",
+                d.d
+            )));
+        }
+        if d.n_test == 0 {
+            return Err(Error::invalid(
+                "data.n_test = 0 is not allowed; it must be at least 1",
+            ));
+        }
+        for (name, rows) in [("data.p", d.p), ("data.n_test", d.n_test)] {
+            let widest = m.widths.iter().copied().max().unwrap_or(1).max(d.d);
+            if rows.saturating_mul(widest) > MAX_ELEMENTS {
+                return Err(Error::invalid(format!(
+                    "{name} = {rows} is not allowed; {name} × max(d, widths) must stay below {MAX_ELEMENTS}"
+                )));
+            }
+        }
+        if !(d.power_law_exponent.is_finite() && d.power_law_exponent >= 0.0) {
+            return Err(Error::invalid(format!(
+                "data.power_law_exponent = {} is not allowed; it must be a finite number >= 0",
+                d.power_law_exponent
+            )));
+        }
+        self.validate_target()?;
+        let s = &self.sampler;
+        crate::error::require_positive("sampler.kappa", s.kappa)?;
+        crate::error::require_positive("sampler.step", s.step)?;
+        crate::error::require_positive("sampler.temperature", s.temperature)?;
+        if s.steps == 0 {
+            return Err(Error::invalid(
+                "sampler.steps = 0 is not allowed; it must be at least 1",
+            ));
+        }
+        if s.thin == 0 {
+            return Err(Error::invalid(
+                "sampler.thin = 0 is not allowed; it must be at least 1",
+            ));
+        }
+        if s.burn_in >= s.steps {
+            return Err(Error::invalid(format!(
+                "sampler.burn_in = {} is not allowed; it must be smaller than sampler.steps = {}",
+                s.burn_in, s.steps
+            )));
+        }
+        if s.steps - s.burn_in < s.thin {
+            return Err(Error::invalid(format!(
+                "sampler.thin = {} is not allowed; it must be at most sampler.steps − sampler.burn_in = {} so that at least one sample is taken",
+                s.thin,
+                s.steps - s.burn_in
+            )));
+        }
+        if s.chains == 0 || s.chains > 1_000_000 {
+            return Err(Error::invalid(format!(
+                "sampler.chains = {} is not allowed; it must be between 1 and 1000000",
+                s.chains
+            )));
+        }
+        let layers = m.widths.len() + 1;
+        for (i, &l) in s.frozen_layers.iter().enumerate() {
+            if l == 0 || l > layers {
+                return Err(Error::invalid(format!(
+                    "sampler.frozen_layers[{i}] = {l} is not allowed; layers are numbered 1 … {layers} (readout = {layers})"
+                )));
+            }
+        }
+        if let Some(s2) = &self.priors.sigma2 {
+            if s2.len() != layers {
+                return Err(Error::invalid(format!(
+                    "priors.sigma2 has {} entries, which is not allowed; it needs one per layer, readout last ({layers} for widths = {:?})",
+                    s2.len(),
+                    m.widths
+                )));
+            }
+            for (i, &v) in s2.iter().enumerate() {
+                crate::error::require_positive(&format!("priors.sigma2[{i}]"), v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_target(&self) -> Result<()> {
+        let t = &self.target;
+        let given = [t.hermite.is_some(), t.terms.is_some(), t.parity.is_some()]
+            .iter()
+            .filter(|&&b| b)
+            .count();
+        if given != 1 {
+            return Err(Error::invalid(format!(
+                "[target] sets {given} of hermite, terms, parity, which is not allowed; set exactly one (e.g. hermite = 3)"
+            )));
+        }
+        const MAX_DEGREE: usize = 20;
+        if let Some(m) = t.hermite {
+            if m > MAX_DEGREE {
+                return Err(Error::invalid(format!(
+                    "target.hermite = {m} is not allowed; it must be between 0 and {MAX_DEGREE}"
+                )));
+            }
+        }
+        if let Some(terms) = &t.terms {
+            if terms.is_empty() {
+                return Err(Error::invalid(
+                    "target.terms = [] is not allowed; give at least one [degree, coefficient] pair",
+                ));
+            }
+            for (i, &(m, c)) in terms.iter().enumerate() {
+                if m > MAX_DEGREE {
+                    return Err(Error::invalid(format!(
+                        "target.terms[{i}] has degree {m}, which is not allowed; degrees must be between 0 and {MAX_DEGREE}"
+                    )));
+                }
+                crate::error::require_finite(&format!("target.terms[{i}] coefficient"), c)?;
+            }
+        }
+        if let Some(k) = t.parity {
+            if k == 0 || k > self.data.d {
+                return Err(Error::invalid(format!(
+                    "target.parity = {k} is not allowed; it must be between 1 and data.d = {}",
+                    self.data.d
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// σ_l² for every layer, readout last (defaults filled in).
+    pub fn sigma2(&self) -> Vec<f64> {
+        self.priors
+            .sigma2
+            .clone()
+            .unwrap_or_else(|| vec![1.0; self.model.widths.len() + 1])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    pub(crate) const EXAMPLE: &str = r#"
+[model]
+kind = "fcn"
+activation = "erf"
+widths = [40]
+parametrization = "standard"
+[data]
+d = 40
+p = 1600
+n_test = 4000
+[target]
+hermite = 3
+[sampler]
+kappa = 1.0
+step = 1e-3
+steps = 20000
+burn_in = 10000
+thin = 100
+chains = 30
+seed = 1
+"#;
+
+    #[test]
+    fn the_issue_example_parses_with_defaults() {
+        let cfg = ExperimentConfig::from_toml(EXAMPLE, "exp.toml").unwrap();
+        assert_eq!(cfg.model.widths, vec![40]);
+        assert_eq!(cfg.sigma2(), vec![1.0, 1.0]);
+        assert_eq!(cfg.sampler.temperature, 1.0);
+        assert_eq!(cfg.sampler.precision, Precision::F32);
+        assert_eq!(cfg.data.covariance, Covariance::Isotropic);
+        let terms = EXAMPLE.replace("hermite = 3", "terms = [[1, 1.0], [3, 0.3]]");
+        let cfg = ExperimentConfig::from_toml(&terms, "exp.toml").unwrap();
+        assert_eq!(cfg.target.terms, Some(vec![(1, 1.0), (3, 0.3)]));
+    }
+
+    #[test]
+    fn errors_name_field_value_and_what_is_allowed() {
+        let bad = EXAMPLE.replace("step = 1e-3", "step = -1");
+        let e = ExperimentConfig::from_toml(&bad, "exp.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "exp.toml: sampler.step = -1 is not allowed; it must be a finite number > 0"
+        );
+        assert_eq!(e.exit_code(), 2);
+        let bad = EXAMPLE.replace("burn_in = 10000", "burn_in = 20000");
+        let e = ExperimentConfig::from_toml(&bad, "exp.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sampler.burn_in = 20000") && e.contains("smaller than"),
+            "{e}"
+        );
+        let bad = EXAMPLE.replace("kind = \"fcn\"", "kind = \"cnn\"");
+        let e = ExperimentConfig::from_toml(&bad, "exp.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("model.kind = \"cnn\""), "{e}");
+        let bad = EXAMPLE.replace("activation = \"erf\"", "activation = \"gelu\"");
+        let e = ExperimentConfig::from_toml(&bad, "exp.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gelu") && e.contains("erf"), "{e}");
+        let bad = EXAMPLE.replace("seed = 1", "seed = 1\nsped = 2");
+        let e = ExperimentConfig::from_toml(&bad, "exp.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sped"), "{e}");
+        let bad = EXAMPLE.replace("hermite = 3", "hermite = 3\nparity = 2");
+        let e = ExperimentConfig::from_toml(&bad, "exp.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exactly one"), "{e}");
+        let bad = format!("{EXAMPLE}\n[priors]\nsigma2 = [1.0]\n");
+        let e = ExperimentConfig::from_toml(&bad, "exp.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("priors.sigma2"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Arbitrary text never panics the parser.
+        #[test]
+        fn random_text_never_panics(text in "\\PC{0,400}") {
+            let _ = ExperimentConfig::from_toml(&text, "fuzz.toml");
+        }
+
+        /// Mutating a valid file (cutting it, replacing a number) never panics.
+        #[test]
+        fn mutated_example_never_panics(cut in 0usize..400, pick in 0usize..12,
+                                        value in prop_oneof![Just("-1".to_string()), Just("0".to_string()),
+                                            Just("nan".to_string()), Just("inf".to_string()), Just("1e308".to_string()),
+                                            Just("18446744073709551615".to_string()), Just("\"x\"".to_string()),
+                                            Just("[]".to_string()), Just("[[0, nan]]".to_string())]) {
+            let cut = cut.min(EXAMPLE.len());
+            let _ = ExperimentConfig::from_toml(&EXAMPLE[..cut], "fuzz.toml");
+            let keys = ["widths", "d", "p", "n_test", "hermite", "kappa", "step", "steps",
+                        "burn_in", "thin", "chains", "seed"];
+            let key = keys[pick];
+            let mutated: String = EXAMPLE.lines().map(|l| {
+                if l.split('=').next().map(str::trim) == Some(key) { format!("{key} = {value}") } else { l.to_string() }
+            }).collect::<Vec<_>>().join("\n");
+            let _ = ExperimentConfig::from_toml(&mutated, "fuzz.toml");
+        }
+    }
+}

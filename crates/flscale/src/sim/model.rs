@@ -1,0 +1,468 @@
+//! Fully connected networks of any depth with exact analytic gradients, evaluated for a
+//! *block* of chains at once (spec 02, "Models"; paper eq. 1).
+//!
+//! f(x) = Σ_i w^L_i σ(h^{L−1}_i(x)), h^l_i = Σ_j W^l_ij σ(h^{l−1}_j), h^1_j = W^1_j·x.
+//!
+//! Energy (negative log posterior, App. A.1, with temperature handled by the sampler):
+//! U(θ) = |f(X) − y|²/(2κ) + Σ_l |W^l|²/(2 v_l), where v_l is the prior variance of one
+//! entry of layer l: v_1 = σ1²/d, v_l = σ_l²/N_{l−1}, readout v_L = σ_L²/N_{L−1} (standard)
+//! or σ_L²/N_{L−1}² (mean-field).
+//!
+//! Layout and speed: the parameters of one group (one layer) of a block of B chains are
+//! stored contiguously, chain-major. The first layer of all B chains is therefore a single
+//! (B·N_1) × d matrix, so the forward pass of the block is *one* GEMM H = X·W₁ᵀ (P × B·N_1)
+//! and the first-layer gradient is one GEMM G = Δ₁ᵀ·X — the blocking that the benchmark
+//! README (`shared/bench/README.md`) found to keep activations in L2. Deeper layers differ per
+//! chain and are one GEMM per chain. All GEMMs are faer's, sequential (`Par::Seq`): the
+//! parallelism is over blocks of chains (rayon), which makes results independent of the
+//! thread count.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+
+use super::activation::Activation;
+use super::config::{ExperimentConfig, Parametrization};
+use super::real::Real;
+
+/// The architecture and prior of an FCN (no weights: those live in the sampler's blocks).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FcnModel {
+    /// Input dimension d.
+    pub d: usize,
+    /// Hidden widths N_1 … N_{L−1}.
+    pub widths: Vec<usize>,
+    /// Hidden activation σ.
+    pub activation: Activation,
+    /// Prior variance of one entry of each parameter group (layers 1 … L, readout last).
+    pub prior_var: Vec<f64>,
+    /// Groups held fixed at their initial values.
+    pub frozen: Vec<bool>,
+}
+
+impl FcnModel {
+    /// The model of a validated experiment.
+    pub fn from_config(cfg: &ExperimentConfig) -> FcnModel {
+        let d = cfg.data.d;
+        let widths = cfg.model.widths.clone();
+        let sigma2 = cfg.sigma2();
+        let layers = widths.len() + 1;
+        let prior_var = (0..layers)
+            .map(|l| {
+                let fan_in = if l == 0 { d } else { widths[l - 1] } as f64;
+                if l + 1 == layers && cfg.model.parametrization == Parametrization::MeanField {
+                    sigma2[l] / (fan_in * fan_in)
+                } else {
+                    sigma2[l] / fan_in
+                }
+            })
+            .collect();
+        let frozen = (1..=layers)
+            .map(|l| cfg.sampler.frozen_layers.contains(&l))
+            .collect();
+        FcnModel {
+            d,
+            widths,
+            activation: cfg.model.activation,
+            prior_var,
+            frozen,
+        }
+    }
+
+    /// Number of parameter groups L (hidden layers + readout).
+    pub fn n_groups(&self) -> usize {
+        self.widths.len() + 1
+    }
+
+    /// Fan-in of group g (d for the first layer).
+    pub fn fan_in(&self, g: usize) -> usize {
+        if g == 0 {
+            self.d
+        } else {
+            self.widths[g - 1]
+        }
+    }
+
+    /// Number of parameters of group g for one network.
+    pub fn group_len(&self, g: usize) -> usize {
+        if g < self.widths.len() {
+            self.widths[g] * self.fan_in(g)
+        } else {
+            self.fan_in(g)
+        }
+    }
+
+    /// Total number of parameters of one network.
+    pub fn n_params(&self) -> usize {
+        (0..self.n_groups()).map(|g| self.group_len(g)).sum()
+    }
+
+    /// "layer1", "layer2", …, "readout".
+    pub fn group_name(&self, g: usize) -> String {
+        if g + 1 == self.n_groups() {
+            "readout".to_string()
+        } else {
+            format!("layer{}", g + 1)
+        }
+    }
+
+    /// Multiply–adds of the data term's forward and backward pass per network and sample
+    /// (for GFLOP/s: 6PdN + 6PN in the two-layer case, spec 02 "Performance bar").
+    pub fn flops_per_sample(&self) -> f64 {
+        let mut flops = 0.0;
+        for g in 0..self.n_groups() {
+            flops += 6.0 * self.group_len(g) as f64;
+        }
+        flops
+    }
+}
+
+/// Work buffers for evaluating one block on `rows` inputs. Owned by a rayon task, reused
+/// across steps (no allocation in the inner loop).
+#[derive(Debug, Default)]
+pub struct Scratch<T> {
+    rows: usize,
+    block: usize,
+    /// Pre-activations per hidden layer, rows × (B·N_l) row-major (later reused as a temporary).
+    pub h: Vec<Vec<T>>,
+    /// σ(h) per hidden layer.
+    pub act: Vec<Vec<T>>,
+    /// σ′(h) per hidden layer, overwritten by the back-propagated δ in the backward pass.
+    pub der: Vec<Vec<T>>,
+    /// Outputs f, rows × B row-major.
+    pub f: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    /// Makes sure the buffers fit `rows` inputs and `block` chains.
+    pub fn ensure(&mut self, model: &FcnModel, rows: usize, block: usize) {
+        if self.rows == rows && self.block == block && self.h.len() == model.widths.len() {
+            return;
+        }
+        self.rows = rows;
+        self.block = block;
+        let sizes: Vec<usize> = model.widths.iter().map(|n| rows * block * n).collect();
+        self.h = sizes.iter().map(|&s| vec![T::zero(); s]).collect();
+        self.act = sizes.iter().map(|&s| vec![T::zero(); s]).collect();
+        self.der = sizes.iter().map(|&s| vec![T::zero(); s]).collect();
+        self.f = vec![T::zero(); rows * block];
+    }
+}
+
+/// Forward pass of `block` chains on `rows` inputs `x` (rows × d row-major). `params[g]`
+/// holds group g of the block's chains, chain-major. Fills `scratch.h/act/der/f`.
+pub fn forward<T: Real>(
+    model: &FcnModel,
+    params: &[Vec<T>],
+    block: usize,
+    x: &[T],
+    rows: usize,
+    scratch: &mut Scratch<T>,
+) {
+    scratch.ensure(model, rows, block);
+    let d = model.d;
+    let hidden = model.widths.len();
+    let n1 = model.widths[0];
+    if rows > 0 {
+        // H₁ = X·W₁ᵀ for the whole block in one GEMM.
+        let xm = MatRef::from_row_major_slice(x, rows, d);
+        let w1 = MatRef::from_row_major_slice(&params[0][..block * n1 * d], block * n1, d);
+        let h1 = MatMut::from_row_major_slice_mut(&mut scratch.h[0][..], rows, block * n1);
+        matmul(h1, Accum::Replace, xm, w1.transpose(), T::one(), Par::Seq);
+    }
+    {
+        let (h, act, der) = (&scratch.h[0], &mut scratch.act[0], &mut scratch.der[0]);
+        model.activation.apply(h, act, der);
+    }
+    for l in 1..hidden {
+        let (n_prev, n_l) = (model.widths[l - 1], model.widths[l]);
+        if rows > 0 {
+            for c in 0..block {
+                let a_prev = MatRef::from_row_major_slice_with_stride(
+                    &scratch.act[l - 1][c * n_prev..],
+                    rows,
+                    n_prev,
+                    block * n_prev,
+                );
+                let w = MatRef::from_row_major_slice(
+                    &params[l][c * n_l * n_prev..(c + 1) * n_l * n_prev],
+                    n_l,
+                    n_prev,
+                );
+                let h = row_major_strided_mut(&mut scratch.h[l][c * n_l..], rows, n_l, block * n_l);
+                matmul(h, Accum::Replace, a_prev, w.transpose(), T::one(), Par::Seq);
+            }
+        }
+        let (h, act, der) = (&scratch.h[l], &mut scratch.act[l], &mut scratch.der[l]);
+        model.activation.apply(h, act, der);
+    }
+    // f[μ, c] = Σ_i σ(h^{L−1}_{μ,c,i}) w^L_{c,i}.
+    let n_last = model.widths[hidden - 1];
+    let readout = &params[hidden];
+    let act = &scratch.act[hidden - 1];
+    for mu in 0..rows {
+        let row = &act[mu * block * n_last..(mu + 1) * block * n_last];
+        for c in 0..block {
+            let a = &row[c * n_last..(c + 1) * n_last];
+            let w = &readout[c * n_last..(c + 1) * n_last];
+            scratch.f[mu * block + c] = dot(a, w);
+        }
+    }
+}
+
+/// Back-propagation of the data term. On entry `residual` (rows × B) holds ∂U/∂f =
+/// (f − y)/κ and `scratch` holds the forward pass. Writes the data-term gradient of every
+/// group into `grads` (same layout as the parameters; overwritten).
+pub fn backward<T: Real>(
+    model: &FcnModel,
+    params: &[Vec<T>],
+    block: usize,
+    x: &[T],
+    rows: usize,
+    residual: &[T],
+    scratch: &mut Scratch<T>,
+    grads: &mut [Vec<T>],
+) {
+    let d = model.d;
+    let hidden = model.widths.len();
+    let n_last = model.widths[hidden - 1];
+    for g in grads.iter_mut() {
+        g.fill(T::zero());
+    }
+    if rows == 0 {
+        return;
+    }
+    // Readout: ∂U/∂w^L_{c,i} = Σ_μ r_{μ,c} σ(h^{L−1}_{μ,c,i}); and
+    // δ^{L−1}_{μ,c,i} = r_{μ,c} w^L_{c,i} σ′(h^{L−1}_{μ,c,i}), stored over σ′.
+    {
+        let readout = &params[hidden];
+        let g_readout = &mut grads[hidden];
+        let act = &scratch.act[hidden - 1];
+        let der = &mut scratch.der[hidden - 1];
+        for mu in 0..rows {
+            let base = mu * block * n_last;
+            for c in 0..block {
+                let r = residual[mu * block + c];
+                let a = &act[base + c * n_last..base + (c + 1) * n_last];
+                let g = &mut g_readout[c * n_last..(c + 1) * n_last];
+                for (gi, &ai) in g.iter_mut().zip(a) {
+                    *gi += r * ai;
+                }
+                let w = &readout[c * n_last..(c + 1) * n_last];
+                let dl = &mut der[base + c * n_last..base + (c + 1) * n_last];
+                for (di, &wi) in dl.iter_mut().zip(w) {
+                    *di *= r * wi;
+                }
+            }
+        }
+    }
+    // Hidden layers l ≥ 2 (0-based l ≥ 1): ∂U/∂W^l = δ^lᵀ σ(h^{l−1});
+    // δ^{l−1} = (δ^l W^l) ∘ σ′(h^{l−1}).
+    for l in (1..hidden).rev() {
+        let (n_prev, n_l) = (model.widths[l - 1], model.widths[l]);
+        for c in 0..block {
+            let delta = MatRef::from_row_major_slice_with_stride(
+                &scratch.der[l][c * n_l..],
+                rows,
+                n_l,
+                block * n_l,
+            );
+            let a_prev = MatRef::from_row_major_slice_with_stride(
+                &scratch.act[l - 1][c * n_prev..],
+                rows,
+                n_prev,
+                block * n_prev,
+            );
+            let g = MatMut::from_row_major_slice_mut(
+                &mut grads[l][c * n_l * n_prev..(c + 1) * n_l * n_prev],
+                n_l,
+                n_prev,
+            );
+            matmul(
+                g,
+                Accum::Replace,
+                delta.transpose(),
+                a_prev,
+                T::one(),
+                Par::Seq,
+            );
+            let w = MatRef::from_row_major_slice(
+                &params[l][c * n_l * n_prev..(c + 1) * n_l * n_prev],
+                n_l,
+                n_prev,
+            );
+            // δ^l W^l into the (no longer needed) pre-activation buffer of layer l−1.
+            let tmp = row_major_strided_mut(
+                &mut scratch.h[l - 1][c * n_prev..],
+                rows,
+                n_prev,
+                block * n_prev,
+            );
+            matmul(tmp, Accum::Replace, delta, w, T::one(), Par::Seq);
+        }
+        let (tmp, der) = (&scratch.h[l - 1], &mut scratch.der[l - 1]);
+        for (di, &ti) in der.iter_mut().zip(tmp.iter()) {
+            *di *= ti;
+        }
+    }
+    // First layer for the whole block in one GEMM: G₁ = Δ₁ᵀ·X, (B·N₁) × d.
+    let n1 = model.widths[0];
+    let delta = MatRef::from_row_major_slice(&scratch.der[0][..], rows, block * n1);
+    let xm = MatRef::from_row_major_slice(x, rows, d);
+    let g1 = MatMut::from_row_major_slice_mut(&mut grads[0][..block * n1 * d], block * n1, d);
+    matmul(
+        g1,
+        Accum::Replace,
+        delta.transpose(),
+        xm,
+        T::one(),
+        Par::Seq,
+    );
+}
+
+/// A row-major strided mutable view. faer 0.24.4's `MatMut::from_row_major_slice_with_stride_mut`
+/// builds a *column*-major view (row stride 1, column stride `row_stride`; the immutable
+/// `MatRef` version is correct), so the view is built as the transpose of a column-major one.
+fn row_major_strided_mut<T>(
+    slice: &mut [T],
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+) -> MatMut<'_, T> {
+    MatMut::from_column_major_slice_with_stride_mut(slice, cols, rows, row_stride).transpose_mut()
+}
+
+/// Σ a_i b_i with four partial sums (lets the compiler vectorise without reassociation).
+#[inline]
+pub fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+    let mut acc = [T::zero(); 4];
+    let chunks = a.len() / 4;
+    for k in 0..chunks {
+        for j in 0..4 {
+            acc[j] += a[4 * k + j] * b[4 * k + j];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for k in 4 * chunks..a.len() {
+        s += a[k] * b[k];
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// U(θ) of chain `c` computed directly in f64 (no blocking, no GEMM): the reference the
+    /// analytic gradient is checked against.
+    fn energy_reference(
+        model: &FcnModel,
+        params: &[Vec<f64>],
+        block: usize,
+        c: usize,
+        x: &[f64],
+        y: &[f64],
+        kappa: f64,
+    ) -> f64 {
+        let d = model.d;
+        let mut data = 0.0;
+        for (mu, &yv) in y.iter().enumerate() {
+            let mut a: Vec<f64> = x[mu * d..(mu + 1) * d].to_vec();
+            for (l, &n) in model.widths.iter().enumerate() {
+                let fan = model.fan_in(l);
+                let w = &params[l][c * n * fan..(c + 1) * n * fan];
+                a = (0..n)
+                    .map(|i| {
+                        let h: f64 = (0..fan).map(|j| w[i * fan + j] * a[j]).sum();
+                        model.activation.value_f64(h)
+                    })
+                    .collect();
+            }
+            let n = *model.widths.last().unwrap();
+            let w = &params[model.widths.len()][c * n..(c + 1) * n];
+            let f: f64 = a.iter().zip(w).map(|(a, w)| a * w).sum();
+            data += (f - yv).powi(2) / (2.0 * kappa);
+        }
+        data
+    }
+
+    #[test]
+    fn analytic_gradients_match_finite_differences() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for (widths, act) in [
+            (vec![5], Activation::Erf),
+            (vec![5], Activation::Tanh),
+            (vec![4, 3], Activation::Linear),
+            (vec![4, 3], Activation::Tanh),
+            (vec![3, 4, 2], Activation::Erf),
+            (vec![4, 3], Activation::Poly),
+            (vec![5, 3], Activation::Relu),
+            (vec![3], Activation::Linear),
+        ] {
+            let d = 4;
+            let rows = 7;
+            let block = 3;
+            let kappa = 0.7;
+            let model = FcnModel {
+                d,
+                widths: widths.clone(),
+                activation: act,
+                prior_var: vec![1.0; widths.len() + 1],
+                frozen: vec![false; widths.len() + 1],
+            };
+            let x: Vec<f64> = (0..rows * d).map(|_| rng.random_range(-1.5..1.5)).collect();
+            let y: Vec<f64> = (0..rows).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mut params: Vec<Vec<f64>> = (0..model.n_groups())
+                .map(|g| {
+                    (0..block * model.group_len(g))
+                        .map(|_| rng.random_range(-0.9..0.9))
+                        .collect()
+                })
+                .collect();
+            let mut scratch = Scratch::default();
+            forward(&model, &params, block, &x, rows, &mut scratch);
+            for c in 0..block {
+                let direct: f64 = (0..rows)
+                    .map(|mu| (scratch.f[mu * block + c] - y[mu]).powi(2) / (2.0 * kappa))
+                    .sum();
+                let reference = energy_reference(&model, &params, block, c, &x, &y, kappa);
+                assert!(
+                    (direct - reference).abs() < 1e-9 * (1.0 + reference),
+                    "{widths:?} chain {c}: forward {direct} vs {reference}"
+                );
+            }
+            let residual: Vec<f64> = (0..rows * block)
+                .map(|i| (scratch.f[i] - y[i / block]) / kappa)
+                .collect();
+            let mut grads: Vec<Vec<f64>> = params.iter().map(|p| vec![0.0; p.len()]).collect();
+            backward(
+                &model,
+                &params,
+                block,
+                &x,
+                rows,
+                &residual,
+                &mut scratch,
+                &mut grads,
+            );
+            for g in 0..model.n_groups() {
+                for idx in 0..params[g].len() {
+                    let c = idx / model.group_len(g);
+                    let old = params[g][idx];
+                    let eps = 1e-6;
+                    params[g][idx] = old + eps;
+                    let up = energy_reference(&model, &params, block, c, &x, &y, kappa);
+                    params[g][idx] = old - eps;
+                    let down = energy_reference(&model, &params, block, c, &x, &y, kappa);
+                    params[g][idx] = old;
+                    let fd = (up - down) / (2.0 * eps);
+                    let an = grads[g][idx];
+                    assert!(
+                        (fd - an).abs() <= 1e-6 * (1.0 + fd.abs()),
+                        "{widths:?} {act:?} group {g} index {idx}: fd {fd} analytic {an}"
+                    );
+                }
+            }
+        }
+    }
+}

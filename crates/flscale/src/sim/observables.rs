@@ -1,0 +1,191 @@
+//! Observables measured on the fly and the equilibration diagnostics (spec 02,
+//! "Observables"; paper §3, App. F.0.1; blog "R = E[ρ²]").
+//!
+//! Everything is accumulated *per chain* and combined only at the end over the chains that
+//! did not diverge, so a chain that blows up late contributes nothing, and the combination
+//! order (chain index) is fixed — the results do not depend on the thread count.
+
+use serde::Serialize;
+
+/// Bins of the first-layer overlap histogram.
+pub const HIST_BINS: usize = 120;
+
+/// One chain's measurements at one sampling time.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    /// Global step.
+    pub step: usize,
+    /// A_f = ⟨f, y⟩/⟨y, y⟩ on the test set (paper §3).
+    pub alignment: f64,
+    /// mean (f − y)² on the test set.
+    pub test_mse: f64,
+    /// mean (f − y)² on the training set (at the last gradient evaluation); NaN-free: None
+    /// when P = 0.
+    pub train_mse: Option<f64>,
+    /// U at the last gradient evaluation.
+    pub energy: f64,
+    /// Mean ρ_i² over first-layer neurons (R of the blog).
+    pub r_overlap2: f64,
+    /// Number of first-layer neurons with |ρ_i| > 3σ1/√d (App. F.0.1).
+    pub outliers: usize,
+}
+
+/// Per-chain running sums.
+#[derive(Debug, Clone)]
+pub struct ChainAccumulator {
+    /// Time series of the measurements after burn-in (and before, for traces).
+    pub series: Vec<(bool, Measurement)>,
+    /// Σ over samples of the test predictions.
+    pub f_test_sum: Vec<f64>,
+    /// Histogram of ρ_i over [−range, range].
+    pub hist: Vec<u64>,
+    /// Overlaps outside the histogram range.
+    pub hist_outside: u64,
+    /// Σ over samples of θ_g·∇_g U.
+    pub virial_sum: Vec<f64>,
+    /// Σ over samples and entries of θ, θ², θ⁴ per group.
+    pub moments: Vec<[f64; 3]>,
+    /// Σ over samples of Σ_i w_i w_iᵀ (d × d) for the leading direction of E[wwᵀ].
+    pub second_moment_matrix: Vec<f64>,
+    /// Number of samples after burn-in.
+    pub samples: usize,
+}
+
+impl ChainAccumulator {
+    /// Empty accumulator for `n_test` test points, `groups` parameter groups, dimension d.
+    pub fn new(n_test: usize, groups: usize, d: usize) -> Self {
+        ChainAccumulator {
+            series: Vec::new(),
+            f_test_sum: vec![0.0; n_test],
+            hist: vec![0; HIST_BINS],
+            hist_outside: 0,
+            virial_sum: vec![0.0; groups],
+            moments: vec![[0.0; 3]; groups],
+            second_moment_matrix: vec![0.0; d * d],
+            samples: 0,
+        }
+    }
+}
+
+/// Histogram range for ρ: ±max(3σ₁, 8σ₁/√d) covers both the GP bulk (σ₁/√d) and specialised
+/// neurons (|ρ| up to a few σ₁).
+pub fn hist_range(sigma1: f64, d: usize) -> f64 {
+    (3.0 * sigma1.sqrt()).max(8.0 * sigma1.sqrt() / (d as f64).sqrt())
+}
+
+/// Mean and standard error over chains of per-chain values.
+pub fn mean_and_error(values: &[f64]) -> (f64, Option<f64>) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    if values.len() < 2 {
+        return (mean, None);
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, Some((var / n).sqrt()))
+}
+
+/// Integrated autocorrelation time (in samples) of a set of equally long chains' series,
+/// with Sokal's automatic window (stop at the first M ≥ 5τ(M)); each chain's mean is
+/// subtracted and the autocovariances are averaged over chains. None if too short or
+/// constant.
+pub fn integrated_autocorrelation_time(series: &[Vec<f64>]) -> Option<f64> {
+    let n = series.iter().map(Vec::len).min()?;
+    if n < 4 || series.is_empty() {
+        return None;
+    }
+    let centred: Vec<Vec<f64>> = series
+        .iter()
+        .map(|s| {
+            let m = s[..n].iter().sum::<f64>() / n as f64;
+            s[..n].iter().map(|v| v - m).collect()
+        })
+        .collect();
+    let autocov = |lag: usize| -> f64 {
+        centred
+            .iter()
+            .map(|s| (0..n - lag).map(|t| s[t] * s[t + lag]).sum::<f64>() / n as f64)
+            .sum::<f64>()
+            / centred.len() as f64
+    };
+    let c0 = autocov(0);
+    if c0 <= 1e-300 {
+        return None;
+    }
+    let mut tau = 1.0;
+    for lag in 1..n {
+        tau += 2.0 * autocov(lag) / c0;
+        if lag as f64 >= 5.0 * tau {
+            break;
+        }
+    }
+    Some(tau.max(1.0).min(n as f64))
+}
+
+/// Turns a float into a JSON-safe value: None for NaN or ±∞, so that no results file ever
+/// contains NaN (spec 02, "never write NaN").
+pub fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// Statistics of a parameter group over chains and samples.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GroupStats {
+    /// "layer1", …, "readout".
+    pub group: String,
+    /// Prior variance of one entry.
+    pub prior_variance: Option<f64>,
+    /// Mean of the entries.
+    pub mean: Option<f64>,
+    /// Mean of the squared entries (= the prior variance when P = 0).
+    pub second_moment: Option<f64>,
+    /// Mean of the fourth powers (3·variance² for the Gaussian prior).
+    pub fourth_moment: Option<f64>,
+    /// ⟨θ·∇U⟩/(#entries): the configurational temperature, ≈ T at equilibrium.
+    pub temperature: Option<f64>,
+    /// Whether the group was frozen.
+    pub frozen: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, StandardNormal};
+
+    #[test]
+    fn iat_of_white_noise_is_one_and_of_ar1_matches_theory() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let white: Vec<Vec<f64>> = (0..8)
+            .map(|_| (0..2000).map(|_| StandardNormal.sample(&mut rng)).collect())
+            .collect();
+        let tau = integrated_autocorrelation_time(&white).unwrap();
+        assert!((tau - 1.0).abs() < 0.15, "{tau}");
+        // AR(1) with coefficient a: τ = (1 + a)/(1 − a) = 9 for a = 0.8.
+        let a: f64 = 0.8;
+        let ar: Vec<Vec<f64>> = (0..8)
+            .map(|_| {
+                let mut v = 0.0;
+                (0..4000)
+                    .map(|_| {
+                        let z: f64 = StandardNormal.sample(&mut rng);
+                        v = a * v + (1.0 - a * a).sqrt() * z;
+                        v
+                    })
+                    .collect()
+            })
+            .collect();
+        let tau = integrated_autocorrelation_time(&ar).unwrap();
+        assert!((tau - 9.0).abs() < 1.5, "{tau}");
+        assert_eq!(integrated_autocorrelation_time(&[vec![1.0; 10]]), None);
+    }
+
+    #[test]
+    fn finite_filters_nan_and_infinity() {
+        assert_eq!(finite(f64::NAN), None);
+        assert_eq!(finite(f64::INFINITY), None);
+        assert_eq!(finite(1.5), Some(1.5));
+        let (m, e) = mean_and_error(&[1.0, 3.0]);
+        assert_eq!(m, 2.0);
+        assert!((e.unwrap() - 1.0).abs() < 1e-12);
+    }
+}

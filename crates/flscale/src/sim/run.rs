@@ -1,0 +1,604 @@
+//! One experiment from configuration to summary: data, ensemble, sampling loop, observables,
+//! diagnostics (spec 02). The CLI's `flscale sample` is a thin wrapper around [`run_experiment`].
+
+use serde::Serialize;
+
+use super::config::{ExperimentConfig, Precision};
+use super::data::Dataset;
+use super::model::FcnModel;
+use super::observables::{
+    finite, hist_range, integrated_autocorrelation_time, mean_and_error, ChainAccumulator,
+    GroupStats, Measurement, HIST_BINS,
+};
+use super::real::Real;
+use super::sampler::{predict, Dynamics, Ensemble};
+use crate::error::Result;
+
+/// A stopped chain, as reported to the user.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DivergedChain {
+    /// Chain index k (its RNG stream).
+    pub chain: usize,
+    /// Step at which it was stopped.
+    pub step: usize,
+    /// Why.
+    pub reason: String,
+}
+
+/// Equilibration diagnostics.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Diagnostics {
+    /// Mean energy U after burn-in (per chain, averaged).
+    pub energy_mean: Option<f64>,
+    /// Mean energy over the first and the second half of the sampling window: a drift
+    /// between them beyond the noise means the burn-in was too short.
+    pub energy_first_half: Option<f64>,
+    /// See `energy_first_half`.
+    pub energy_second_half: Option<f64>,
+    /// Integrated autocorrelation time of the per-chain alignment, in samples (× thin steps).
+    pub iat_alignment: Option<f64>,
+    /// Effective number of independent alignment samples: chains × samples / τ.
+    pub ess_alignment: Option<f64>,
+    /// Integrated autocorrelation time of the per-chain R = mean ρ², in samples.
+    pub iat_r_overlap2: Option<f64>,
+    /// Effective sample size of R.
+    pub ess_r_overlap2: Option<f64>,
+    /// Per parameter group: moments and the configurational temperature ⟨θ·∇U⟩/#entries.
+    pub groups: Vec<GroupStats>,
+}
+
+/// The deterministic summary of a run (what `--json` prints): identical for any thread count.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Alignment A_f of the ensemble-mean predictor on the test set (= mean of the per-chain,
+    /// per-sample alignments, since A_f is linear in f).
+    pub alignment: Option<f64>,
+    /// Standard error of `alignment` from the spread of the chains' time averages.
+    pub alignment_err: Option<f64>,
+    /// Test MSE of one posterior sample, averaged over chains and samples.
+    pub test_mse: Option<f64>,
+    /// Standard error of `test_mse` over chains.
+    pub test_mse_err: Option<f64>,
+    /// Test MSE of the ensemble-mean (posterior-mean) predictor.
+    pub test_mse_mean_predictor: Option<f64>,
+    /// (1 − A_f)²·⟨y, y⟩: every predictor's test MSE is at least this (Cauchy–Schwarz; paper
+    /// App. F.2).
+    pub mse_lower_bound: Option<f64>,
+    /// Training MSE of one posterior sample (null when P = 0).
+    pub train_mse: Option<f64>,
+    /// Mean number of first-layer neurons per network with |ρ_i| > 3σ1/√d (App. F.0.1).
+    pub outliers_layer1: Option<f64>,
+    /// Standard error of `outliers_layer1` over chains.
+    pub outliers_layer1_err: Option<f64>,
+    /// The outlier threshold 3σ1/√d.
+    pub outlier_threshold: f64,
+    /// R = E[ρ²] over neurons, chains and samples (blog; GP value σ1²/d).
+    pub r_overlap2: Option<f64>,
+    /// Standard error of R over chains.
+    pub r_overlap2_err: Option<f64>,
+    /// |v·w*| for v the leading eigenvector of E[w wᵀ] over first-layer neurons.
+    pub leading_direction_overlap: Option<f64>,
+    /// Chains that were stopped, with step and reason.
+    pub diverged_chains: Vec<DivergedChain>,
+    /// A step size likely to be stable when some chains diverged (η/10), else null.
+    pub suggested_step: Option<f64>,
+    /// Chains that contributed to the results.
+    pub chains_used: usize,
+    /// Samples per chain after burn-in.
+    pub samples_per_chain: usize,
+    /// Precision the sampler ran in.
+    pub precision: String,
+    /// Equilibration diagnostics.
+    pub diagnostics: Diagnostics,
+    /// Wall-clock speed: filled in only when the caller asks for timing (it is not
+    /// reproducible, so it stays out of the deterministic output by default).
+    pub steps_per_second: Option<f64>,
+}
+
+/// One row of the trace file (means over the surviving chains at one sampling time).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TraceRow {
+    /// Global step.
+    pub step: usize,
+    /// Whether the step is within the burn-in.
+    pub burn_in: bool,
+    /// Mean U.
+    pub energy: f64,
+    /// Mean alignment.
+    pub alignment: f64,
+    /// Mean test MSE.
+    pub test_mse: f64,
+    /// Mean training MSE (null when P = 0).
+    pub train_mse: Option<f64>,
+    /// Mean R.
+    pub r_overlap2: f64,
+    /// Mean outlier count.
+    pub outliers: f64,
+}
+
+/// Per-chain results (the chains file).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChainRow {
+    /// Chain index.
+    pub chain: usize,
+    /// "ok" or "diverged".
+    pub status: String,
+    /// Time-averaged alignment (null for diverged chains).
+    pub alignment: Option<f64>,
+    /// Time-averaged test MSE.
+    pub test_mse: Option<f64>,
+    /// Time-averaged R.
+    pub r_overlap2: Option<f64>,
+    /// Time-averaged outlier count.
+    pub outliers: Option<f64>,
+}
+
+/// Histogram of the first-layer overlaps ρ_i over neurons, chains and samples.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Histogram {
+    /// Bin edges (HIST_BINS + 1).
+    pub edges: Vec<f64>,
+    /// Counts per bin.
+    pub counts: Vec<u64>,
+    /// Overlaps outside the range.
+    pub outside: u64,
+}
+
+/// Everything a run produces.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The deterministic summary.
+    pub summary: Summary,
+    /// Trace rows (every `thin` steps, burn-in included).
+    pub traces: Vec<TraceRow>,
+    /// Per-chain rows.
+    pub chains: Vec<ChainRow>,
+    /// ρ histogram.
+    pub histogram: Histogram,
+    /// Ensemble-mean predictor on the test set (empty if every chain diverged).
+    pub mean_test_prediction: Vec<f64>,
+    /// Wall-clock seconds of the sampling loop.
+    pub seconds: f64,
+    /// Total steps taken.
+    pub steps: usize,
+}
+
+impl RunResult {
+    /// True when every chain diverged (the CLI then exits with code 1).
+    pub fn all_diverged(&self) -> bool {
+        self.summary.chains_used == 0
+    }
+}
+
+/// Runs an experiment. `progress(done, total)` is called after every block of steps.
+pub fn run_experiment(
+    cfg: &ExperimentConfig,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<RunResult> {
+    cfg.validate()?;
+    match cfg.sampler.precision {
+        Precision::F32 => run_typed::<f32>(cfg, progress),
+        Precision::F64 => run_typed::<f64>(cfg, progress),
+    }
+}
+
+fn run_typed<T: Real>(
+    cfg: &ExperimentConfig,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<RunResult> {
+    let s = &cfg.sampler;
+    let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
+    let model = FcnModel::from_config(cfg);
+    let d = model.d;
+    let n_groups = model.n_groups();
+    let dynamics = Dynamics {
+        kappa: s.kappa,
+        step: s.step,
+        temperature: s.temperature,
+    };
+    let mut ens = Ensemble::<T>::new(
+        model.clone(),
+        &data.x_train,
+        &data.y_train,
+        s.chains,
+        s.seed,
+        dynamics,
+        None,
+    );
+    let n_test = data.n_test();
+    let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
+    let y_test = &data.y_test;
+    let y_norm2: f64 = y_test.iter().map(|v| v * v).sum();
+    let sigma1 = cfg.sigma2()[0];
+    let threshold = 3.0 * sigma1.sqrt() / (d as f64).sqrt();
+    let range = hist_range(sigma1, d);
+    let mut acc: Vec<ChainAccumulator> = (0..s.chains)
+        .map(|_| ChainAccumulator::new(n_test, n_groups, d))
+        .collect();
+    let start = std::time::Instant::now();
+    let mut t = 0;
+    progress(0, s.steps);
+    while t < s.steps {
+        let next = ((t / s.thin + 1) * s.thin).min(s.steps);
+        ens.advance(next - t);
+        t = next;
+        if t % s.thin == 0 {
+            measure(
+                &ens,
+                &x_test,
+                y_test,
+                y_norm2,
+                &data.teacher,
+                threshold,
+                range,
+                t > s.burn_in,
+                t,
+                &mut acc,
+            );
+        }
+        progress(t, s.steps);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(finish(
+        cfg, &ens, &data, &model, acc, threshold, range, seconds,
+    ))
+}
+
+/// Measures every live chain at step `t`.
+#[allow(clippy::too_many_arguments)]
+fn measure<T: Real>(
+    ens: &Ensemble<T>,
+    x_test: &[T],
+    y_test: &[f64],
+    y_norm2: f64,
+    teacher: &[f64],
+    threshold: f64,
+    range: f64,
+    sampling: bool,
+    t: usize,
+    acc: &mut [ChainAccumulator],
+) {
+    let n_test = y_test.len();
+    let preds = predict(ens, x_test, n_test);
+    let model = &ens.model;
+    let d = model.d;
+    let n1 = model.widths[0];
+    let p = ens.p;
+    let mut k = 0;
+    for block in &ens.blocks {
+        for c in 0..block.len {
+            let chain = k;
+            k += 1;
+            let Some(f) = &preds[chain] else { continue };
+            let a = &mut acc[chain];
+            let mut fy = 0.0;
+            let mut sq = 0.0;
+            for (fv, &yv) in f.iter().zip(y_test) {
+                let fv = fv.f64();
+                fy += fv * yv;
+                sq += (fv - yv).powi(2);
+            }
+            let w1 = &block.params[0][c * n1 * d..(c + 1) * n1 * d];
+            let mut r2 = 0.0;
+            let mut outliers = 0;
+            let mut rhos = Vec::with_capacity(n1);
+            for row in w1.chunks_exact(d) {
+                let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
+                r2 += rho * rho;
+                if rho.abs() > threshold {
+                    outliers += 1;
+                }
+                rhos.push(rho);
+            }
+            let m = Measurement {
+                step: t,
+                alignment: if y_norm2 > 0.0 { fy / y_norm2 } else { 0.0 },
+                test_mse: sq / n_test as f64,
+                train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
+                energy: block.energy[c],
+                r_overlap2: r2 / n1 as f64,
+                outliers,
+            };
+            a.series.push((sampling, m));
+            if !sampling {
+                continue;
+            }
+            a.samples += 1;
+            for (s, fv) in a.f_test_sum.iter_mut().zip(f) {
+                *s += fv.f64();
+            }
+            for &rho in &rhos {
+                let bin = ((rho + range) / (2.0 * range) * HIST_BINS as f64).floor();
+                if bin >= 0.0 && bin < HIST_BINS as f64 {
+                    a.hist[bin as usize] += 1;
+                } else {
+                    a.hist_outside += 1;
+                }
+            }
+            for g in 0..model.n_groups() {
+                let n = model.group_len(g);
+                a.virial_sum[g] += block.virial[c][g];
+                let mut m = [0.0; 3];
+                for v in &block.params[g][c * n..(c + 1) * n] {
+                    let v = v.f64();
+                    let v2 = v * v;
+                    m[0] += v;
+                    m[1] += v2;
+                    m[2] += v2 * v2;
+                }
+                for j in 0..3 {
+                    a.moments[g][j] += m[j];
+                }
+            }
+            // Σ_i w_i w_iᵀ (upper triangle, mirrored at the end).
+            for row in w1.chunks_exact(d) {
+                for i in 0..d {
+                    let wi = row[i].f64();
+                    for j in i..d {
+                        a.second_moment_matrix[i * d + j] += wi * row[j].f64();
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish<T: Real>(
+    cfg: &ExperimentConfig,
+    ens: &Ensemble<T>,
+    data: &Dataset,
+    model: &FcnModel,
+    acc: Vec<ChainAccumulator>,
+    threshold: f64,
+    range: f64,
+    seconds: f64,
+) -> RunResult {
+    let divergences = ens.divergences();
+    let diverged_chains: Vec<DivergedChain> = divergences
+        .iter()
+        .enumerate()
+        .filter_map(|(k, d)| {
+            d.as_ref().map(|d| DivergedChain {
+                chain: k,
+                step: d.step,
+                reason: d.reason.clone(),
+            })
+        })
+        .collect();
+    let alive: Vec<usize> = (0..acc.len())
+        .filter(|&k| divergences[k].is_none())
+        .collect();
+    let samples = alive.first().map(|&k| acc[k].samples).unwrap_or(0);
+    let sampled = |k: usize| -> Vec<&Measurement> {
+        acc[k]
+            .series
+            .iter()
+            .filter(|(s, _)| *s)
+            .map(|(_, m)| m)
+            .collect()
+    };
+    let chain_mean = |k: usize, f: &dyn Fn(&Measurement) -> f64| -> f64 {
+        let ms = sampled(k);
+        ms.iter().map(|m| f(m)).sum::<f64>() / ms.len().max(1) as f64
+    };
+    let stat = |f: &dyn Fn(&Measurement) -> f64| -> (Option<f64>, Option<f64>) {
+        if alive.is_empty() {
+            return (None, None);
+        }
+        let v: Vec<f64> = alive.iter().map(|&k| chain_mean(k, f)).collect();
+        let (m, e) = mean_and_error(&v);
+        (finite(m), e.and_then(finite))
+    };
+    let (alignment, alignment_err) = stat(&|m| m.alignment);
+    let (test_mse, test_mse_err) = stat(&|m| m.test_mse);
+    let (r_overlap2, r_overlap2_err) = stat(&|m| m.r_overlap2);
+    let (outliers, outliers_err) = stat(&|m| m.outliers as f64);
+    let (energy_mean, _) = stat(&|m| m.energy);
+    let train_mse = if ens.p > 0 {
+        stat(&|m| m.train_mse.unwrap_or(0.0)).0
+    } else {
+        None
+    };
+    let half_energy = |first: bool| -> Option<f64> {
+        if alive.is_empty() || samples < 2 {
+            return None;
+        }
+        let h = samples / 2;
+        let v: Vec<f64> = alive
+            .iter()
+            .map(|&k| {
+                let ms = sampled(k);
+                let part = if first { &ms[..h] } else { &ms[h..] };
+                part.iter().map(|m| m.energy).sum::<f64>() / part.len() as f64
+            })
+            .collect();
+        finite(v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let n_test = data.n_test();
+    let mut mean_pred = vec![0.0; if alive.is_empty() { 0 } else { n_test }];
+    for &k in &alive {
+        for (m, s) in mean_pred.iter_mut().zip(&acc[k].f_test_sum) {
+            *m += s;
+        }
+    }
+    let denom = (alive.len() * samples).max(1) as f64;
+    for m in &mut mean_pred {
+        *m /= denom;
+    }
+    let test_mse_mean_predictor = (!alive.is_empty()).then(|| {
+        mean_pred
+            .iter()
+            .zip(&data.y_test)
+            .map(|(f, y)| (f - y).powi(2))
+            .sum::<f64>()
+            / n_test as f64
+    });
+    let y_msq = data.y_test.iter().map(|v| v * v).sum::<f64>() / n_test as f64;
+    let mse_lower_bound = alignment.map(|a| (1.0 - a).powi(2) * y_msq);
+    let series_of = |f: &dyn Fn(&Measurement) -> f64| -> Vec<Vec<f64>> {
+        alive
+            .iter()
+            .map(|&k| sampled(k).iter().map(|m| f(m)).collect())
+            .collect()
+    };
+    let iat_alignment = integrated_autocorrelation_time(&series_of(&|m| m.alignment));
+    let iat_r = integrated_autocorrelation_time(&series_of(&|m| m.r_overlap2));
+    let total_samples = (alive.len() * samples) as f64;
+    let groups: Vec<GroupStats> = (0..model.n_groups())
+        .map(|g| {
+            let entries = (model.group_len(g) * alive.len() * samples) as f64;
+            let sum = |j: usize| alive.iter().map(|&k| acc[k].moments[g][j]).sum::<f64>();
+            let vir = alive.iter().map(|&k| acc[k].virial_sum[g]).sum::<f64>();
+            let ok = entries > 0.0;
+            GroupStats {
+                group: model.group_name(g),
+                prior_variance: finite(model.prior_var[g]),
+                mean: ok.then(|| sum(0) / entries).and_then(finite),
+                second_moment: ok.then(|| sum(1) / entries).and_then(finite),
+                fourth_moment: ok.then(|| sum(2) / entries).and_then(finite),
+                temperature: ok.then(|| vir / entries).and_then(finite),
+                frozen: model.frozen[g],
+            }
+        })
+        .collect();
+    let leading_direction_overlap = if alive.is_empty() || samples == 0 {
+        None
+    } else {
+        let d = model.d;
+        let mut m = vec![0.0; d * d];
+        for &k in &alive {
+            for (a, b) in m.iter_mut().zip(&acc[k].second_moment_matrix) {
+                *a += b;
+            }
+        }
+        for i in 0..d {
+            for j in 0..i {
+                m[i * d + j] = m[j * d + i];
+            }
+        }
+        leading_eigenvector(&m, d)
+            .map(|v| {
+                v.iter()
+                    .zip(&data.teacher)
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>()
+                    .abs()
+            })
+            .and_then(finite)
+    };
+    let mut counts = vec![0u64; HIST_BINS];
+    let mut outside = 0;
+    for &k in &alive {
+        for (c, h) in counts.iter_mut().zip(&acc[k].hist) {
+            *c += h;
+        }
+        outside += acc[k].hist_outside;
+    }
+    let edges = (0..=HIST_BINS)
+        .map(|i| -range + 2.0 * range * i as f64 / HIST_BINS as f64)
+        .collect();
+    // Traces: every sampling time of the surviving chains, burn-in included.
+    let n_rows = alive.first().map(|&k| acc[k].series.len()).unwrap_or(0);
+    let traces = (0..n_rows)
+        .map(|i| {
+            let rows: Vec<&(bool, Measurement)> =
+                alive.iter().map(|&k| &acc[k].series[i]).collect();
+            let n = rows.len() as f64;
+            let mean =
+                |f: &dyn Fn(&Measurement) -> f64| rows.iter().map(|(_, m)| f(m)).sum::<f64>() / n;
+            TraceRow {
+                step: rows[0].1.step,
+                burn_in: !rows[0].0,
+                energy: mean(&|m| m.energy),
+                alignment: mean(&|m| m.alignment),
+                test_mse: mean(&|m| m.test_mse),
+                train_mse: (ens.p > 0).then(|| mean(&|m| m.train_mse.unwrap_or(0.0))),
+                r_overlap2: mean(&|m| m.r_overlap2),
+                outliers: mean(&|m| m.outliers as f64),
+            }
+        })
+        .collect();
+    let chains = (0..acc.len())
+        .map(|k| {
+            let ok = divergences[k].is_none();
+            let v = |f: &dyn Fn(&Measurement) -> f64| ok.then(|| chain_mean(k, f)).and_then(finite);
+            ChainRow {
+                chain: k,
+                status: if ok { "ok" } else { "diverged" }.to_string(),
+                alignment: v(&|m| m.alignment),
+                test_mse: v(&|m| m.test_mse),
+                r_overlap2: v(&|m| m.r_overlap2),
+                outliers: v(&|m| m.outliers as f64),
+            }
+        })
+        .collect();
+    let summary = Summary {
+        alignment,
+        alignment_err,
+        test_mse,
+        test_mse_err,
+        test_mse_mean_predictor: test_mse_mean_predictor.and_then(finite),
+        mse_lower_bound: mse_lower_bound.and_then(finite),
+        train_mse,
+        outliers_layer1: outliers,
+        outliers_layer1_err: outliers_err,
+        outlier_threshold: threshold,
+        r_overlap2,
+        r_overlap2_err,
+        leading_direction_overlap,
+        suggested_step: (!diverged_chains.is_empty()).then(|| cfg.sampler.step / 10.0),
+        diverged_chains,
+        chains_used: alive.len(),
+        samples_per_chain: samples,
+        precision: T::NAME.to_string(),
+        diagnostics: Diagnostics {
+            energy_mean,
+            energy_first_half: half_energy(true),
+            energy_second_half: half_energy(false),
+            iat_alignment,
+            ess_alignment: iat_alignment.map(|t| total_samples / t),
+            iat_r_overlap2: iat_r,
+            ess_r_overlap2: iat_r.map(|t| total_samples / t),
+            groups,
+        },
+        steps_per_second: None,
+    };
+    RunResult {
+        summary,
+        traces,
+        chains,
+        histogram: Histogram {
+            edges,
+            counts,
+            outside,
+        },
+        mean_test_prediction: mean_pred,
+        seconds,
+        steps: ens.steps_done,
+    }
+}
+
+/// Leading eigenvector of a symmetric positive semi-definite d × d matrix by power
+/// iteration from a fixed start (deterministic).
+fn leading_eigenvector(m: &[f64], d: usize) -> Option<Vec<f64>> {
+    let mut v: Vec<f64> = (0..d).map(|i| 1.0 + 0.01 * i as f64).collect();
+    for _ in 0..2000 {
+        let mut w: Vec<f64> = (0..d)
+            .map(|i| (0..d).map(|j| m[i * d + j] * v[j]).sum())
+            .collect();
+        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if !(norm > 0.0 && norm.is_finite()) {
+            return None;
+        }
+        for x in &mut w {
+            *x /= norm;
+        }
+        let change: f64 = w.iter().zip(&v).map(|(a, b)| (a - b).abs()).sum();
+        v = w;
+        if change < 1e-12 {
+            break;
+        }
+    }
+    Some(v)
+}

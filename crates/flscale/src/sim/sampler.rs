@@ -1,0 +1,335 @@
+//! The ensemble Langevin sampler (spec 02, "Sampler"; paper App. A.1).
+//!
+//! Unadjusted Langevin on U(θ) = |f(X) − y|²/(2κ) + Σ_l |W^l|²/(2 v_l):
+//! θ ← θ − η∇U(θ) + √(2ηT)·ξ, ξ ~ 𝒩(0, I), whose stationary law (as η → 0) is
+//! π ∝ exp(−U/T); T = 1 is the Bayesian posterior.
+//!
+//! The E chains are split into fixed blocks of B consecutive chains (B depends only on the
+//! problem size, never on the thread count); rayon runs blocks in parallel and each block is
+//! advanced with sequential GEMMs. Chain k draws its initial weights and all its noise from
+//! its own ChaCha8 stream (seed, k), so every number is identical for any thread count.
+//!
+//! Divergence (spec 02, "Robust"): a chain whose energy becomes non-finite or exceeds
+//! [`Ensemble::divergence_threshold`] is stopped at that step, its weights are zeroed (so the
+//! block's shared GEMMs stay finite and fast) and it is excluded from every result.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::model::{backward, forward, FcnModel, Scratch};
+use super::real::Real;
+
+/// Why and when a chain was stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Divergence {
+    /// Global step (1-based) at which it was detected.
+    pub step: usize,
+    /// "non-finite energy" or "energy exploded (U = …)".
+    pub reason: String,
+}
+
+/// B consecutive chains that are advanced together.
+#[derive(Debug, Clone)]
+pub struct ChainBlock<T> {
+    /// Global index of the block's first chain.
+    pub first: usize,
+    /// Number of chains B in the block.
+    pub len: usize,
+    /// Parameters per group, chain-major (group g of chain c at c·len_g … (c+1)·len_g).
+    pub params: Vec<Vec<T>>,
+    grads: Vec<Vec<T>>,
+    residual: Vec<T>,
+    rngs: Vec<ChaCha8Rng>,
+    /// `Some` once the chain has diverged.
+    pub diverged: Vec<Option<Divergence>>,
+    /// U at the last gradient evaluation, per chain.
+    pub energy: Vec<f64>,
+    /// Σ_μ (f − y)² on the training set at the last gradient evaluation, per chain.
+    pub sq_error: Vec<f64>,
+    /// θ_g·∇_g U at the last gradient evaluation, per chain and group (kinetic/configurational
+    /// temperature check: ⟨θ·∇U⟩ = T·#params at equilibrium, by integration by parts).
+    pub virial: Vec<Vec<f64>>,
+}
+
+/// Settings of the dynamics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dynamics {
+    /// Ridge κ.
+    pub kappa: f64,
+    /// Step η.
+    pub step: f64,
+    /// Temperature T.
+    pub temperature: f64,
+}
+
+/// The whole ensemble: model, training data in the working precision, and the blocks.
+#[derive(Debug)]
+pub struct Ensemble<T: Real> {
+    /// The network.
+    pub model: FcnModel,
+    /// Training inputs P × d.
+    pub x: Vec<T>,
+    /// Training targets.
+    pub y: Vec<T>,
+    /// Number of training samples P.
+    pub p: usize,
+    /// The blocks of chains.
+    pub blocks: Vec<ChainBlock<T>>,
+    /// κ, η, T.
+    pub dynamics: Dynamics,
+    /// Steps taken so far.
+    pub steps_done: usize,
+    /// Energy above which a chain is declared diverged.
+    pub divergence_threshold: f64,
+}
+
+/// Chains per block: enough to make the block's first-layer GEMM wide, few enough that a
+/// block's P × B·N₁ activations stay within ~256 KiB (L2-resident; `shared/bench/README.md`).
+/// Depends only on the problem size, so the blocking — and the numbers — do not depend on the
+/// thread count.
+pub fn block_size(model: &FcnModel, p: usize, bytes_per_float: usize) -> usize {
+    let per_chain = p.max(1) * model.widths[0] * bytes_per_float;
+    (256 * 1024 / per_chain).clamp(1, 8)
+}
+
+/// The RNG stream of chain k: key from the seed, stream k (rand_chacha's 64-bit stream id).
+pub fn chain_rng(seed: u64, chain: usize) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(chain as u64);
+    rng
+}
+
+impl<T: Real> Ensemble<T> {
+    /// Builds E chains with weights drawn from the prior (a "cold" start).
+    pub fn new(
+        model: FcnModel,
+        x: &[f64],
+        y: &[f64],
+        chains: usize,
+        seed: u64,
+        dynamics: Dynamics,
+        block: Option<usize>,
+    ) -> Ensemble<T> {
+        let p = y.len();
+        let b = block.unwrap_or_else(|| block_size(&model, p, std::mem::size_of::<T>()));
+        let n_groups = model.n_groups();
+        let mut blocks = Vec::new();
+        let mut first = 0;
+        while first < chains {
+            let len = b.min(chains - first);
+            let mut rngs: Vec<ChaCha8Rng> =
+                (first..first + len).map(|k| chain_rng(seed, k)).collect();
+            let mut params: Vec<Vec<T>> = (0..n_groups)
+                .map(|g| vec![T::zero(); len * model.group_len(g)])
+                .collect();
+            // Each chain draws its whole initial state from its own stream, group by group.
+            for (c, rng) in rngs.iter_mut().enumerate() {
+                for (g, group) in params.iter_mut().enumerate() {
+                    let n = model.group_len(g);
+                    let sd = model.prior_var[g].sqrt();
+                    for v in &mut group[c * n..(c + 1) * n] {
+                        *v = T::of(sd) * T::standard_normal(rng);
+                    }
+                }
+            }
+            blocks.push(ChainBlock {
+                first,
+                len,
+                grads: params.iter().map(|g| vec![T::zero(); g.len()]).collect(),
+                params,
+                residual: vec![T::zero(); p * len],
+                rngs,
+                diverged: vec![None; len],
+                energy: vec![0.0; len],
+                sq_error: vec![0.0; len],
+                virial: vec![vec![0.0; n_groups]; len],
+            });
+            first += len;
+        }
+        // Equilibrium U is about #params/2 + P·MSE/(2κ); a chain 10⁴× above the scale of
+        // its starting point has left the basin — f32 would overflow a few steps later.
+        let scale = model.n_params() as f64
+            + p as f64 / dynamics.kappa
+            + y.iter().map(|v| v * v).sum::<f64>() / dynamics.kappa;
+        Ensemble {
+            model,
+            x: x.iter().map(|&v| T::of(v)).collect(),
+            y: y.iter().map(|&v| T::of(v)).collect(),
+            p,
+            blocks,
+            dynamics,
+            steps_done: 0,
+            divergence_threshold: 1e4 * scale,
+        }
+    }
+
+    /// Number of chains E.
+    pub fn chains(&self) -> usize {
+        self.blocks.iter().map(|b| b.len).sum()
+    }
+
+    /// Advances every chain by `n` steps, blocks in parallel.
+    pub fn advance(&mut self, n: usize) {
+        let model = &self.model;
+        let (x, y, p) = (&self.x[..], &self.y[..], self.p);
+        let dynamics = self.dynamics;
+        let threshold = self.divergence_threshold;
+        let start = self.steps_done;
+        self.blocks
+            .par_iter_mut()
+            .for_each_init(Scratch::<T>::default, |scratch, block| {
+                for s in 0..n {
+                    block.step(model, x, y, p, dynamics, threshold, start + s + 1, scratch);
+                }
+            });
+        self.steps_done += n;
+    }
+
+    /// Whether chain k is still running.
+    pub fn alive(&self, k: usize) -> bool {
+        let b = self.block_of(k);
+        self.blocks[b].diverged[k - self.blocks[b].first].is_none()
+    }
+
+    fn block_of(&self, k: usize) -> usize {
+        self.blocks
+            .iter()
+            .position(|b| k >= b.first && k < b.first + b.len)
+            .expect("chain index within the ensemble")
+    }
+
+    /// Parameters of group g of chain k (copied to f64).
+    pub fn chain_group(&self, k: usize, g: usize) -> Vec<f64> {
+        let b = &self.blocks[self.block_of(k)];
+        let n = self.model.group_len(g);
+        let c = k - b.first;
+        b.params[g][c * n..(c + 1) * n]
+            .iter()
+            .map(|v| v.f64())
+            .collect()
+    }
+
+    /// Divergence records of every chain, in chain order.
+    pub fn divergences(&self) -> Vec<Option<Divergence>> {
+        self.blocks
+            .iter()
+            .flat_map(|b| b.diverged.iter().cloned())
+            .collect()
+    }
+}
+
+impl<T: Real> ChainBlock<T> {
+    /// One Langevin step of every live chain of the block.
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &mut self,
+        model: &FcnModel,
+        x: &[T],
+        y: &[T],
+        p: usize,
+        dynamics: Dynamics,
+        threshold: f64,
+        global_step: usize,
+        scratch: &mut Scratch<T>,
+    ) {
+        let b = self.len;
+        forward(model, &self.params, b, x, p, scratch);
+        let inv_kappa = T::of(1.0 / dynamics.kappa);
+        for c in 0..b {
+            self.sq_error[c] = 0.0;
+        }
+        for mu in 0..p {
+            for c in 0..b {
+                let r = scratch.f[mu * b + c] - y[mu];
+                self.residual[mu * b + c] = r * inv_kappa;
+                self.sq_error[c] += (r * r).f64();
+            }
+        }
+        backward(
+            model,
+            &self.params,
+            b,
+            x,
+            p,
+            &self.residual,
+            scratch,
+            &mut self.grads,
+        );
+        let eta = T::of(dynamics.step);
+        let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
+        for c in 0..b {
+            if self.diverged[c].is_some() {
+                continue;
+            }
+            // Prior gradient θ/v, energy and virial, in f64 accumulators.
+            let mut energy = self.sq_error[c] / (2.0 * dynamics.kappa);
+            for g in 0..model.n_groups() {
+                let n = model.group_len(g);
+                let inv_v = 1.0 / model.prior_var[g];
+                let inv_v_t = T::of(inv_v);
+                let theta = &self.params[g][c * n..(c + 1) * n];
+                let grad = &mut self.grads[g][c * n..(c + 1) * n];
+                let mut sq = 0.0;
+                let mut vir = 0.0;
+                for (gi, &ti) in grad.iter_mut().zip(theta) {
+                    *gi += ti * inv_v_t;
+                    sq += (ti * ti).f64();
+                    vir += (ti * *gi).f64();
+                }
+                energy += 0.5 * sq * inv_v;
+                self.virial[c][g] = vir;
+            }
+            self.energy[c] = energy;
+            if !energy.is_finite() || energy > threshold {
+                let reason = if energy.is_finite() {
+                    format!("energy exploded (U = {energy:.3e})")
+                } else {
+                    "non-finite energy".to_string()
+                };
+                self.diverged[c] = Some(Divergence {
+                    step: global_step,
+                    reason,
+                });
+                for g in 0..model.n_groups() {
+                    let n = model.group_len(g);
+                    self.params[g][c * n..(c + 1) * n].fill(T::zero());
+                }
+                continue;
+            }
+            let rng = &mut self.rngs[c];
+            for g in 0..model.n_groups() {
+                if model.frozen[g] {
+                    continue;
+                }
+                let n = model.group_len(g);
+                let theta = &mut self.params[g][c * n..(c + 1) * n];
+                let grad = &self.grads[g][c * n..(c + 1) * n];
+                for (ti, &gi) in theta.iter_mut().zip(grad) {
+                    *ti = *ti - eta * gi + noise * T::standard_normal(rng);
+                }
+            }
+        }
+    }
+}
+
+/// Test-set evaluation of every live chain: f on `x_test` (n × d), in chain order; `None`
+/// for diverged chains. Runs blocks in parallel.
+pub fn predict<T: Real>(ens: &Ensemble<T>, x_test: &[T], n: usize) -> Vec<Option<Vec<T>>> {
+    let model = &ens.model;
+    let per_block: Vec<Vec<Option<Vec<T>>>> = ens
+        .blocks
+        .par_iter()
+        .map_init(Scratch::<T>::default, |scratch, block| {
+            forward(model, &block.params, block.len, x_test, n, scratch);
+            (0..block.len)
+                .map(|c| {
+                    block.diverged[c]
+                        .is_none()
+                        .then(|| (0..n).map(|mu| scratch.f[mu * block.len + c]).collect())
+                })
+                .collect()
+        })
+        .collect();
+    per_block.into_iter().flatten().collect()
+}
