@@ -1,0 +1,302 @@
+//! `flscale predict`, `energy`, `presets`, `preset show` run as a user runs them.
+
+use std::process::{Command, Output};
+
+fn flscale(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flscale"))
+        .args(args)
+        .output()
+        .expect("run flscale")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let o = flscale(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+#[test]
+fn table_1_preset_prints_a_table_and_a_reading() {
+    let o = flscale(&["predict", "--preset", "fcn3-erf-he3"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "GP-GP",
+        "GP-Sp",
+        "Sp-Mag",
+        "Delta_1",
+        "Delta_2",
+        "a_y",
+        "(N1*N2*d)^(1/3)",
+        "sqrt(N2*d)",
+        "P*/kappa ∝ d",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in\n{text}");
+    }
+}
+
+#[test]
+fn json_has_every_pattern_and_the_documented_fields() {
+    let v = json(&["predict", "--preset", "fcn3-erf-he3", "--json"]);
+    assert_eq!(v["p_star_exponent"], "1");
+    assert_eq!(v["regime"]["N1"], "1");
+    let patterns = v["patterns"].as_array().unwrap();
+    assert_eq!(patterns.len(), 45);
+    let sp_mag = patterns.iter().find(|p| p["name"] == "Sp-Mag").unwrap();
+    for field in [
+        "name",
+        "layers",
+        "terms",
+        "energy",
+        "exponent",
+        "exponent_float",
+        "argmin",
+        "binding",
+    ] {
+        assert!(sp_mag.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(sp_mag["terms"]["Delta_1"], "M1*d");
+    assert_eq!(sp_mag["terms"]["Delta_2"], "N1*beta2/M1");
+    assert_eq!(sp_mag["terms"]["a_y"], "N2/beta2");
+    assert_eq!(sp_mag["exponent"], "1");
+    assert_eq!(sp_mag["exponent_float"], 1.0);
+    for name in ["Sp-GP", "GFL-GP"] {
+        assert!(patterns.iter().any(|p| p["name"] == name), "{name}");
+    }
+    let winners: Vec<&str> = v["winners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(winners.contains(&"GP-Sp") && winners.contains(&"Sp-Mag"));
+}
+
+#[test]
+fn at_overrides_the_regime() {
+    let v = json(&[
+        "predict",
+        "--preset",
+        "fcn3-erf-he3",
+        "--at",
+        "N1=d^2",
+        "--json",
+    ]);
+    let winners: Vec<&str> = v["winners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        winners.contains(&"GP-Sp") && !winners.contains(&"Sp-Mag"),
+        "{winners:?}"
+    );
+    let p = json(&[
+        "predict",
+        "--preset",
+        "fcn2-erf-he3",
+        "--at",
+        "N=d^(1/2)",
+        "--json",
+    ]);
+    let sp = p["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "Sp")
+        .unwrap();
+    assert_eq!(sp["binding"], serde_json::json!(["1 <= M"]));
+}
+
+#[test]
+fn phase_diagrams_write_valid_pictures() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("phase.svg");
+    let v = json(&[
+        "predict",
+        "--preset",
+        "fcn2-erf-he3",
+        "--phase",
+        "N",
+        "--range",
+        "0:8",
+        "--out",
+        svg.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(v["boundaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["at"] == "5" && b["winners_change"] == true));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let png = dir.path().join("map.png");
+    let o = flscale(&[
+        "predict",
+        "--preset",
+        "fcn3-erf-he3",
+        "--phase",
+        "N1,N2",
+        "--grid",
+        "6",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
+fn bad_input_is_one_sentence_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("arch.toml");
+    std::fs::write(&f, "[network]\nkind = \"fcn\"\nactivation = \"erf\"\nwidths = [\"N\"]\nwidht = 3\n[target]\nhermite = 3\n").unwrap();
+    let o = flscale(&["predict", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("widht") && e.contains("line 5"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    std::fs::write(&f, "[network]\nkind = \"fcn\"\nactivation = \"softplus\"\nwidths = [\"N\"]\n[target]\nhermite = 3\n").unwrap();
+    let e = stderr(&flscale(&["predict", f.to_str().unwrap()]));
+    assert!(
+        e.contains("softplus") && e.contains("erf, relu, tanh, linear, poly"),
+        "{e}"
+    );
+    let o = flscale(&["predict", "--preset", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("fcn3-erf-he3"));
+    let o = flscale(&["predict", "--preset", "fcn3-erf-he3", "--at", "N1=K"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = flscale(&["predict", "/nonexistent.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn energy_calculator() {
+    let v = json(&[
+        "energy",
+        "M*d + N/M",
+        "--free",
+        "M",
+        "--constraint",
+        "1<=M<=N",
+        "--at",
+        "N=d^3",
+        "--json",
+    ]);
+    assert_eq!(v["exponent"], "2");
+    assert_eq!(v["optimum"], "sqrt(N*d)");
+    assert_eq!(v["argmin"]["M"]["symbolic"], "sqrt(N/d)");
+    assert_eq!(v["binding"], serde_json::json!([]));
+    let v = json(&[
+        "energy",
+        "M*d + N/M",
+        "--free",
+        "M",
+        "--constraint",
+        "1<=M<=N",
+        "--at",
+        "N=d^(1/2)",
+        "--json",
+    ]);
+    assert_eq!(v["exponent"], "1");
+    assert_eq!(v["binding"], serde_json::json!(["1 <= M"]));
+    for field in ["exponent", "exponent_float", "argmin", "active", "binding"] {
+        assert!(v.get(field).is_some(), "{field}");
+    }
+    let o = flscale(&["energy", "M*d - N", "--free", "M"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("column 5"), "{}", stderr(&o));
+    let o = flscale(&["energy", "N/M", "--free", "M", "--at", "N=d"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("without bound"));
+}
+
+#[test]
+fn presets_round_trip() {
+    let list = json(&["presets", "--json"]);
+    let names: Vec<String> = list["presets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    for n in [
+        "fcn2-erf-he3",
+        "fcn2-erf-he3-meanfield",
+        "fcn3-erf-he3",
+        "cnn-patches",
+        "attention-softmax",
+        "fcn2-relu-parity",
+    ] {
+        assert!(names.contains(&n.to_string()), "{n}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for n in &names {
+        let shown = flscale(&["preset", "show", n]);
+        assert!(shown.status.success());
+        let f = dir.path().join(format!("{n}.toml"));
+        std::fs::write(&f, &shown.stdout).unwrap();
+        let from_file = json(&["predict", f.to_str().unwrap(), "--json"]);
+        let from_preset = json(&["predict", "--preset", n, "--json"]);
+        assert_eq!(
+            from_file["p_star_exponent"], from_preset["p_star_exponent"],
+            "{n}"
+        );
+        assert_eq!(from_file["winners"], from_preset["winners"], "{n}");
+    }
+}
+
+#[test]
+fn user_catalog_files_work_like_built_in_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mine.toml"),
+        r#"
+[catalog]
+name = "toy"
+title = "toy model"
+source = "a test"
+target = "none"
+derivation = "by hand"
+scales = ["N"]
+[[pattern]]
+name = "lazy"
+terms = { a_y = "d^2" }
+[[pattern]]
+name = "rich"
+free = ["M"]
+constraints = ["1 <= M <= N"]
+terms = { cost = "M*d", a_y = "N/M" }
+"#,
+    )
+    .unwrap();
+    let arch = dir.path().join("arch.toml");
+    std::fs::write(
+        &arch,
+        "[network]\nkind = \"catalog\"\ncatalog = \"mine.toml\"\n[regime]\nN = \"d\"\n",
+    )
+    .unwrap();
+    let v = json(&["predict", arch.to_str().unwrap(), "--json"]);
+    assert_eq!(v["winners"], serde_json::json!(["rich"]));
+    assert_eq!(v["p_star_exponent"], "1");
+}
+
+#[test]
+fn help_teaches() {
+    for sub in ["predict", "energy", "presets", "preset"] {
+        let o = flscale(&[sub, "--help"]);
+        assert!(o.status.success());
+        let t = String::from_utf8_lossy(&o.stdout);
+        assert!(t.contains("Example"), "{sub} --help has no example");
+    }
+}
