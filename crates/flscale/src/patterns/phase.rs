@@ -144,12 +144,12 @@ pub fn phase_line(
     let grid: Vec<Q> = (0..=steps)
         .map(|i| lo + (hi - lo) * Q::new(i, steps))
         .collect();
-    let mut samples: Vec<(Q, (Vec<String>, Affine, String))> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
     for &v in &grid {
         samples.push((v, eval(v)?));
     }
     // Refine every interval whose ends differ until each change is pinned to an exact point.
-    let mut points: Vec<(Q, (Vec<String>, Affine, String))> = Vec::new();
+    let mut points: Vec<Sample> = Vec::new();
     for w in samples.windows(2) {
         points.push(w[0].clone());
         refine(&eval, &w[0], &w[1], 0, &mut points)?;
@@ -157,7 +157,7 @@ pub fn phase_line(
     if let Some(last) = samples.last() {
         points.push(last.clone());
     }
-    points.sort_by(|a, b| a.0.cmp(&b.0));
+    points.sort_by_key(|p| p.0);
     points.dedup_by(|a, b| a.0 == b.0);
     Ok(assemble(axis, points, hi))
 }
