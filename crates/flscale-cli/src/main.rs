@@ -54,6 +54,18 @@ enum Command {
     Sample(cmd::sample::SampleArgs),
     /// Measure the Langevin engine's speed in the paper's Fig. 2 setting.
     Bench(cmd::bench::BenchArgs),
+    /// Run a grid of experiments into a results directory (resumable, shardable).
+    Sweep(cmd::sweep::SweepArgs),
+    /// Merge the results directories of sweep shards.
+    Merge(cmd::merge::MergeArgs),
+    /// Extract P* (the sample size where the alignment crosses a threshold) from a sweep.
+    Pstar(cmd::pstar::PstarArgs),
+    /// Fit a power-law exponent to a sweep's results, beside the scaling engine's prediction.
+    Fit(cmd::fit::FitArgs),
+    /// Draw a sweep's figures (PNG and SVG).
+    Plot(cmd::plot::PlotArgs),
+    /// Reproduce a figure of the paper end to end.
+    Reproduce(cmd::reproduce::ReproduceArgs),
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -93,6 +105,12 @@ fn main() -> ExitCode {
         Command::Kernel(a) => cmd::kernel::run(a, &ctx),
         Command::Sample(a) => cmd::sample::run(a, &ctx),
         Command::Bench(a) => cmd::bench::run(a, &ctx),
+        Command::Sweep(a) => cmd::sweep::run(a, &ctx),
+        Command::Merge(a) => cmd::merge::run(a, &ctx),
+        Command::Pstar(a) => cmd::pstar::run(a, &ctx),
+        Command::Fit(a) => cmd::fit::run(a, &ctx),
+        Command::Plot(a) => cmd::plot::run(a, &ctx),
+        Command::Reproduce(a) => cmd::reproduce::run(a, &ctx),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

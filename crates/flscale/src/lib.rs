@@ -12,6 +12,7 @@
 //! * [`ldt`]: the large-deviation (Chernoff) computation of App. B.3.
 //! * [`kernels`]: closed-form NNGP kernels and kernel feature propagation (App. C.5).
 //! * [`sim`]: Bayesian networks sampled by Langevin dynamics (App. A.1, F).
+//! * [`experiment`]: sweeps, the results store, P\* extraction, exponent fits, paper figures.
 //! * [`plot`]: figures (SVG/PNG) with a font the crate carries.
 //!
 //! ## Notation (paper §2, spec 00)
@@ -29,6 +30,7 @@
 
 pub mod cavity;
 pub mod error;
+pub mod experiment;
 pub mod hermite;
 pub mod kernels;
 pub mod ldt;

@@ -7,11 +7,17 @@ use flscale::{Error, Result};
 pub mod bench;
 pub mod cavity;
 pub mod energy;
+pub mod fit;
 pub mod kernel;
 pub mod ldt;
+pub mod merge;
+pub mod plot;
 pub mod predict;
 pub mod presets;
+pub mod pstar;
+pub mod reproduce;
 pub mod sample;
+pub mod sweep;
 
 /// Global options every subcommand may consult.
 #[derive(Debug, Clone)]

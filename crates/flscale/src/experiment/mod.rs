@@ -1,0 +1,1 @@
+//! Sweeps, the results store, P* and exponent fits, and the paper's figures (being built).
