@@ -1,2 +1,25 @@
-//! Placeholder: this capability is being built (see the open issue); the module is declared
-//! here so that the workspace layout is fixed.
+//! NNGP kernels and kernel feature propagation (paper Sec. 5.2, App. C.3, C.5; spec 05 B).
+//!
+//! * [`nngp`]: closed-form kernels of erf (arcsine), ReLU (arc-cosine order 1) and
+//!   1 + z + z² layers, their dot-product (Hermite) expansions, and empirical finite-width
+//!   kernels that converge to them.
+//! * [`spectral`]: dense and low-rank (Gram / thin-SVD) spectra of K = φφᵀ/N on faer.
+//! * [`propagate`]: the Fig. 5 / Fig. 6 experiment — the RKHS norm of Φ\*² in the next
+//!   layer's kernel falls as D^{−2} when Φ\*'s eigenvalue is amplified by D (Claim (ii)).
+
+pub mod nngp;
+pub mod propagate;
+pub mod spectral;
+
+#[cfg(test)]
+mod tests;
+
+pub use nngp::{empirical_kernel, nngp_kernel, Activation, Points};
+pub use propagate::{
+    default_amplifications, propagate, propagate_chart, propagate_with, DataKind, PropagateConfig,
+    PropagatePoint, PropagateResult, PropagateTiming,
+};
+pub use spectral::{
+    default_par, gram, max_eigen_residual, outer, sym_eigen, FeatureKernel, SpectralMethod,
+    SymEigen,
+};
