@@ -1,9 +1,8 @@
 //! `flscale energy`: minimise a power-law energy over free parameters, exactly.
 
 use flscale::scaling::energy::exponent_strings;
-use flscale::scaling::{fmt_q, minimise, parse_constraints, parse_posynomial, Regime, Term};
-use flscale::{Error, Result};
-use serde_json::json;
+use flscale::scaling::report::EnergyProblem;
+use flscale::Result;
 
 use super::{out, out_json, Ctx};
 
@@ -37,66 +36,22 @@ pub struct EnergyArgs {
 
 /// Runs `flscale energy`.
 pub fn run(args: EnergyArgs, _ctx: &Ctx) -> Result<()> {
-    let monomials = parse_posynomial(&args.expr)?;
-    let terms: Vec<Term> = monomials
-        .into_iter()
-        .map(|m| Term {
-            label: m.to_string(),
-            monomial: m,
-        })
-        .collect();
-    let mut constraints = Vec::new();
-    for c in &args.constraints {
-        constraints.extend(parse_constraints(c)?);
+    let problem = EnergyProblem {
+        expr: args.expr.clone(),
+        free: args.free.clone(),
+        constraints: args.constraints.clone(),
+        at: args.at.clone().unwrap_or_default(),
+    };
+    let (regime, min) = problem.solve()?;
+    if args.json {
+        return out_json(&problem.to_json(&regime, &min));
     }
-    let mut regime = Regime::new();
-    if let Some(at) = &args.at {
-        regime
-            .apply_assignments(at)
-            .map_err(|e| e.context("--at"))?;
-    }
-    for f in &args.free {
-        if f == "d" || regime.get(f).is_some() {
-            return Err(Error::invalid(format!("--free {f}: '{f}' is a scale with a value in --at; a free parameter must not have one")));
-        }
-    }
-    let min = minimise(&terms, &args.free, &constraints, &regime)?;
-    let (e, ef) = exponent_strings(&min.exponent);
+    let (e, _) = exponent_strings(&min.exponent);
     let argmin_text = |name: &str| match (min.argmin_symbolic.get(name), min.argmin.get(name)) {
         (Some(s), Some(r)) if r.lo.is_some() && r.lo == r.hi => format!("{s} ∝ {}", r.describe()),
         (_, Some(r)) => r.describe(),
         _ => "?".to_string(),
     };
-    if args.json {
-        let argmin: serde_json::Map<String, serde_json::Value> = args
-            .free
-            .iter()
-            .map(|n| {
-                let r = &min.argmin[n];
-                (
-                    n.clone(),
-                    json!({
-                        "symbolic": min.argmin_symbolic.get(n).map(|m| m.to_string()),
-                        "exponent_lo": r.lo.map(|q| fmt_q(&q)),
-                        "exponent_hi": r.hi.map(|q| fmt_q(&q)),
-                        "value": r.describe(),
-                    }),
-                )
-            })
-            .collect();
-        return out_json(&json!({
-            "expression": args.expr,
-            "regime": regime.iter().map(|(k, v)| (k.to_string(), json!(fmt_q(&v)))).collect::<serde_json::Map<_, _>>(),
-            "exponent": e,
-            "exponent_float": ef,
-            "optimum": min.energy_symbolic.to_string(),
-            "argmin": argmin,
-            "active": min.active,
-            "binding": min.binding,
-            "tight": min.tight,
-            "valid_when": min.valid_when,
-        }));
-    }
     let mut text = format!("min over {{{}}} of {}\n", args.free.join(", "), args.expr);
     if !regime.describe().is_empty() {
         text.push_str(&format!("regime: {}\n", regime.describe()));

@@ -5,11 +5,13 @@
 //! * [`lp`]: the exact rational linear program behind every minimisation.
 //! * [`energy`]: regimes, labelled energies, exact minimisation, active set, binding
 //!   constraints and the symbolic optimum.
+//! * [`report`]: the calculator's request and its JSON answer.
 
 pub mod energy;
 pub mod expr;
 pub mod lp;
 pub mod monomial;
+pub mod report;
 
 pub use energy::{minimise, ArgRange, Minimum, Regime, Term};
 pub use expr::{parse_constraints, parse_monomial, parse_posynomial, Constraint};
