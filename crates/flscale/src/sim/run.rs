@@ -602,3 +602,23 @@ fn leading_eigenvector(m: &[f64], d: usize) -> Option<Vec<f64>> {
     }
     Some(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::leading_eigenvector;
+
+    #[test]
+    fn power_iteration_finds_the_top_direction() {
+        // M = I + 3 u uᵀ with u = (0, 0.6, 0.8).
+        let u = [0.0, 0.6, 0.8];
+        let m: Vec<f64> = (0..9)
+            .map(|k| {
+                let (i, j) = (k / 3, k % 3);
+                (i == j) as u8 as f64 + 3.0 * u[i] * u[j]
+            })
+            .collect();
+        let v = leading_eigenvector(&m, 3).unwrap();
+        let overlap: f64 = v.iter().zip(&u).map(|(a, b)| a * b).sum();
+        assert!((overlap.abs() - 1.0).abs() < 1e-9, "{v:?}");
+    }
+}
