@@ -20,6 +20,6 @@ pub use propagate::{
     PropagatePoint, PropagateResult, PropagateTiming,
 };
 pub use spectral::{
-    default_par, gram, max_eigen_residual, outer, sym_eigen, FeatureKernel, SpectralMethod,
-    SymEigen,
+    default_par, eigh_benchmark, gram, max_eigen_residual, outer, sym_eigen, EighBench,
+    FeatureKernel, SpectralMethod, SymEigen,
 };

@@ -159,6 +159,21 @@ impl Points {
         Ok(Points { p, d, x })
     }
 
+    /// `p` standard Gaussian points in dimension `d` (ChaCha8 stream 0 of `seed`, row-major
+    /// draw order).
+    pub fn gaussian(p: usize, d: usize, seed: u64) -> Result<Self> {
+        if p == 0 || d == 0 || p.saturating_mul(d) > 100_000_000 {
+            return Err(Error::invalid(format!(
+                "{p} points in dimension {d} are not allowed; need p, d ≥ 1 and p·d ≤ 1e8"
+            )));
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let x = (0..p * d)
+            .map(|_| rng.sample::<f64, _>(StandardNormal))
+            .collect();
+        Points::new(p, d, x)
+    }
+
     fn row(&self, i: usize) -> &[f64] {
         &self.x[i * self.d..(i + 1) * self.d]
     }

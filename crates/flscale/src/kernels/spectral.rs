@@ -287,3 +287,58 @@ impl FeatureKernel {
         }
     }
 }
+
+/// Timing of the dense eigendecomposition on the workload of `shared/bench/eigh.py`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EighBench {
+    /// Matrix size.
+    pub n: usize,
+    /// Wall-clock seconds of each repetition.
+    pub times_s: Vec<f64>,
+    /// Median of `times_s`.
+    pub median_s: f64,
+    /// max_k ‖Kv_k − λ_kv_k‖ / max|λ|.
+    pub max_relative_residual: f64,
+    /// Largest eigenvalue.
+    pub lam_max: f64,
+    /// Sum of the eigenvalues (the trace).
+    pub sum: f64,
+    /// Threads of the rayon pool.
+    pub threads: usize,
+}
+
+/// Times faer's parallel self-adjoint eigendecomposition (values and vectors) of the erf NNGP
+/// kernel matrix of n Gaussian points in d = 40, K_ij = (2/π)arcsin(2G_ij/√((1+2G_ii)(1+2G_jj))),
+/// G = XXᵀ/d — the matrix of `shared/bench/eigh.py` (other random numbers, same law).
+pub fn eigh_benchmark(n: usize, reps: usize) -> Result<EighBench> {
+    if !(2..=20_000).contains(&n) || !(1..=50).contains(&reps) {
+        return Err(Error::invalid(format!(
+            "n = {n} / reps = {reps} are not allowed; use n in 2–20000 and 1–50 repetitions"
+        )));
+    }
+    let pts = super::nngp::Points::gaussian(n, 40, 5)?;
+    let k = super::nngp::nngp_kernel(super::nngp::Activation::Erf, &pts, 1.0)?;
+    let mat = Mat::from_fn(n, n, |i, j| k[i * n + j]);
+    drop(k);
+    let par = default_par();
+    let mut times = Vec::with_capacity(reps);
+    let mut last = None;
+    for _ in 0..reps {
+        let t0 = std::time::Instant::now();
+        last = Some(sym_eigen(mat.as_ref(), par)?);
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let eig = last.ok_or_else(|| Error::runtime("no repetition ran"))?;
+    let max_relative_residual = max_eigen_residual(mat.as_ref(), &eig, par);
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(EighBench {
+        n,
+        median_s: sorted[sorted.len() / 2],
+        times_s: times,
+        max_relative_residual,
+        lam_max: eig.values.last().copied().unwrap_or(0.0),
+        sum: eig.values.iter().sum(),
+        threads: rayon::current_num_threads(),
+    })
+}
