@@ -1,0 +1,978 @@
+//! The self-consistent adaptive kernel on a sampled data set, and its continuation in P.
+//!
+//! Source: blog §"Match the residual to the network's prediction" (the kernel K(b, c), the
+//! mean residual r̄ = T(K + T·I)⁻¹y and the least-squares projection onto the sampled H1, H3),
+//! §"The hidden weight covariance records the learned direction" (E[wwᵀ] and R = E[ρ²]);
+//! spec 04 "What the tool computes" (`solve`, `sweep-p`).
+//!
+//! One step of the fixed-point map (b, c) ↦ (b', c'):
+//! 1. the overlap posterior p(ρ | b, c) ∝ e^{−U(ρ; b, c)} ([`FiniteModel::potential`]),
+//!    discretised by the trapezoid rule on a grid fine enough for its narrowest well;
+//! 2. the kernel K_μν = N s_a²·E[erf(w·x^μ) erf(w·x^ν)] with w = ρe + ξ, ρ ∼ p(ρ | b, c) and
+//!    ξ ∼ 𝒩(0, σ_w²/(D−1)·(I − eeᵀ)) (so |ξ|² concentrates at σ_w², blog §"Check the
+//!    perpendicular norm approximation"); see [`kernel_block`];
+//! 3. r̄ = T(K + T·I)⁻¹y by a Cholesky solve (faer, sequential, so results do not depend on
+//!    the thread count);
+//! 4. (b', c') = the least-squares fit r̄ ≈ b'·H1(z) + c'·H3(z) on the training set.
+//!
+//! Damped iteration (b, c) ← (1 − η)(b, c) + η(b', c') runs to a fixed point from two starts:
+//! small alignment (b = c = 0: the posterior is the prior) and large alignment (the full
+//! target b = 1, c = ε), the two branches of the first-order transition.
+//!
+//! ## The kernel for a fixed overlap ρ (derived here)
+//!
+//! For fixed ρ, u_μ = ξ·x^μ are jointly Gaussian with covariance C_μν = σ_w²/(D−1)·x⊥^μ·x⊥^ν,
+//! and the entry is E[erf(m_μ + u_μ)·erf(m_ν + u_ν)] with m = ρz. Expanding the bivariate
+//! Gaussian density in its covariance (Mehler) gives
+//! E[f(u_μ)g(u_ν)] = Σ_n C_μν^n/n!·E[f⁽ⁿ⁾(u_μ)]·E[g⁽ⁿ⁾(u_ν)], and E[erf⁽ⁿ⁾(m + u)] =
+//! κⁿ·erf⁽ⁿ⁾(κm) with κ = (1 + 2C_μμ)^{−1/2}. With erf⁽ⁿ⁾(x) = (2/√π)(−1)^{n−1}H_{n−1}(x)e^{−x²}
+//! (physicists' Hermite) and Ĥ_k = H_k/√(2ᵏk!), the n-th term is
+//! rⁿ/(2n)·ẽ_n(κ_μ m_μ)·ẽ_n(κ_ν m_ν), r = 2C_μνκ_μκ_ν, ẽ_n(x) = (2/√π)Ĥ_{n−1}(x)e^{−x²}
+//! (|r| < 1 by Cauchy–Schwarz). Summing over the ρ nodes first turns each order n into one
+//! matrix product. Pairs with |r| > [`SERIES_MAX_R`] (and the diagonal, where r = 2C_μμκ_μ²)
+//! are summed one by one to as many terms as they need, and pairs with |r| > 0.92 use a
+//! one-dimensional Gauss–Hermite rule instead:
+//! E_{u_μ}[erf(m_μ + u_μ)·erf((m_ν + (C_μν/C_μμ)u_μ)/√(1 + 2(C_νν − C_μν²/C_μμ)))].
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, MatRef, Par};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::StandardNormal;
+use serde::Serialize;
+
+use super::potential::FiniteModel;
+use super::{at_least, finite, positive};
+use crate::error::{Error, Result};
+use crate::hermite::GaussHermite;
+
+/// Pairs with |r| above this use quadrature; below it the series is truncated where the
+/// remainder bound r^{n+1}/(2(n+1)(1−r))·(4/π)·1.2 falls below 1e-15 (≤ [`SERIES_TERMS`]).
+pub const SERIES_MAX_R: f64 = 0.6;
+/// Number of Mehler terms (n = 1 … SERIES_TERMS) kept for pairs with |r| ≤ SERIES_MAX_R.
+pub const SERIES_TERMS: usize = 64;
+/// Largest supported training-set size (the kernel is a dense P×P matrix).
+pub const MAX_P: usize = 5000;
+
+/// Inputs of `flscale cavity solve` / `sweep-p`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdaptiveParams {
+    /// Input dimension D (≥ 2).
+    pub d: usize,
+    /// Width N (enters through N·s_a²).
+    pub n: usize,
+    /// Number of training samples P.
+    pub p: usize,
+    /// Likelihood variance T.
+    pub t: f64,
+    /// Readout prior variance s_a².
+    pub s_a2: f64,
+    /// Hidden prior scale σ_w².
+    pub sigma_w2: f64,
+    /// Cubic target strength ε in y = H1 + ε·H3.
+    pub eps: f64,
+    /// Seed of the data set (train and test are separate ChaCha streams).
+    pub seed: u64,
+    /// Number of test points for the test MSE.
+    pub p_test: usize,
+    /// Damping η ∈ (0, 1] of the fixed-point iteration.
+    pub damping: f64,
+    /// Iteration cap per branch.
+    pub max_iter: usize,
+    /// Convergence tolerance on max(|Δb|, |Δc|) of one undamped map application.
+    pub tol: f64,
+}
+
+impl AdaptiveParams {
+    /// The blog preset (spec 03 `blog`): D = N = 20, ε = 0.3, σ_w² = 1, s_a² = 1/N, T = 0.05.
+    pub fn blog(p: usize) -> Self {
+        AdaptiveParams {
+            d: 20,
+            n: 20,
+            p,
+            t: 0.05,
+            s_a2: 1.0 / 20.0,
+            sigma_w2: 1.0,
+            eps: 0.3,
+            seed: 0,
+            p_test: 1000,
+            damping: 0.5,
+            max_iter: 400,
+            tol: 1e-7,
+        }
+    }
+
+    /// Checks every field; errors name the field, the value and what is allowed.
+    pub fn validate(&self) -> Result<()> {
+        at_least("D (input dimension)", self.d, 2)?;
+        at_least("N (width)", self.n, 1)?;
+        at_least("P (number of samples)", self.p, 2)?;
+        if self.p > MAX_P {
+            return Err(Error::invalid(format!(
+                "P = {} is not allowed; the dense kernel supports P ≤ {MAX_P}",
+                self.p
+            )));
+        }
+        at_least("p-test (number of test points)", self.p_test, 1)?;
+        if self.p_test > 20_000 {
+            return Err(Error::invalid(format!(
+                "p-test = {} is not allowed; it must be ≤ 20000",
+                self.p_test
+            )));
+        }
+        positive("T (likelihood variance)", self.t)?;
+        positive("s_a² (readout prior variance)", self.s_a2)?;
+        positive("σ_w² (hidden prior variance)", self.sigma_w2)?;
+        finite("ε (cubic target strength)", self.eps)?;
+        if !(self.damping > 0.0 && self.damping <= 1.0) {
+            return Err(Error::invalid(format!(
+                "damping = {} is not allowed; it must be in (0, 1]",
+                self.damping
+            )));
+        }
+        at_least("max-iter", self.max_iter, 1)?;
+        positive("tol", self.tol)?;
+        Ok(())
+    }
+
+    fn model(&self, p: usize) -> Result<FiniteModel> {
+        FiniteModel::new(self.d as f64, p as f64, self.t, self.s_a2, self.sigma_w2)
+    }
+}
+
+/// Points as the kernel sees them: the teacher coordinate z and the perpendicular part x⊥
+/// (row-major, D − 1 per point).
+#[derive(Debug, Clone)]
+pub struct Points {
+    /// z = e·x (e is the first basis vector; the problem is rotation invariant).
+    pub z: Vec<f64>,
+    /// x⊥, `len × (D − 1)` row-major.
+    pub perp: Vec<f64>,
+    /// D − 1.
+    pub perp_dim: usize,
+}
+
+impl Points {
+    /// `count` points x ∼ 𝒩(0, I_D) from stream `stream` of the seed.
+    pub fn sample(d: usize, count: usize, seed: u64, stream: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(stream);
+        let mut z = Vec::with_capacity(count);
+        let mut perp = Vec::with_capacity(count * (d - 1));
+        for _ in 0..count {
+            z.push(rng.sample(StandardNormal));
+            for _ in 1..d {
+                perp.push(rng.sample(StandardNormal));
+            }
+        }
+        Points { z, perp, perp_dim: d - 1 }
+    }
+
+    /// The first `count` points.
+    pub fn prefix(&self, count: usize) -> Self {
+        Points {
+            z: self.z[..count].to_vec(),
+            perp: self.perp[..count * self.perp_dim].to_vec(),
+            perp_dim: self.perp_dim,
+        }
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.z.len()
+    }
+
+    /// True when there are no points.
+    pub fn is_empty(&self) -> bool {
+        self.z.is_empty()
+    }
+
+    fn row(&self, i: usize) -> &[f64] {
+        &self.perp[i * self.perp_dim..(i + 1) * self.perp_dim]
+    }
+
+    /// Targets y = H1(z) + ε·H3(z).
+    pub fn targets(&self, eps: f64) -> Vec<f64> {
+        self.z.iter().map(|&z| z + eps * (z * z * z - 3.0 * z)).collect()
+    }
+}
+
+/// Covariance of the perpendicular pre-activations, σ_w²/(D−1)·x⊥^a·x⊥^b.
+fn perp_cov(a: &Points, b: &Points, sigma_w2: f64) -> Mat<f64> {
+    let scale = sigma_w2 / a.perp_dim as f64;
+    Mat::from_fn(a.len(), b.len(), |i, j| {
+        scale * a.row(i).iter().zip(b.row(j)).map(|(x, y)| x * y).sum::<f64>()
+    })
+}
+
+/// E[erf(m1 + u1)·erf(m2 + u2)] for (u1, u2) ∼ 𝒩(0, [[q1, c], [c, q2]]), by conditioning u2 on
+/// u1 and a Gauss–Hermite rule over u1.
+pub fn erf_pair_mean_quadrature(gh: &GaussHermite, m1: f64, m2: f64, q1: f64, q2: f64, c: f64) -> f64 {
+    let rule: Vec<(f64, f64)> = gh.nodes().iter().copied().zip(gh.weights().iter().copied()).collect();
+    erf_pair_mean_rule(&rule, m1, m2, q1, q2, c)
+}
+
+/// Largest |r| for which a single pair is summed by the series (≤ ~400 terms).
+const PAIR_SERIES_MAX_R: f64 = 0.92;
+
+/// One Mehler sum Σ_n rⁿ/(2n)·ẽ_n(x1)ẽ_n(x2) (n = 0 term erf(x1)·erf(x2)) for |r| ≤
+/// [`PAIR_SERIES_MAX_R`], truncated where the remainder bound falls below 1e-15.
+fn pair_series(x1: f64, x2: f64, r: f64) -> f64 {
+    let c = 2.0 / std::f64::consts::PI.sqrt();
+    let (g1, g2) = ((-x1 * x1).exp(), (-x2 * x2).exp());
+    let mut total = libm::erf(x1) * libm::erf(x2);
+    // Ĥ_{n−1} for both points.
+    let (mut p1, mut c1, mut p2, mut c2) = (0.0, 1.0, 0.0, 1.0);
+    let mut pow = 1.0;
+    for n in 1..=series_terms_for(r.abs(), 1000) {
+        pow *= r;
+        total += pow / (2.0 * n as f64) * (c * c1 * g1) * (c * c2 * g2);
+        let k = (n - 1) as f64;
+        let (s, t) = ((2.0 / (k + 1.0)).sqrt(), (k / (k + 1.0)).sqrt());
+        let n1 = x1 * s * c1 - t * p1;
+        let n2 = x2 * s * c2 - t * p2;
+        (p1, c1, p2, c2) = (c1, n1, c2, n2);
+    }
+    total
+}
+
+/// Smallest n whose remainder bound r^{n+1}/(2(n+1)(1−r))·1.6 (|Ĥ_k e^{−x²/2}| ≤ 1.09,
+/// (2/√π)² < 1.28) is below 1e-15, at most `cap`.
+fn series_terms_for(r: f64, cap: usize) -> usize {
+    let mut pow = r;
+    for n in 1..=cap {
+        pow *= r;
+        if pow / (2.0 * (n + 1) as f64 * (1.0 - r)) * 1.6 < 1e-15 {
+            return n;
+        }
+    }
+    cap
+}
+
+/// [`erf_pair_mean_quadrature`] on an explicit (node, weight) list.
+fn erf_pair_mean_rule(rule: &[(f64, f64)], m1: f64, m2: f64, q1: f64, q2: f64, c: f64) -> f64 {
+    let s1 = q1.max(0.0).sqrt();
+    let slope = if q1 > 0.0 { c / q1 } else { 0.0 };
+    let rest = (q2 - slope * c).max(0.0);
+    let k2 = 1.0 / (1.0 + 2.0 * rest).sqrt();
+    rule.iter()
+        .map(|&(x, w)| {
+            let u1 = s1 * x;
+            w * libm::erf(m1 + u1) * libm::erf((m2 + slope * u1) * k2)
+        })
+        .sum()
+}
+
+/// The adaptive kernel block K_ab = N s_a²·Σ_k w_k·E_ξ[erf(ρ_k z_a + u_a)·erf(ρ_k z_b + u_b)]
+/// for overlap nodes (ρ_k, w_k) (see the module docs for the series and the quadrature);
+/// `same` marks a = b (the diagonal then uses the quadrature). Returns the block and the
+/// largest |r| met.
+pub fn kernel_block(
+    a: &Points,
+    b: &Points,
+    cov: MatRef<'_, f64>,
+    var_a: &[f64],
+    var_b: &[f64],
+    nodes: &[(f64, f64)],
+    n_sa2: f64,
+    same: bool,
+) -> Mat<f64> {
+    let (na, nb, nk) = (a.len(), b.len(), nodes.len());
+    let kap_a: Vec<f64> = var_a.iter().map(|v| 1.0 / (1.0 + 2.0 * v).sqrt()).collect();
+    let kap_b: Vec<f64> = var_b.iter().map(|v| 1.0 / (1.0 + 2.0 * v).sqrt()).collect();
+    let r = Mat::from_fn(na, nb, |i, j| 2.0 * cov[(i, j)] * kap_a[i] * kap_b[j]);
+    let sqrt_w: Vec<f64> = nodes.iter().map(|&(_, w)| w.max(0.0).sqrt()).collect();
+
+    // Per point and node: x = κρz, the Hermite recurrence state and e^{−x²}.
+    struct Side {
+        x: Vec<f64>,
+        h_prev: Vec<f64>,
+        h_cur: Vec<f64>,
+        gauss: Vec<f64>,
+    }
+    let side = |pts: &Points, kap: &[f64]| {
+        let x: Vec<f64> = (0..pts.len())
+            .flat_map(|i| nodes.iter().map(move |&(rho, _)| (i, rho)))
+            .map(|(i, rho)| kap[i] * rho * pts.z[i])
+            .collect();
+        let gauss = x.iter().map(|x| (-x * x).exp()).collect();
+        Side { h_prev: vec![0.0; x.len()], h_cur: vec![1.0; x.len()], gauss, x }
+    };
+    let mut sa = side(a, &kap_a);
+    let mut sb = side(b, &kap_b);
+    let two_over_sqrt_pi = 2.0 / std::f64::consts::PI.sqrt();
+
+    let mut out = Mat::<f64>::zeros(na, nb);
+    let mut prod = Mat::<f64>::zeros(na, nb);
+    // r^n, column-major like `out`.
+    let mut pow = vec![1.0f64; na * nb];
+    let mut ea = Mat::<f64>::zeros(na, nk);
+    let mut eb = Mat::<f64>::zeros(nb, nk);
+    // Terms needed for the largest |r| handled by the series: remainder ≤ 1e-15.
+    let r_series = (0..nb)
+        .flat_map(|j| (0..na).map(move |i| (i, j)))
+        .filter(|&(i, j)| !(same && i == j))
+        .map(|(i, j)| r[(i, j)].abs())
+        .filter(|&v| v <= SERIES_MAX_R)
+        .fold(0.0, f64::max);
+    let terms = series_terms_for(r_series, SERIES_TERMS);
+    for n in 0..=terms {
+        let fill = |e: &mut Mat<f64>, s: &Side, len: usize| {
+            for k in 0..nk {
+                let col = e.col_as_slice_mut(k);
+                for (i, slot) in col.iter_mut().enumerate().take(len) {
+                    let idx = i * nk + k;
+                    let v = if n == 0 {
+                        libm::erf(s.x[idx])
+                    } else {
+                        two_over_sqrt_pi * s.h_cur[idx] * s.gauss[idx]
+                    };
+                    *slot = v * sqrt_w[k];
+                }
+            }
+        };
+        fill(&mut ea, &sa, na);
+        fill(&mut eb, &sb, nb);
+        matmul(prod.as_mut(), Accum::Replace, ea.as_ref(), eb.transpose(), 1.0, Par::Seq);
+        let inv = if n == 0 { 0.0 } else { 1.0 / (2.0 * n as f64) };
+        for j in 0..nb {
+            let (o, p, rr) = (out.col_as_slice_mut(j), prod.col_as_slice(j), r.col_as_slice(j));
+            let pw = &mut pow[j * na..(j + 1) * na];
+            if n == 0 {
+                o.copy_from_slice(p);
+            } else {
+                for i in 0..na {
+                    pw[i] *= rr[i];
+                    o[i] += pw[i] * inv * p[i];
+                }
+            }
+        }
+        // Advance Ĥ: after step n ≥ 1, h_cur holds Ĥ_n for the next order.
+        if n >= 1 {
+            let k = (n - 1) as f64; // h_cur is Ĥ_{n−1}, h_prev Ĥ_{n−2}
+            for s in [&mut sa, &mut sb] {
+                for idx in 0..s.x.len() {
+                    let next = s.x[idx] * (2.0 / (k + 1.0)).sqrt() * s.h_cur[idx]
+                        - (k / (k + 1.0)).sqrt() * s.h_prev[idx];
+                    s.h_prev[idx] = s.h_cur[idx];
+                    s.h_cur[idx] = next;
+                }
+            }
+        }
+    }
+    // Pairs where the truncated series is not accurate enough, and the diagonal.
+    // erf(m + √q·x) is smooth but not polynomial: 100 nodes err by ~1e-10 (tested).
+    let gh = GaussHermite::new(100).expect("order 100 is within the supported range");
+    // The outermost nodes carry weights below 1e-18 and cannot change an O(1) result.
+    let rule: Vec<(f64, f64)> = gh
+        .nodes()
+        .iter()
+        .copied()
+        .zip(gh.weights().iter().copied())
+        .filter(|&(_, w)| w > 1e-18)
+        .collect();
+    for j in 0..nb {
+        for i in 0..na {
+            if r[(i, j)].abs() > SERIES_MAX_R || (same && i == j) {
+                let (q1, q2, c) = (var_a[i], var_b[j], cov[(i, j)]);
+                let rij = r[(i, j)];
+                out[(i, j)] = if rij.abs() <= PAIR_SERIES_MAX_R {
+                    nodes
+                        .iter()
+                        .map(|&(rho, w)| w * pair_series(kap_a[i] * rho * a.z[i], kap_b[j] * rho * b.z[j], rij))
+                        .sum()
+                } else {
+                    nodes
+                        .iter()
+                        .map(|&(rho, w)| {
+                            w * erf_pair_mean_rule(&rule, rho * a.z[i], rho * b.z[j], q1, q2, c)
+                        })
+                        .sum()
+                };
+            }
+        }
+    }
+    for j in 0..nb {
+        for i in 0..na {
+            out[(i, j)] *= n_sa2;
+        }
+    }
+    out
+}
+
+/// A discretised overlap posterior: nodes ρ_k ≥ 0 with weights summing to 1 (the mass of ±ρ_k
+/// together; the kernel is even in ρ because ξ is symmetric).
+#[derive(Debug, Clone)]
+pub struct OverlapPosterior {
+    /// (ρ_k, w_k).
+    pub nodes: Vec<(f64, f64)>,
+    /// Grid step.
+    pub step: f64,
+}
+
+impl OverlapPosterior {
+    /// R = E[ρ²].
+    pub fn second_moment(&self) -> f64 {
+        self.nodes.iter().map(|&(r, w)| w * r * r).sum()
+    }
+}
+
+/// Most nodes the posterior grid may use (the kernel cost is linear in it).
+const MAX_NODES: usize = 600;
+
+/// p(ρ | b, c) ∝ e^{−U(ρ; b, c)} on a trapezoid grid whose step is a fraction of the narrowest
+/// well's width (the trapezoid rule for a smooth, rapidly decaying integrand on the line errs
+/// by ~exp(−2π²(width/step)²), below 1e-16 at step = width/1.5).
+pub fn overlap_posterior(model: &FiniteModel, b: f64, c: f64) -> Result<OverlapPosterior> {
+    let (d, s2) = (model.d, model.sigma_w2);
+    let u = |r: f64| model.potential(r, b, c);
+    // U ≥ Dρ²/(2σ_w²) − s_a²P²m_max²/(2T²) with m² ≤ (2/π)(|b| + |c|)² (erf² ≤ 1, L ≥ 1).
+    let reward_bound = model.s_a2 * model.p * model.p * 2.0 / std::f64::consts::PI * (b.abs() + c.abs()).powi(2)
+        / (2.0 * model.t * model.t);
+    let scan = 0.1 * (s2 / d).sqrt();
+    let mut vals = vec![u(0.0)];
+    let mut umin = vals[0];
+    loop {
+        let r = scan * vals.len() as f64;
+        let v = u(r);
+        if !v.is_finite() {
+            return Err(Error::runtime(format!(
+                "the overlap potential is not finite at ρ = {r} (b = {b}, c = {c})"
+            )));
+        }
+        umin = umin.min(v);
+        vals.push(v);
+        if d * r * r / (2.0 * s2) - reward_bound > umin + 60.0 || vals.len() > 2_000_000 {
+            break;
+        }
+    }
+    let rho_end = scan * (vals.len() - 1) as f64;
+    // Narrowest well: curvature at the local minima (second differences on the scan grid).
+    let mut curvature_max = d / s2;
+    for j in 0..vals.len() - 1 {
+        let left = if j == 0 { vals[1] } else { vals[j - 1] };
+        if vals[j] <= left && vals[j] <= vals[j + 1] && vals[j] - umin < 30.0 {
+            let second = (left - 2.0 * vals[j] + vals[j + 1]) / (scan * scan);
+            curvature_max = curvature_max.max(second);
+        }
+    }
+    let mut step = (1.0 / curvature_max.sqrt() / 1.5).min(0.05);
+    // The relevant range: where U − U_min < 45 (weights below e^{−45} ≈ 3e-20 are dropped).
+    let lo = vals.iter().position(|v| v - umin < 45.0).unwrap_or(0) as f64 * scan;
+    let hi = (vals.len() - 1 - vals.iter().rev().position(|v| v - umin < 45.0).unwrap_or(0)) as f64 * scan;
+    let hi = (hi + scan).min(rho_end);
+    if (hi / step) as usize > MAX_NODES {
+        step = hi / MAX_NODES as f64;
+    }
+    let first = (lo / step).floor() as usize;
+    let last = (hi / step).ceil() as usize;
+    let mut nodes = Vec::with_capacity(last - first + 1);
+    for k in first..=last {
+        let r = k as f64 * step;
+        let w = if k == 0 { 1.0 } else { 2.0 } * (-(u(r) - umin)).exp();
+        if w > 1e-20 {
+            nodes.push((r, w));
+        }
+    }
+    let total: f64 = nodes.iter().map(|n| n.1).sum();
+    if !(total > 0.0 && total.is_finite()) {
+        return Err(Error::runtime(format!(
+            "the overlap posterior could not be normalised (b = {b}, c = {c})"
+        )));
+    }
+    for n in &mut nodes {
+        n.1 /= total;
+    }
+    Ok(OverlapPosterior { nodes, step })
+}
+
+/// A training set prepared for repeated kernel evaluations.
+struct Prepared {
+    train: Points,
+    y: Vec<f64>,
+    cov: Mat<f64>,
+    var: Vec<f64>,
+}
+
+impl Prepared {
+    fn new(train: Points, eps: f64, sigma_w2: f64) -> Self {
+        let cov = perp_cov(&train, &train, sigma_w2);
+        let var = (0..train.len()).map(|i| cov[(i, i)]).collect();
+        let y = train.targets(eps);
+        Prepared { train, y, cov, var }
+    }
+
+    fn kernel(&self, post: &OverlapPosterior, n_sa2: f64) -> Mat<f64> {
+        kernel_block(&self.train, &self.train, self.cov.as_ref(), &self.var, &self.var, &post.nodes, n_sa2, true)
+    }
+}
+
+/// α = (K + T·I)⁻¹y by Cholesky (sequential faer).
+fn ridge_solve(mut k: Mat<f64>, t: f64, y: &[f64]) -> Result<Vec<f64>> {
+    use faer::dyn_stack::{MemBuffer, MemStack};
+    use faer::linalg::cholesky::llt;
+    let n = k.nrows();
+    for i in 0..n {
+        k[(i, i)] += t;
+    }
+    let par = Par::Seq;
+    let mut buf = MemBuffer::new(llt::factor::cholesky_in_place_scratch::<f64>(n, par, Default::default()));
+    llt::factor::cholesky_in_place(k.as_mut(), Default::default(), par, MemStack::new(&mut buf), Default::default())
+        .map_err(|e| Error::runtime(format!("K + T·I is not positive definite ({e:?})")))?;
+    let mut rhs = Mat::from_fn(n, 1, |i, _| y[i]);
+    let mut buf = MemBuffer::new(llt::solve::solve_in_place_scratch::<f64>(n, 1, par));
+    llt::solve::solve_in_place(k.as_ref(), rhs.as_mut(), par, MemStack::new(&mut buf));
+    Ok((0..n).map(|i| rhs[(i, 0)]).collect())
+}
+
+/// Least-squares (b, c) with r ≈ b·H1(z) + c·H3(z) on the sampled z.
+fn project(z: &[f64], r: &[f64]) -> (f64, f64) {
+    let (mut a11, mut a12, mut a22, mut y1, mut y2) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for (&z, &r) in z.iter().zip(r) {
+        let (h1, h3) = (z, z * z * z - 3.0 * z);
+        a11 += h1 * h1;
+        a12 += h1 * h3;
+        a22 += h3 * h3;
+        y1 += h1 * r;
+        y2 += h3 * r;
+    }
+    let det = a11 * a22 - a12 * a12;
+    ((a22 * y1 - a12 * y2) / det, (a11 * y2 - a12 * y1) / det)
+}
+
+/// Which start a branch was continued from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Branch {
+    /// From small alignment (b = c = 0: the prior).
+    Unaligned,
+    /// From large alignment (b = 1, c = ε: the whole target as residual).
+    Aligned,
+}
+
+/// The predicted hidden-weight covariance E[wwᵀ] = σ_w²/(D−1)·(I − eeᵀ) + R·eeᵀ (blog §"The
+/// hidden weight covariance records the learned direction").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Covariance {
+    /// The eigenvalue along e: R.
+    pub parallel: f64,
+    /// Each perpendicular eigenvalue: σ_w²/(D−1).
+    pub perpendicular: f64,
+    /// Multiplicity of the perpendicular eigenvalue: D − 1.
+    pub perpendicular_multiplicity: usize,
+}
+
+/// One self-consistent solution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BranchSolution {
+    /// The start it was continued from.
+    pub branch: Branch,
+    /// Number of samples.
+    pub p: usize,
+    /// Linear residual coefficient at the fixed point.
+    pub b: f64,
+    /// Cubic residual coefficient at the fixed point.
+    pub c: f64,
+    /// R = E[ρ²] under p(ρ | b, c).
+    pub r: f64,
+    /// Mean-squared error of the mean predictor on the test set.
+    pub test_mse: f64,
+    /// test_mse / E[y²] (E[y²] = 1 + 6ε²).
+    pub test_mse_relative: f64,
+    /// Training-set mean-squared residual |r̄|²/P.
+    pub train_mse: f64,
+    /// The mean-field interaction strength u = P²s_a²/(T²D).
+    pub u: f64,
+    /// Iterations used.
+    pub iterations: usize,
+    /// Whether max(|Δb|, |Δc|) fell below the tolerance.
+    pub converged: bool,
+    /// The last undamped step max(|b' − b|, |c' − c|).
+    pub last_step: f64,
+    /// The predicted weight covariance.
+    pub covariance: Covariance,
+    /// Overlap nodes used for p(ρ | b, c).
+    pub overlap_nodes: usize,
+}
+
+/// Runs the damped fixed-point iteration from `start` on a prepared training set.
+fn fixed_point(
+    prm: &AdaptiveParams,
+    prep: &Prepared,
+    start: (f64, f64),
+) -> Result<((f64, f64), OverlapPosterior, Vec<f64>, usize, bool, f64)> {
+    let model = prm.model(prep.train.len())?;
+    let n_sa2 = prm.n as f64 * prm.s_a2;
+    let (mut b, mut c) = start;
+    let mut last_step = f64::INFINITY;
+    // Near a fold the undamped map can overshoot and cycle; the damping is reduced whenever a
+    // step fails to shrink.
+    let mut damping = prm.damping;
+    for it in 1..=prm.max_iter {
+        let post = overlap_posterior(&model, b, c)?;
+        let alpha = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
+        let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
+        let (nb, nc) = project(&prep.train.z, &resid);
+        if !(nb.is_finite() && nc.is_finite()) {
+            return Err(Error::runtime("the residual projection produced a non-finite value"));
+        }
+        let step = (nb - b).abs().max((nc - c).abs());
+        if step < prm.tol {
+            let post = overlap_posterior(&model, nb, nc)?;
+            return Ok(((nb, nc), post, alpha, it, true, step));
+        }
+        if step > 0.95 * last_step {
+            damping = (damping * 0.7).max(0.02);
+        }
+        last_step = step;
+        b += damping * (nb - b);
+        c += damping * (nc - c);
+    }
+    let post = overlap_posterior(&model, b, c)?;
+    let alpha = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
+    Ok(((b, c), post, alpha, prm.max_iter, false, last_step))
+}
+
+/// Evaluates a converged branch: test MSE with the cross kernel, R, covariance.
+fn finish(
+    prm: &AdaptiveParams,
+    prep: &Prepared,
+    test: &Points,
+    branch: Branch,
+    fp: ((f64, f64), OverlapPosterior, Vec<f64>, usize, bool, f64),
+) -> Result<BranchSolution> {
+    let ((b, c), post, alpha, iterations, converged, last_step) = fp;
+    let p = prep.train.len();
+    let n_sa2 = prm.n as f64 * prm.s_a2;
+    let cross = perp_cov(test, &prep.train, prm.sigma_w2);
+    let var_test: Vec<f64> = (0..test.len())
+        .map(|i| prm.sigma_w2 / test.perp_dim as f64 * test.row(i).iter().map(|x| x * x).sum::<f64>())
+        .collect();
+    let k_cross = kernel_block(test, &prep.train, cross.as_ref(), &var_test, &prep.var, &post.nodes, n_sa2, false);
+    let y_test = test.targets(prm.eps);
+    let mut se = 0.0;
+    for (i, y) in y_test.iter().enumerate() {
+        let f: f64 = (0..p).map(|j| k_cross[(i, j)] * alpha[j]).sum();
+        se += (y - f).powi(2);
+    }
+    let test_mse = se / test.len() as f64;
+    let train_mse = alpha.iter().map(|a| (prm.t * a).powi(2)).sum::<f64>() / p as f64;
+    let r = post.second_moment();
+    let model = prm.model(p)?;
+    Ok(BranchSolution {
+        branch,
+        p,
+        b,
+        c,
+        r,
+        test_mse,
+        test_mse_relative: test_mse / (1.0 + 6.0 * prm.eps * prm.eps),
+        train_mse,
+        u: model.u(),
+        iterations,
+        converged,
+        last_step,
+        covariance: Covariance {
+            parallel: r,
+            perpendicular: prm.sigma_w2 / (prm.d - 1) as f64,
+            perpendicular_multiplicity: prm.d - 1,
+        },
+        overlap_nodes: post.nodes.len(),
+    })
+}
+
+/// Result of `flscale cavity solve`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SolveReport {
+    /// The inputs.
+    pub params: AdaptiveParams,
+    /// The solution continued from small alignment.
+    pub unaligned: BranchSolution,
+    /// The solution continued from large alignment.
+    pub aligned: BranchSolution,
+    /// Whether the two starts reached different fixed points (|ΔR| > 1e-4·max R): the
+    /// first-order coexistence region.
+    pub two_solutions: bool,
+    /// R threshold used to call a solution aligned: σ_w²/√D, the geometric mean of the prior
+    /// R = σ_w²/D and the O(1) scale σ_w².
+    pub r_threshold: f64,
+}
+
+fn r_threshold(prm: &AdaptiveParams) -> f64 {
+    prm.sigma_w2 / (prm.d as f64).sqrt()
+}
+
+/// The self-consistent adaptive kernel at one P, from both starts.
+pub fn solve(prm: &AdaptiveParams) -> Result<SolveReport> {
+    prm.validate()?;
+    let prep = Prepared::new(Points::sample(prm.d, prm.p, prm.seed, 0), prm.eps, prm.sigma_w2);
+    let test = Points::sample(prm.d, prm.p_test, prm.seed, 1);
+    let (cold, hot) = rayon::join(
+        || fixed_point(prm, &prep, (0.0, 0.0)).and_then(|fp| finish(prm, &prep, &test, Branch::Unaligned, fp)),
+        || fixed_point(prm, &prep, (1.0, prm.eps)).and_then(|fp| finish(prm, &prep, &test, Branch::Aligned, fp)),
+    );
+    let (cold, hot) = (cold?, hot?);
+    let two = (cold.r - hot.r).abs() > 1e-4 * cold.r.max(hot.r);
+    Ok(SolveReport { params: prm.clone(), unaligned: cold, aligned: hot, two_solutions: two, r_threshold: r_threshold(prm) })
+}
+
+/// Result of `flscale cavity sweep-p`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepReport {
+    /// The inputs (`p` is the largest P).
+    pub params: AdaptiveParams,
+    /// The P values, ascending.
+    pub p_values: Vec<usize>,
+    /// Continued upward in P from small alignment.
+    pub unaligned: Vec<BranchSolution>,
+    /// Continued downward in P from large alignment.
+    pub aligned: Vec<BranchSolution>,
+    /// The R threshold that calls a solution aligned (σ_w²/√D).
+    pub r_threshold: f64,
+    /// P where the branch continued from small alignment crosses the threshold (interpolated
+    /// in log P), i.e. where a cold start first aligns; `None` if it never does.
+    pub p_transition_up: Option<f64>,
+    /// P where the branch continued from large alignment drops below the threshold; `None` if
+    /// it stays aligned at every P.
+    pub p_transition_down: Option<f64>,
+    /// Whether the two branches differ at some P (hysteresis, a first-order transition).
+    pub hysteresis: bool,
+}
+
+fn crossing(points: &[(f64, f64)], threshold: f64, upward: bool) -> Option<f64> {
+    // points ascending in P; for `upward`, the first crossing from below; otherwise the last
+    // P below the threshold followed by one above (scanning from large P down).
+    let idx: Vec<usize> = (1..points.len()).collect();
+    let hit = |i: usize| points[i - 1].1 < threshold && points[i].1 >= threshold;
+    let i = if upward { idx.into_iter().find(|&i| hit(i)) } else { idx.into_iter().rev().find(|&i| hit(i)) }?;
+    let (p0, r0) = points[i - 1];
+    let (p1, r1) = points[i];
+    let frac = (threshold - r0) / (r1 - r0);
+    Some((p0.ln() + frac * (p1.ln() - p0.ln())).exp())
+}
+
+/// R(P), b(P), c(P) and the test MSE along both branches, continued in P (nested data sets:
+/// the first P points of one sample, so the curves are smooth in P).
+pub fn sweep_p(prm: &AdaptiveParams, p_values: &[usize]) -> Result<SweepReport> {
+    let mut ps: Vec<usize> = p_values.to_vec();
+    ps.sort_unstable();
+    ps.dedup();
+    if ps.is_empty() {
+        return Err(Error::invalid("the list of P values is empty; give at least one P"));
+    }
+    let p_max = *ps.last().unwrap_or(&2);
+    let mut top = prm.clone();
+    top.p = p_max;
+    top.validate()?;
+    at_least("smallest P", ps[0], 2)?;
+    let all = Points::sample(prm.d, p_max, prm.seed, 0);
+    let test = Points::sample(prm.d, prm.p_test, prm.seed, 1);
+    let run = |order: Vec<usize>, start: (f64, f64), branch: Branch| -> Result<Vec<BranchSolution>> {
+        let mut at = start;
+        let mut out = Vec::with_capacity(order.len());
+        for p in order {
+            let prep = Prepared::new(all.prefix(p), prm.eps, prm.sigma_w2);
+            let fp = fixed_point(prm, &prep, at)?;
+            at = fp.0;
+            out.push(finish(prm, &prep, &test, branch, fp)?);
+        }
+        Ok(out)
+    };
+    let (cold, hot) = rayon::join(
+        || run(ps.clone(), (0.0, 0.0), Branch::Unaligned),
+        || run(ps.iter().rev().copied().collect(), (1.0, prm.eps), Branch::Aligned),
+    );
+    let cold = cold?;
+    let mut hot = hot?;
+    hot.reverse();
+    let thr = r_threshold(prm);
+    let curve = |v: &[BranchSolution]| v.iter().map(|s| (s.p as f64, s.r)).collect::<Vec<_>>();
+    let hysteresis = cold.iter().zip(&hot).any(|(a, b)| (a.r - b.r).abs() > 1e-3 * a.r.max(b.r));
+    Ok(SweepReport {
+        params: top,
+        p_values: ps,
+        p_transition_up: crossing(&curve(&cold), thr, true),
+        p_transition_down: crossing(&curve(&hot), thr, false),
+        unaligned: cold,
+        aligned: hot,
+        r_threshold: thr,
+        hysteresis,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cavity::closed_forms::erf_arcsin_kernel;
+
+    #[test]
+    fn series_entries_match_quadrature() {
+        let gh = GaussHermite::new(120).unwrap();
+        // Compare one pair through kernel_block (series path) with the direct quadrature.
+        let pts = Points::sample(6, 12, 3, 0);
+        let cov = perp_cov(&pts, &pts, 0.8);
+        let var: Vec<f64> = (0..pts.len()).map(|i| cov[(i, i)]).collect();
+        let nodes = [(0.0, 0.2), (0.4, 0.5), (1.1, 0.3)];
+        let k = kernel_block(&pts, &pts, cov.as_ref(), &var, &var, &nodes, 1.0, true);
+        let mut checked = 0;
+        for i in 0..pts.len() {
+            for j in 0..pts.len() {
+                let r = 2.0 * cov[(i, j)] / ((1.0 + 2.0 * var[i]) * (1.0 + 2.0 * var[j])).sqrt();
+                if i == j || r.abs() > SERIES_MAX_R {
+                    continue;
+                }
+                let want: f64 = nodes
+                    .iter()
+                    .map(|&(rho, w)| w * erf_pair_mean_quadrature(&gh, rho * pts.z[i], rho * pts.z[j], var[i], var[j], cov[(i, j)]))
+                    .sum();
+                assert!((k[(i, j)] - want).abs() < 1e-12, "({i},{j}) r={r}: {} vs {want}", k[(i, j)]);
+                checked += 1;
+            }
+        }
+        assert!(checked > 20);
+    }
+
+    #[test]
+    fn pair_quadrature_matches_two_dimensional_rule() {
+        // E[erf(m1 + u1) erf(m2 + u2)] by the tensor rule as an independent reference.
+        let gh = GaussHermite::new(100).unwrap();
+        let (m1, m2, q1, q2, c): (f64, f64, f64, f64, f64) = (0.4, -0.7, 0.9, 0.5, 0.3);
+        let rho = c / (q1 * q2).sqrt();
+        let want = gh.expect_pair(rho, |u| libm::erf(m1 + q1.sqrt() * u), |v| libm::erf(m2 + q2.sqrt() * v));
+        let got = erf_pair_mean_quadrature(&gh, m1, m2, q1, q2, c);
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    }
+
+    #[test]
+    fn gaussian_overlap_gives_the_arcsin_kernel() {
+        // With ρ ∼ 𝒩(0, σ_w²/D) the weight is Gaussian with covariance Σ = diag(σ_w²/D,
+        // σ_w²/(D−1)…), and the kernel must be (2/π)·arcsin(2xᵀΣx'/√((1+2xᵀΣx)(1+2x'ᵀΣx'))).
+        let (d, s2, nsa2) = (8, 0.9, 1.3);
+        let pts = Points::sample(d, 40, 11, 0);
+        let cov = perp_cov(&pts, &pts, s2);
+        let var: Vec<f64> = (0..pts.len()).map(|i| cov[(i, i)]).collect();
+        let gh = GaussHermite::new(60).unwrap();
+        let sd = (s2 / d as f64).sqrt();
+        let nodes: Vec<(f64, f64)> = gh.nodes().iter().zip(gh.weights()).map(|(&x, &w)| (sd * x, w)).collect();
+        let k = kernel_block(&pts, &pts, cov.as_ref(), &var, &var, &nodes, nsa2, true);
+        let par = s2 / d as f64;
+        for i in 0..pts.len() {
+            for j in 0..pts.len() {
+                let q1 = par * pts.z[i] * pts.z[i] + var[i];
+                let q2 = par * pts.z[j] * pts.z[j] + var[j];
+                let c12 = par * pts.z[i] * pts.z[j] + cov[(i, j)];
+                let want = nsa2 * erf_arcsin_kernel(q1, q2, c12);
+                assert!((k[(i, j)] - want).abs() < 1e-9, "({i},{j}) {} vs {want}", k[(i, j)]);
+            }
+        }
+    }
+
+    #[test]
+    fn overlap_posterior_moment_matches_fine_grid() {
+        let model = FiniteModel::new(20.0, 150.0, 0.05, 0.05, 1.0).unwrap();
+        for (b, c) in [(0.0, 0.0), (0.02, 0.3), (0.2, 0.1)] {
+            let post = overlap_posterior(&model, b, c).unwrap();
+            let n = 400_000;
+            let h = 4.0 / n as f64;
+            let vals: Vec<f64> = (0..=n).map(|i| model.potential(i as f64 * h, b, c)).collect();
+            let vmin = vals.iter().copied().fold(f64::INFINITY, f64::min);
+            let (mut z, mut m2) = (0.0, 0.0);
+            for (i, v) in vals.iter().enumerate() {
+                let r = i as f64 * h;
+                let w = (-(v - vmin)).exp() * if i == 0 { 0.5 } else { 1.0 };
+                z += w;
+                m2 += w * r * r;
+            }
+            let want = m2 / z;
+            let got = post.second_moment();
+            assert!((got - want).abs() < 1e-8 * want.max(1e-3), "b={b} c={c}: {got} vs {want}");
+        }
+    }
+
+    fn small(p: usize) -> AdaptiveParams {
+        AdaptiveParams {
+            d: 10,
+            n: 10,
+            p,
+            t: 0.05,
+            s_a2: 0.1,
+            sigma_w2: 1.0,
+            eps: 0.3,
+            seed: 5,
+            p_test: 200,
+            damping: 0.6,
+            max_iter: 300,
+            tol: 1e-8,
+        }
+    }
+
+    #[test]
+    fn solve_returns_self_consistent_fixed_points() {
+        let prm = small(40);
+        let rep = solve(&prm).unwrap();
+        for s in [&rep.unaligned, &rep.aligned] {
+            assert!(s.converged, "{s:?}");
+            // One more undamped application of the map returns the same (b, c).
+            let prep = Prepared::new(Points::sample(prm.d, prm.p, prm.seed, 0), prm.eps, prm.sigma_w2);
+            let post = overlap_posterior(&prm.model(prm.p).unwrap(), s.b, s.c).unwrap();
+            let alpha = ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y).unwrap();
+            let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
+            let (b2, c2) = project(&prep.train.z, &resid);
+            assert!((b2 - s.b).abs() < 1e-6 && (c2 - s.c).abs() < 1e-6);
+            assert!(s.test_mse.is_finite() && s.test_mse > 0.0);
+            assert_eq!(s.covariance.perpendicular_multiplicity, 9);
+        }
+    }
+
+    #[test]
+    fn sweep_shows_r_rising_from_prior_scale_to_order_one() {
+        let prm = small(160);
+        let rep = sweep_p(&prm, &[10, 20, 40, 80, 160]).unwrap();
+        let first = &rep.unaligned[0];
+        let last = rep.aligned.last().unwrap();
+        let prior = prm.sigma_w2 / prm.d as f64;
+        assert!(first.r < 3.0 * prior, "R at P=10: {} (prior {prior})", first.r);
+        assert!(last.r > rep.r_threshold, "R at P=160: {}", last.r);
+        assert!(rep.p_transition_down.is_some() || rep.p_transition_up.is_some());
+    }
+
+    #[test]
+    #[ignore]
+    fn diagnostics_kernel_timing() {
+        let pts = Points::sample(20, 400, 1, 0);
+        let cov = perp_cov(&pts, &pts, 1.0);
+        let var: Vec<f64> = (0..pts.len()).map(|i| cov[(i, i)]).collect();
+        let nodes: Vec<(f64, f64)> = (0..50).map(|k| (0.02 * k as f64, 0.02)).collect();
+        let t0 = std::time::Instant::now();
+        let _ = kernel_block(&pts, &pts, cov.as_ref(), &var, &var, &nodes, 1.0, true);
+        eprintln!("kernel {:?}", t0.elapsed());
+    }
+
+    #[test]
+    #[ignore]
+    fn diagnostics_timing() {
+        let ps: Vec<usize> = std::env::var("CAVITY_PS").map(|v| v.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![40, 80, 160]);
+        for p in ps {
+            let prm = if std::env::var("CAVITY_BLOG").is_ok() { AdaptiveParams::blog(p) } else { small(p) };
+            let t0 = std::time::Instant::now();
+            let rep = solve(&prm).unwrap();
+            eprintln!("P={p} {:?} cold it={} R={} b={} c={} nodes={} | hot it={} R={} b={} c={} nodes={} mse {} {}",
+                t0.elapsed(), rep.unaligned.iterations, rep.unaligned.r, rep.unaligned.b, rep.unaligned.c, rep.unaligned.overlap_nodes,
+                rep.aligned.iterations, rep.aligned.r, rep.aligned.b, rep.aligned.c, rep.aligned.overlap_nodes, rep.unaligned.test_mse_relative, rep.aligned.test_mse_relative);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        let mut prm = small(40);
+        prm.t = 0.0;
+        assert!(solve(&prm).is_err());
+        let mut prm = small(40);
+        prm.d = 1;
+        assert!(solve(&prm).is_err());
+        let mut prm = small(40);
+        prm.damping = 1.5;
+        assert!(solve(&prm).is_err());
+        assert!(sweep_p(&small(40), &[]).is_err());
+    }
+}
