@@ -1,0 +1,151 @@
+"""flscale: predict and measure when and how neural networks learn features.
+
+The scaling heuristic of Rubin, Davidovich & Ringel, "Mitigating the Curse of Detail"
+(arXiv 2512.04165), computed by a Rust core. Every function returns plain Python data
+(dicts, lists, floats, numpy arrays) equal to what the ``flscale`` command line prints with
+``--json``; bad input raises ``ValueError`` with the same one-sentence message.
+
+>>> import flscale
+>>> flscale.predict("fcn3-erf-he3")["p_star_exponent"]
+'1'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _native
+
+__version__: str = _native.__version__
+
+__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "__version__"]
+
+
+def _regime_text(at: Optional[Mapping[str, str]]) -> str:
+    if at is None:
+        return ""
+    if isinstance(at, str):
+        return at
+    if not isinstance(at, Mapping):
+        raise ValueError(f"at must be a dict such as {{'N': 'd^2'}}, not {type(at).__name__}")
+    return ",".join(f"{k}={v}" for k, v in at.items())
+
+
+def predict(arch: Union[str, Mapping[str, Any], "os.PathLike[str]"],
+            at: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Predict the winning feature-learning pattern and the P* scaling of an architecture.
+
+    ``arch`` is a preset name (see :func:`presets`), a path to an architecture TOML file,
+    TOML text, or a dict with the TOML file's structure. ``at`` overrides the regime, e.g.
+    ``{"N1": "d^2"}``. Returns the object ``flscale predict --json`` prints: ``regime``,
+    ``patterns`` (each with ``name``, ``terms``, ``energy``, ``optimum``, ``exponent``,
+    ``exponent_float``, ``argmin``, ``binding`` ...), ``winners``, ``p_star_exponent``.
+
+    Example::
+
+        >>> r = flscale.predict("fcn3-erf-he3", at={"N1": "d^2"})
+        >>> r["winners"][:1], r["p_star_exponent"]
+        (['GP-Sp'], '1')
+        >>> flscale.predict({"network": {"kind": "fcn", "activation": "erf", "widths": ["N"]},
+        ...                  "target": {"hermite": 3}, "regime": {"N": "d"}})["p_star_exponent"]
+        '1'
+    """
+    at_text = _regime_text(at) or None
+    if isinstance(arch, Mapping):
+        return json.loads(_native.predict(json.dumps(arch), "json", at_text))
+    if isinstance(arch, os.PathLike):
+        return json.loads(_native.predict(os.fspath(arch), "file", at_text))
+    if not isinstance(arch, str):
+        raise ValueError(f"arch must be a preset name, a path, TOML text or a dict, not {type(arch).__name__}")
+    if "\n" in arch or "[network]" in arch:
+        kind = "toml"
+    elif arch in {name for name, _ in _native.presets()}:
+        kind = "preset"
+    elif os.path.exists(arch):
+        kind = "file"
+    else:
+        kind = "preset"  # the native side names the available presets in its error
+    return json.loads(_native.predict(arch, kind, at_text))
+
+
+def energy(expr: str, free: Sequence[str] = (), at: Optional[Mapping[str, str]] = None,
+           constraints: Sequence[str] = ()) -> Dict[str, Any]:
+    """Minimise a power-law energy over free parameters, exactly.
+
+    Returns the object ``flscale energy --json`` prints: ``exponent`` (exact string),
+    ``exponent_float``, ``optimum`` (symbolic), ``argmin``, ``active``, ``binding``.
+
+    Example::
+
+        >>> flscale.energy("M*d + N/M", free=["M"], at={"N": "d^3"},
+        ...                constraints=["1 <= M <= N"])["optimum"]
+        'sqrt(N*d)'
+    """
+    if isinstance(free, str):
+        free = [f for f in free.split(",") if f]
+    return json.loads(_native.energy(expr, list(free), list(constraints), _regime_text(at)))
+
+
+def presets() -> List[Tuple[str, str]]:
+    """The built-in architecture presets as (name, summary) pairs.
+
+    Example::
+
+        >>> "fcn3-erf-he3" in dict(flscale.presets())
+        True
+    """
+    return list(_native.presets())
+
+
+def preset_toml(name: str) -> str:
+    """A preset's TOML text, to copy and edit.
+
+    Example::
+
+        >>> print(flscale.preset_toml("fcn2-erf-he3").splitlines()[0])  # doctest: +ELLIPSIS
+        # Two-layer erf FCN...
+    """
+    return _native.preset_toml(name)
+
+
+def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"]) -> Dict[str, Any]:
+    """Sample a Bayesian network ensemble by Langevin dynamics (``flscale sample``).
+
+    ``config`` is an experiment as a dict with the TOML file's structure, TOML text, or a path
+    to an experiment file. Returns the summary of ``flscale sample --json`` (``alignment``,
+    ``alignment_err``, ``test_mse``, ``train_mse``, ``outliers_layer1``, ``r_overlap2``,
+    ``diverged_chains``, ...) plus numpy arrays: ``trace`` (dict of 1-D arrays over sampling
+    times: ``step``, ``burn_in``, ``energy``, ``alignment``, ``test_mse``, ``r_overlap2``,
+    ``outliers``), ``chains`` (dict of per-chain time averages; NaN marks a diverged chain),
+    ``histogram`` (``edges``, ``counts`` of the first-layer overlaps) and
+    ``mean_test_prediction``. The GIL is released while the chains run.
+
+    Example::
+
+        >>> r = flscale.sample({
+        ...     "model": {"kind": "fcn", "activation": "erf", "widths": [20]},
+        ...     "data": {"d": 20, "p": 40, "n_test": 200},
+        ...     "target": {"hermite": 3},
+        ...     "sampler": {"kappa": 1.0, "step": 1e-3, "steps": 400, "burn_in": 200,
+        ...                 "thin": 20, "chains": 4, "seed": 1}})
+        >>> r["trace"]["alignment"].shape
+        (20,)
+    """
+    if isinstance(config, Mapping):
+        text, kind = json.dumps(config), "json"
+    elif isinstance(config, os.PathLike) or (isinstance(config, str) and "\n" not in config and os.path.exists(config)):
+        with open(os.fspath(config), encoding="utf-8") as f:
+            text, kind = f.read(), "toml"
+    elif isinstance(config, str):
+        text, kind = config, "toml"
+    else:
+        raise ValueError(f"config must be a dict, TOML text or a path, not {type(config).__name__}")
+    summary_json, arrays = _native.sample(text, kind)
+    out: Dict[str, Any] = json.loads(summary_json)
+    out["trace"] = {k[len("trace_"):]: v for k, v in arrays.items() if k.startswith("trace_")}
+    out["chains"] = {k[len("chain_"):]: v for k, v in arrays.items() if k.startswith("chain_")}
+    out["histogram"] = {"edges": arrays["hist_edges"], "counts": arrays["hist_counts"]}
+    out["mean_test_prediction"] = arrays["mean_test_prediction"]
+    return out

@@ -1,0 +1,142 @@
+//! The native half of `import flscale`. Every function here is a thin adapter: it turns
+//! Python arguments into the library's typed inputs, releases the GIL while the library
+//! computes, and hands back the same JSON the CLI prints (the Python layer decodes it), so the
+//! two front ends cannot drift apart. Errors map in one place ([`to_py_err`]): bad input is a
+//! `ValueError` with the CLI's one-sentence message, a failed computation a `RuntimeError`.
+
+use flscale::patterns::arch::{preset_text, Architecture, PRESETS};
+use flscale::patterns::report::to_json;
+use flscale::scaling::report::EnergyProblem;
+use flscale::sim::config::ExperimentConfig;
+use flscale::sim::run::run_experiment;
+use flscale::Error;
+use numpy::IntoPyArray;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The one map from library errors to Python exceptions.
+fn to_py_err(e: Error) -> PyErr {
+    match e {
+        Error::InvalidInput(m) => PyValueError::new_err(m),
+        Error::Runtime(m) => PyRuntimeError::new_err(m),
+    }
+}
+
+fn encode(v: &serde_json::Value) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| PyRuntimeError::new_err(format!("cannot encode JSON: {e}")))
+}
+
+/// Turns a JSON object (from a Python dict) into TOML text, so that dicts go through the same
+/// validated loaders as files.
+fn json_to_toml(source: &str, what: &str) -> flscale::Result<String> {
+    let value: serde_json::Value =
+        serde_json::from_str(source).map_err(|e| Error::invalid(format!("{what} dict: {e}")))?;
+    let toml_value = toml::Value::try_from(value)
+        .map_err(|e| Error::invalid(format!("{what} dict cannot be written as TOML: {e}")))?;
+    toml::to_string(&toml_value).map_err(|e| Error::invalid(format!("{what} dict cannot be written as TOML: {e}")))
+}
+
+/// Loads an architecture: `kind` is "preset", "file" or "toml" (TOML text), or "json" (a
+/// JSON object with the TOML file's structure, from a Python dict).
+fn load_architecture(source: &str, kind: &str) -> flscale::Result<Architecture> {
+    match kind {
+        "preset" => Architecture::from_preset(source),
+        "file" => Architecture::from_file(std::path::Path::new(source)),
+        "toml" => Architecture::from_toml(source, "architecture", None),
+        "json" => Architecture::from_toml(&json_to_toml(source, "architecture")?, "architecture dict", None),
+        other => Err(Error::invalid(format!("unknown architecture kind \"{other}\""))),
+    }
+}
+
+/// predict(source, kind, at) -> JSON text of `flscale predict --json`.
+#[pyfunction]
+#[pyo3(signature = (source, kind, at=None))]
+fn predict(py: Python<'_>, source: String, kind: String, at: Option<String>) -> PyResult<String> {
+    let value = py
+        .detach(|| {
+            let arch = load_architecture(&source, &kind)?;
+            let pred = arch.predict(at.as_deref())?;
+            Ok(to_json(&pred))
+        })
+        .map_err(to_py_err)?;
+    encode(&value)
+}
+
+/// energy(expr, free, constraints, at) -> JSON text of `flscale energy --json`.
+#[pyfunction]
+fn energy(py: Python<'_>, expr: String, free: Vec<String>, constraints: Vec<String>, at: String) -> PyResult<String> {
+    let problem = EnergyProblem { expr, free, constraints, at };
+    let value = py
+        .detach(|| problem.solve().map(|(regime, min)| problem.to_json(&regime, &min)))
+        .map_err(to_py_err)?;
+    encode(&value)
+}
+
+/// presets() -> list of (name, summary).
+#[pyfunction]
+fn presets() -> Vec<(String, String)> {
+    PRESETS.iter().map(|(n, s, _)| (n.to_string(), s.to_string())).collect()
+}
+
+/// preset_toml(name) -> the preset's TOML text.
+#[pyfunction]
+fn preset_toml(name: String) -> PyResult<String> {
+    preset_text(&name).map(str::to_string).map_err(to_py_err)
+}
+
+/// sample(source, kind) -> (summary JSON text, dict of numpy arrays).
+///
+/// `kind` is "toml" (experiment TOML text) or "json" (a dict with the TOML file's structure).
+/// The arrays: trace columns (`trace_step`, `trace_energy`, `trace_alignment`, `trace_test_mse`,
+/// `trace_r_overlap2`, `trace_outliers`, `trace_burn_in`), per-chain time averages
+/// (`chain_alignment`, `chain_test_mse`, `chain_r_overlap2`, `chain_outliers`; NaN marks a
+/// diverged chain), the ρ histogram (`hist_edges`, `hist_counts`) and the ensemble-mean test
+/// prediction (`mean_test_prediction`).
+#[pyfunction]
+fn sample<'py>(py: Python<'py>, source: String, kind: String) -> PyResult<(String, Bound<'py, PyDict>)> {
+    let result = py
+        .detach(|| {
+            let text = match kind.as_str() {
+                "json" => json_to_toml(&source, "experiment")?,
+                _ => source.clone(),
+            };
+            let cfg = ExperimentConfig::from_toml(&text, "experiment")?;
+            run_experiment(&cfg, &mut |_, _| {})
+        })
+        .map_err(to_py_err)?;
+    let summary = serde_json::to_value(&result.summary)
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot encode the summary: {e}")))?;
+    let arrays = PyDict::new(py);
+    let t = &result.traces;
+    let col = |f: &dyn Fn(&flscale::sim::run::TraceRow) -> f64| t.iter().map(f).collect::<Vec<f64>>();
+    arrays.set_item("trace_step", col(&|r| r.step as f64).into_pyarray(py))?;
+    arrays.set_item("trace_burn_in", t.iter().map(|r| r.burn_in).collect::<Vec<bool>>().into_pyarray(py))?;
+    arrays.set_item("trace_energy", col(&|r| r.energy).into_pyarray(py))?;
+    arrays.set_item("trace_alignment", col(&|r| r.alignment).into_pyarray(py))?;
+    arrays.set_item("trace_test_mse", col(&|r| r.test_mse).into_pyarray(py))?;
+    arrays.set_item("trace_r_overlap2", col(&|r| r.r_overlap2).into_pyarray(py))?;
+    arrays.set_item("trace_outliers", col(&|r| r.outliers).into_pyarray(py))?;
+    let c = &result.chains;
+    let nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
+    arrays.set_item("chain_alignment", c.iter().map(|r| nan(r.alignment)).collect::<Vec<f64>>().into_pyarray(py))?;
+    arrays.set_item("chain_test_mse", c.iter().map(|r| nan(r.test_mse)).collect::<Vec<f64>>().into_pyarray(py))?;
+    arrays.set_item("chain_r_overlap2", c.iter().map(|r| nan(r.r_overlap2)).collect::<Vec<f64>>().into_pyarray(py))?;
+    arrays.set_item("chain_outliers", c.iter().map(|r| nan(r.outliers)).collect::<Vec<f64>>().into_pyarray(py))?;
+    arrays.set_item("hist_edges", result.histogram.edges.clone().into_pyarray(py))?;
+    arrays.set_item("hist_counts", result.histogram.counts.clone().into_pyarray(py))?;
+    arrays.set_item("mean_test_prediction", result.mean_test_prediction.clone().into_pyarray(py))?;
+    Ok((encode(&summary)?, arrays))
+}
+
+/// The `flscale._native` module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(predict, m)?)?;
+    m.add_function(wrap_pyfunction!(energy, m)?)?;
+    m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(sample, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
