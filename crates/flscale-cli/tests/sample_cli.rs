@@ -1,0 +1,211 @@
+//! `flscale sample` and `flscale bench` run as a user runs them: the binary, a temporary
+//! directory, exit codes, files. Issue acceptance (v) reproducibility across thread counts and
+//! (vi) divergence handling.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const QUICK: &str = r#"
+[model]
+kind = "fcn"
+activation = "erf"
+widths = [8]
+[data]
+d = 6
+p = 60
+n_test = 100
+[target]
+terms = [[1, 1.0], [3, 0.3]]
+[sampler]
+kappa = 0.5
+step = 1e-3
+steps = 600
+burn_in = 200
+thin = 20
+chains = 7
+seed = 42
+"#;
+
+fn flscale(args: &[&str], threads: Option<usize>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flscale"));
+    cmd.args(args);
+    if let Some(t) = threads {
+        cmd.env("RAYON_NUM_THREADS", t.to_string());
+    }
+    cmd.output().expect("run flscale")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn same_seed_gives_byte_identical_json_for_one_and_two_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(dir.path(), "exp.toml", QUICK);
+    let out1 = dir.path().join("t1").display().to_string();
+    let out2 = dir.path().join("t2").display().to_string();
+    let a = flscale(&["sample", &exp, "--out", &out1, "--json"], Some(1));
+    let b = flscale(&["sample", &exp, "--out", &out2, "--json"], Some(2));
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert_eq!(a.stdout, b.stdout, "--json differs between 1 and 2 threads");
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    for key in [
+        "alignment",
+        "alignment_err",
+        "test_mse",
+        "train_mse",
+        "outliers_layer1",
+        "r_overlap2",
+        "diverged_chains",
+        "steps_per_second",
+    ] {
+        assert!(v.get(key).is_some(), "--json lacks {key}");
+    }
+    assert!(v["alignment"].as_f64().is_some());
+    assert!(
+        v["steps_per_second"].is_null(),
+        "timing must stay out of --json by default"
+    );
+    // Files: summary, traces, chains, histogram, the experiment echoed.
+    for f in [
+        "summary.json",
+        "traces.csv",
+        "chains.csv",
+        "histogram_rho.csv",
+        "experiment.toml",
+    ] {
+        assert!(Path::new(&out1).join(f).exists(), "{f} missing");
+    }
+    let traces = std::fs::read_to_string(Path::new(&out1).join("traces.csv")).unwrap();
+    assert_eq!(traces.lines().count(), 1 + 600 / 20);
+    // The traces and per-chain files are also thread-count independent.
+    for f in ["traces.csv", "chains.csv", "histogram_rho.csv"] {
+        assert_eq!(
+            std::fs::read(Path::new(&out1).join(f)).unwrap(),
+            std::fs::read(Path::new(&out2).join(f)).unwrap(),
+            "{f} differs between thread counts"
+        );
+    }
+    // A different seed gives different numbers.
+    let exp3 = write(
+        dir.path(),
+        "exp3.toml",
+        &QUICK.replace("seed = 42", "seed = 43"),
+    );
+    let out3 = dir.path().join("t3").display().to_string();
+    let c = flscale(&["sample", &exp3, "--out", &out3, "--json"], Some(2));
+    assert_ne!(a.stdout, c.stdout);
+    // --timing adds the speed.
+    let t = flscale(
+        &["sample", &exp, "--out", &out3, "--json", "--timing"],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&t.stdout).unwrap();
+    assert!(v["steps_per_second"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn absurd_step_names_diverged_chains_exits_1_and_writes_no_nan() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(
+        dir.path(),
+        "exp.toml",
+        &QUICK.replace("step = 1e-3", "step = 50.0"),
+    );
+    let out = dir.path().join("run").display().to_string();
+    let r = flscale(&["sample", &exp, "--out", &out, "--json"], None);
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("all 7 chains diverged"), "{err}");
+    assert!(err.contains("chain 0 at step"), "{err}");
+    assert!(err.contains("try sampler.step = 5"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["diverged_chains"].as_array().unwrap().len(), 7);
+    assert!(v["alignment"].is_null());
+    assert_eq!(v["suggested_step"].as_f64(), Some(5.0));
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap().to_lowercase();
+        assert!(
+            !text.contains("nan") && !text.contains("inf"),
+            "{} has NaN/inf",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(
+        dir.path(),
+        "exp.toml",
+        &QUICK.replace("step = 1e-3", "step = -1"),
+    );
+    let out = dir.path().join("run").display().to_string();
+    let r = flscale(&["sample", &exp, "--out", &out], None);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("sampler.step = -1 is not allowed; it must be a finite number > 0"),
+        "{err}"
+    );
+    let r = flscale(&["sample", "/nonexistent/exp.toml", "--out", &out], None);
+    assert_eq!(r.status.code(), Some(2));
+    let exp = write(
+        dir.path(),
+        "typo.toml",
+        &QUICK.replace("thin = 20", "thinning = 20"),
+    );
+    let r = flscale(&["sample", &exp, "--out", &out], None);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("thinning"));
+}
+
+#[test]
+fn bench_json_has_the_documented_shape() {
+    let r = flscale(
+        &[
+            "bench",
+            "--json",
+            "--chains",
+            "2,3",
+            "--steps",
+            "1",
+            "--repeats",
+            "1",
+        ],
+        None,
+    );
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    assert_eq!(cases[0]["chains"], 2);
+    assert_eq!(cases[1]["chains"], 3);
+    for c in cases {
+        assert!(c["steps_per_second"].as_f64().unwrap() > 0.0);
+        assert!(c["gflops"].as_f64().unwrap() > 0.0);
+    }
+    let r = flscale(&["bench", "--chains", "0"], None);
+    assert_eq!(r.status.code(), Some(2));
+}
+
+#[test]
+fn example_experiments_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/experiments");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            flscale::sim::ExperimentConfig::from_toml(&text, &path.display().to_string()).unwrap();
+            n += 1;
+        }
+    }
+    assert!(n >= 3);
+}
