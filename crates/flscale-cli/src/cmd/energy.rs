@@ -1,7 +1,7 @@
 //! `flscale energy`: minimise a power-law energy over free parameters, exactly.
 
-use flscale::scaling::energy::exponent_strings;
 use flscale::scaling::report::EnergyProblem;
+use flscale::scaling::Monomial;
 use flscale::Result;
 
 use super::{out, out_json, Ctx};
@@ -46,7 +46,7 @@ pub fn run(args: EnergyArgs, _ctx: &Ctx) -> Result<()> {
     if args.json {
         return out_json(&problem.to_json(&regime, &min));
     }
-    let (e, _) = exponent_strings(&min.exponent);
+    let scale = Monomial::power("d", min.exponent);
     let argmin_text = |name: &str| match (min.argmin_symbolic.get(name), min.argmin.get(name)) {
         (Some(s), Some(r)) if r.lo.is_some() && r.lo == r.hi => format!("{s} ∝ {}", r.describe()),
         (_, Some(r)) => r.describe(),
