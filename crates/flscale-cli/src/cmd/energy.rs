@@ -57,8 +57,8 @@ pub fn run(args: EnergyArgs, _ctx: &Ctx) -> Result<()> {
         text.push_str(&format!("regime: {}\n", regime.describe()));
     }
     text.push_str(&format!(
-        "\n  optimum   = {}  ∝ d^{}\n",
-        min.energy_symbolic, e
+        "\n  optimum   = {}  ∝ {scale}\n",
+        min.energy_symbolic
     ));
     for n in &args.free {
         text.push_str(&format!("  {n:<9} = {}\n", argmin_text(n)));
