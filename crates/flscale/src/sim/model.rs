@@ -212,6 +212,7 @@ pub fn forward<T: Real>(
 /// Back-propagation of the data term. On entry `residual` (rows × B) holds ∂U/∂f =
 /// (f − y)/κ and `scratch` holds the forward pass. Writes the data-term gradient of every
 /// group into `grads` (same layout as the parameters; overwritten).
+#[allow(clippy::too_many_arguments)]
 pub fn backward<T: Real>(
     model: &FcnModel,
     params: &[Vec<T>],
@@ -358,7 +359,6 @@ mod tests {
     fn energy_reference(
         model: &FcnModel,
         params: &[Vec<f64>],
-        block: usize,
         c: usize,
         x: &[f64],
         y: &[f64],
@@ -425,7 +425,7 @@ mod tests {
                 let direct: f64 = (0..rows)
                     .map(|mu| (scratch.f[mu * block + c] - y[mu]).powi(2) / (2.0 * kappa))
                     .sum();
-                let reference = energy_reference(&model, &params, block, c, &x, &y, kappa);
+                let reference = energy_reference(&model, &params, c, &x, &y, kappa);
                 assert!(
                     (direct - reference).abs() < 1e-9 * (1.0 + reference),
                     "{widths:?} chain {c}: forward {direct} vs {reference}"
@@ -451,9 +451,9 @@ mod tests {
                     let old = params[g][idx];
                     let eps = 1e-6;
                     params[g][idx] = old + eps;
-                    let up = energy_reference(&model, &params, block, c, &x, &y, kappa);
+                    let up = energy_reference(&model, &params, c, &x, &y, kappa);
                     params[g][idx] = old - eps;
-                    let down = energy_reference(&model, &params, block, c, &x, &y, kappa);
+                    let down = energy_reference(&model, &params, c, &x, &y, kappa);
                     params[g][idx] = old;
                     let fd = (up - down) / (2.0 * eps);
                     let an = grads[g][idx];
