@@ -96,7 +96,7 @@ impl Activation {
                 // arcsin x = Σ_j (2j)!/(4^j (j!)² (2j+1)) x^{2j+1}.
                 let mut coef = 1.0; // (2j)!/(4^j (j!)²) at j = 0
                 let mut j = 0usize;
-                while 2 * j + 1 <= kmax {
+                while 2 * j < kmax {
                     let k = 2 * j + 1;
                     b[k] = std::f64::consts::FRAC_2_PI * g.powi(k as i32) * coef / k as f64;
                     j += 1;

@@ -265,7 +265,7 @@ fn layer_norm(phi: &mut Mat<f64>) -> Result<()> {
     for i in 0..p {
         let mean = (0..n).map(|j| phi[(i, j)]).sum::<f64>() / n as f64;
         let var = (0..n).map(|j| (phi[(i, j)] - mean).powi(2)).sum::<f64>() / n as f64;
-        if !(var > 0.0) {
+        if var.is_nan() || var <= 0.0 {
             return Err(Error::runtime(format!(
                 "layer normalisation: all {n} units are equal at data point {i}"
             )));
@@ -326,7 +326,7 @@ pub fn centred_square(phi_star: &[f64]) -> Result<Vec<f64>> {
     let mean = sq.iter().sum::<f64>() / p;
     let mut f: Vec<f64> = sq.iter().map(|v| v - mean).collect();
     let norm = (f.iter().map(|v| v * v).sum::<f64>() / p).sqrt();
-    if !(norm > 0.0) {
+    if norm.is_nan() || norm <= 0.0 {
         return Err(Error::runtime(
             "Φ*² is constant on the data; cannot normalise it",
         ));
@@ -358,7 +358,7 @@ pub fn propagate_with(
     let phi_star: Vec<f64> = u_star.iter().map(|v| v * (p as f64).sqrt()).collect();
     let a = k2.project(&u_star); // ∝ minimum-norm least-squares a
     let a_norm = a.iter().map(|v| v * v).sum::<f64>().sqrt();
-    if !(a_norm > 0.0) {
+    if a_norm.is_nan() || a_norm <= 0.0 {
         return Err(Error::runtime("the least-squares readout â vanished"));
     }
     let a_hat: Vec<f64> = a.iter().map(|v| v / a_norm).collect();

@@ -183,7 +183,7 @@ impl FeatureKernel {
             _ => sym_eigen(outer(phi.as_ref(), inv_n, par).as_ref(), Par::Seq)?,
         };
         let lam_max = eig.values.last().copied().unwrap_or(0.0);
-        if !(lam_max > 0.0) {
+        if lam_max.is_nan() || lam_max <= 0.0 {
             return Err(Error::runtime(
                 "the kernel matrix is zero (every feature vanished on the data)",
             ));

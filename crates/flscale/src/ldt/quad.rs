@@ -107,7 +107,11 @@ pub fn integrate<const M: usize>(
     abs_floor: f64,
     max_panels: usize,
 ) -> Result<Quadrature<M>> {
-    if breakpoints.len() < 2 || breakpoints.windows(2).any(|w| !(w[0] < w[1])) {
+    if breakpoints.len() < 2
+        || breakpoints
+            .windows(2)
+            .any(|w| w[0].partial_cmp(&w[1]) != Some(std::cmp::Ordering::Less))
+    {
         return Err(Error::runtime(format!(
             "quadrature breakpoints {breakpoints:?} are not strictly increasing"
         )));

@@ -307,7 +307,8 @@ mod validation {
                 Err(e) => {
                     // Either the input was rejected, or a valid extreme input could not be
                     // computed — never a panic, never NaN.
-                    if !valid_model || !(alpha.is_finite() && alpha > 0.0 && alpha <= 1e3) {
+                    let alpha_ok = alpha.is_finite() && alpha > 0.0 && alpha <= 1e3;
+                    if !valid_model || !alpha_ok {
                         prop_assert_eq!(e.exit_code(), 2, "{}", e);
                     }
                 }
