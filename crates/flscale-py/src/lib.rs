@@ -105,6 +105,13 @@ fn sample<'py>(py: Python<'py>, source: String, kind: String) -> PyResult<(Strin
             run_experiment(&cfg, &mut |_, _| {})
         })
         .map_err(to_py_err)?;
+    if result.all_diverged() {
+        let chains: Vec<String> = result.summary.diverged_chains.iter().map(|c| c.chain.to_string()).collect();
+        return Err(PyRuntimeError::new_err(format!(
+            "all chains diverged (chains {}); the step size is too large for this posterior: reduce sampler.step (e.g. by 10x)",
+            chains.join(", ")
+        )));
+    }
     let summary = serde_json::to_value(&result.summary)
         .map_err(|e| PyRuntimeError::new_err(format!("cannot encode the summary: {e}")))?;
     let arrays = PyDict::new(py);

@@ -124,3 +124,10 @@ def test_sample_bad_input():
     bad["sampler"]["step"] = -1.0
     with pytest.raises(ValueError, match="sampler.step"):
         flscale.sample(bad)
+
+
+def test_all_chains_diverged_is_a_runtime_error():
+    bad = json.loads(json.dumps(SMALL))
+    bad["sampler"]["step"] = 10.0
+    with pytest.raises(RuntimeError, match="diverged"):
+        flscale.sample(bad)
