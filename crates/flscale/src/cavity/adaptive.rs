@@ -953,7 +953,9 @@ mod tests {
     fn diagnostics_timing() {
         let ps: Vec<usize> = std::env::var("CAVITY_PS").map(|v| v.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![40, 80, 160]);
         for p in ps {
-            let prm = if std::env::var("CAVITY_BLOG").is_ok() { AdaptiveParams::blog(p) } else { small(p) };
+            let mut prm = if std::env::var("CAVITY_BLOG").is_ok() { AdaptiveParams::blog(p) } else { small(p) };
+            if let Ok(t) = std::env::var("CAVITY_T") { prm.t = t.parse().unwrap(); }
+            if let Ok(d) = std::env::var("CAVITY_D") { prm.d = d.parse().unwrap(); prm.n = prm.d; prm.s_a2 = 1.0 / prm.d as f64; }
             let t0 = std::time::Instant::now();
             let rep = solve(&prm).unwrap();
             eprintln!("P={p} {:?} cold it={} R={} b={} c={} nodes={} | hot it={} R={} b={} c={} nodes={} mse {} {}",

@@ -1,0 +1,160 @@
+//! `flscale cavity …` run as a binary: JSON fields, exit codes on bad input, figure files.
+
+use std::process::{Command, Output};
+
+fn flscale(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flscale"))
+        .args(args)
+        .output()
+        .expect("the flscale binary runs")
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
+}
+
+#[test]
+fn phase_json_has_located_points_matching_closed_forms() {
+    let v = json_of(&flscale(&["cavity", "phase", "--sigma-w2", "1", "--b", "0.3", "--c", "-0.3", "--json"]));
+    let fold = num(&v, &["u_fold", "u"]);
+    let coexist = num(&v, &["u_coexist", "u"]);
+    let spinodal = num(&v, &["u_spinodal", "u"]);
+    assert!(fold < coexist && coexist < spinodal);
+    // Spinodal closed form π(1 + 2σ_w²)/(4σ_w²b²) computed here independently.
+    let want = std::f64::consts::PI * 3.0 / (4.0 * 0.09);
+    assert!((spinodal - want).abs() < 1e-9 * want);
+    // Coexistence: s* = (b + 2c)/(6c) = 1/6, h* = 4(c − b)³/(27c), u_c = π·3/(4h*), ρ*² = 3s*/(1 − 2s*).
+    let h = 4.0 * (-0.6f64).powi(3) / (27.0 * -0.3);
+    let want_c = std::f64::consts::PI * 3.0 / (4.0 * h);
+    assert!((coexist - want_c).abs() < 1e-9 * want_c);
+    assert!((num(&v, &["rho_star"]) - 0.75f64.sqrt()).abs() < 1e-6);
+    assert_eq!(v["kind"], "first-order");
+    assert!(num(&v, &["tolerance"]) > 0.0);
+    assert!(num(&v, &["r_aligned_at_d"]) > num(&v, &["r_unaligned_at_d"]));
+}
+
+#[test]
+fn phase_diagram_and_potential_figures_are_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("phases.svg");
+    let out = flscale(&["cavity", "phase", "--diagram", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("coexistence"));
+
+    let png = dir.path().join("potential.png");
+    let out = flscale(&["cavity", "potential", "--u", "20,25,30", "--out", png.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
+fn potential_json_is_even_and_zero_at_the_origin() {
+    let v = json_of(&flscale(&[
+        "cavity", "potential", "--sigma-w2", "0.5", "--b", "0.3", "--c", "-0.3", "--u", "10,30", "--points", "11", "--json",
+    ]));
+    assert_eq!(v["model"], "mean-field");
+    let rho: Vec<f64> = v["rho"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert_eq!(rho.len(), 11);
+    for curve in v["curves"].as_array().unwrap() {
+        let vals: Vec<f64> = curve["potential_over_d"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert!(vals[5].abs() < 1e-15);
+        for i in 0..11 {
+            assert!((vals[i] - vals[10 - i]).abs() < 1e-14);
+        }
+        // Independent evaluation of Ũ_u/D at ρ = 1.5 (the last node).
+        let (u, r): (f64, f64) = (curve["u"].as_f64().unwrap(), 1.5);
+        let a = 1.0 + 2.0 * (0.5 + r * r);
+        let want = r * r / 1.0 - 2.0 * u / std::f64::consts::PI * r * r / a * (0.3 + 0.6 * r * r / a).powi(2);
+        assert!((vals[10] - want).abs() < 1e-12, "{} vs {want}", vals[10]);
+    }
+    let v = json_of(&flscale(&["cavity", "potential", "--p", "100,200", "--d", "20", "--t", "0.05", "--json"]));
+    assert_eq!(v["model"], "finite");
+    assert_eq!(v["curves"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn cubic_json_reports_both_scales() {
+    let v = json_of(&flscale(&["cavity", "cubic", "--d", "30", "--n", "30", "--json"]));
+    assert!(num(&v, &["p_fixed"]) > num(&v, &["p_adaptive"]));
+    assert!(num(&v, &["lambda3_aligned"]) > 100.0 * num(&v, &["lambda3_fixed"]));
+}
+
+#[test]
+fn solve_json_reports_both_branches() {
+    let v = json_of(&flscale(&[
+        "cavity", "solve", "--d", "6", "--n", "6", "--p", "24", "--p-test", "50", "--t", "0.1", "--json",
+    ]));
+    for branch in ["unaligned", "aligned"] {
+        let b = &v[branch];
+        assert!(b["converged"].as_bool().unwrap(), "{b}");
+        assert!(num(b, &["r"]) > 0.0 && num(b, &["test_mse"]) > 0.0);
+        assert!((num(b, &["covariance", "parallel"]) - num(b, &["r"])).abs() < 1e-15);
+        assert!((num(b, &["covariance", "perpendicular"]) - 1.0 / 5.0).abs() < 1e-15);
+    }
+}
+
+#[test]
+fn sweep_writes_a_figure_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("sweep.svg");
+    let v = json_of(&flscale(&[
+        "cavity", "sweep-p", "--d", "6", "--n", "6", "--p-values", "12,24", "--p-test", "50", "--t", "0.1", "--json", "--out",
+        svg.to_str().unwrap(),
+    ]));
+    assert_eq!(v["unaligned"].as_array().unwrap().len(), 2);
+    assert_eq!(v["aligned"].as_array().unwrap().len(), 2);
+    assert!(num(&v, &["r_threshold"]) > 0.0);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn bad_parameters_exit_with_code_2() {
+    let cases: &[&[&str]] = &[
+        &["cavity", "phase", "--sigma-w2", "0"],
+        &["cavity", "phase", "--sigma-w2", "-1"],
+        &["cavity", "phase", "--b", "nan"],
+        &["cavity", "phase", "--b", "0", "--c", "0"],
+        &["cavity", "potential", "--u", "inf"],
+        &["cavity", "potential", "--p", "100", "--t", "0"],
+        &["cavity", "potential", "--points", "1"],
+        &["cavity", "solve", "--t", "-0.1"],
+        &["cavity", "solve", "--d", "1"],
+        &["cavity", "solve", "--p", "100000"],
+        &["cavity", "sweep-p", "--sigma-w2", "0", "--p-values", "10,20"],
+        &["cavity", "cubic", "--t", "0"],
+        &["cavity", "phase", "--diagram", "x.pdf"],
+    ];
+    for args in cases {
+        let out = flscale(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: ") && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed output");
+    }
+}
+
+#[test]
+fn every_subcommand_help_has_an_example() {
+    for sub in ["potential", "phase", "solve", "sweep-p", "cubic"] {
+        let out = flscale(&["cavity", sub, "--help"]);
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Example") && text.contains("flscale cavity"), "{sub}: {text}");
+    }
+}
