@@ -1,1 +1,30 @@
-//! Sweeps, the results store, P* and exponent fits, and the paper's figures (being built).
+//! Sweeps, the results store, P\* and exponent fits, and the paper's figures (spec 03; paper
+//! App. F.0.1, F.1, F.2 and Figs. 2, 3, 7, 8).
+//!
+//! * [`sweep`]: the `[sweep]` and `[analysis]` tables of an experiment file; a grid is expanded
+//!   into one [`crate::sim::ExperimentConfig`] per point, each validated by the Langevin
+//!   engine's own loader before any run starts.
+//! * [`store`]: the results directory — a deterministic `manifest.json`, one directory per
+//!   finished run (written atomically), the long-format `results.csv` (one row per run and
+//!   observable), `chains.csv`, `histograms.csv`, and `timing.json` for everything that is not
+//!   reproducible (clock times, machine). Resume, shards and merge live here.
+//! * [`analysis`]: threshold crossing in log P (P\*), least-squares log-log exponents and the
+//!   bootstrap over chains; the scaling engine's prediction for the same architecture.
+//! * [`figures`]: alignment vs P, P\* vs d, outliers vs N, −log overlap histograms, test MSE vs
+//!   alignment with the (1 − A_f)² bound.
+//! * [`presets`]: the paper's figures as experiment files (`flscale reproduce`).
+//!
+//! Reproducibility: runs are executed one after the other in grid order, each one is
+//! bit-identical for any thread count (see [`crate::sim`]), and every aggregate file is rebuilt
+//! from the finished run directories in grid order, so resuming, sharding and merging give the
+//! same bytes as one uninterrupted run. The bootstrap uses a fixed-seed ChaCha8 stream.
+
+pub mod analysis;
+pub mod figures;
+pub mod presets;
+pub mod store;
+pub mod sweep;
+
+pub use analysis::{loglog_fit, threshold_crossing, Bootstrap, LinearFit};
+pub use store::{Store, StoreData};
+pub use sweep::{AnalysisSpec, RunPlan, Sweep};

@@ -1,0 +1,279 @@
+//! The figures of a results directory (spec 03 "Analysis", `flscale plot`): each one is
+//! written as PNG and SVG, and only when the sweep holds the data it needs.
+//!
+//! * `observable_vs_x`: the analysis observable (A_f by default) against P, one curve per
+//!   group value (d), with the threshold (paper Fig. 2b inset, Fig. 3a).
+//! * `pstar_vs_d`: P\* against the group variable in log-log, the least-squares fit and the
+//!   scaling engine's slope through the data's centre (Fig. 2b).
+//! * `outliers_vs_n`: first-layer outlier count against N_1 in log-log (Fig. 2c).
+//! * `overlap_histograms`: −log density of the first-layer overlaps ρ = w·w\* (Figs. 2a, 8).
+//! * `mse_vs_alignment`: test MSE against A_f with the bound (1 − A_f)²·⟨y²⟩ that every
+//!   predictor obeys (App. F.2).
+
+use std::path::{Path, PathBuf};
+
+use super::analysis::{coordinate, ExponentFit, Predicted, PstarTable};
+use super::store::StoreData;
+use crate::error::Result;
+use crate::plot::{write_figure, LineChart, Mark, Series};
+
+const W: u32 = 800;
+const H: u32 = 560;
+
+/// What the figures draw besides the raw data.
+#[derive(Debug, Clone, Default)]
+pub struct FigureInputs<'a> {
+    /// P\* per group.
+    pub pstar: Option<&'a PstarTable>,
+    /// The fitted P\* exponent.
+    pub pstar_fit: Option<&'a ExponentFit>,
+    /// The engine's P\* exponent.
+    pub pstar_predicted: Option<&'a Predicted>,
+    /// The fitted outlier exponent.
+    pub outlier_fit: Option<&'a ExponentFit>,
+    /// The engine's outlier (M) exponent.
+    pub outlier_predicted: Option<&'a Predicted>,
+}
+
+fn save(dir: &Path, name: &str, chart: &LineChart, out: &mut Vec<PathBuf>) -> Result<()> {
+    for ext in ["png", "svg"] {
+        let p = dir.join(format!("{name}.{ext}"));
+        write_figure(&p, W, H, chart)?;
+        out.push(p);
+    }
+    Ok(())
+}
+
+fn distinct(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+fn short(x: f64) -> String {
+    if x == x.round() && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// A line through the centre of `points` (log-log) with slope `slope`, over their x range.
+fn slope_line(points: &[(f64, f64)], slope: f64) -> Vec<(f64, f64)> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|p| p.0 > 0.0 && p.1 > 0.0)
+        .map(|p| (p.0.ln(), p.1.ln()))
+        .collect();
+    if pts.is_empty() {
+        return Vec::new();
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let hi = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    [lo, hi]
+        .iter()
+        .map(|&x| (x.exp(), (my + slope * (x - mx)).exp()))
+        .collect()
+}
+
+/// Draws every figure the data supports into `dir`; returns the files written.
+pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<Vec<PathBuf>> {
+    let a = &data.analysis;
+    let mut out = Vec::new();
+    let obs = a.observable.as_str();
+    // Observable vs x per group.
+    let groups = super::analysis::cells(data, Some(&a.group), &a.x, obs).ok();
+    if let Some(groups) = &groups {
+        let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
+        if xs.len() >= 2 {
+            let mut series: Vec<Series> = groups
+                .iter()
+                .map(|(g, cs)| {
+                    Series::new(
+                        format!("{} = {}", a.group, short(*g)),
+                        cs.iter().map(|c| (c.x, c.mean())).collect(),
+                        Mark::LinePoints,
+                    )
+                })
+                .collect();
+            if obs == "alignment" {
+                series.push(Series::new(
+                    format!("threshold {}", a.threshold),
+                    vec![(xs[0], a.threshold), (xs[xs.len() - 1], a.threshold)],
+                    Mark::Dashed,
+                ));
+            }
+            let chart = LineChart {
+                title: format!("{obs} vs {}", a.x),
+                x_label: a.x.clone(),
+                y_label: obs.to_string(),
+                log_x: true,
+                log_y: false,
+                series,
+                notes: Vec::new(),
+            };
+            save(dir, &format!("{obs}_vs_{}", a.x), &chart, &mut out)?;
+        }
+    }
+    // P* vs group.
+    if let (Some(t), Some(f)) = (inputs.pstar, inputs.pstar_fit) {
+        let mut series = vec![Series::new("measured P*", f.points.clone(), Mark::Points)];
+        series.push(Series::new(
+            format!("fit, slope {:.2}", f.exponent.value),
+            slope_line(&f.points, f.fit.slope),
+            Mark::Line,
+        ));
+        let mut notes = vec![format!(
+            "measured slope {:.3}{}",
+            f.exponent.value,
+            f.exponent
+                .err
+                .map(|e| format!(" ± {e:.3}"))
+                .unwrap_or_default()
+        )];
+        if let Some(p) = inputs.pstar_predicted {
+            series.push(Series::new(
+                format!("predicted slope {}", p.exact),
+                slope_line(&f.points, p.value),
+                Mark::Dashed,
+            ));
+            notes.push(format!("predicted {}", p.exact));
+        }
+        let chart = LineChart {
+            title: format!("P* ({} = {}) vs {}", t.observable, t.threshold, t.group),
+            x_label: t.group.clone(),
+            y_label: format!("P* ({})", t.x),
+            log_x: true,
+            log_y: true,
+            series,
+            notes,
+        };
+        save(dir, &format!("pstar_vs_{}", t.group), &chart, &mut out)?;
+    }
+    // Outliers vs N.
+    let ns = distinct(data.runs.iter().filter_map(|r| coordinate(r, "n1")));
+    if ns.len() >= 2 {
+        if let Ok(groups) = super::analysis::cells(data, None, "n1", "outliers") {
+            let pts: Vec<(f64, f64)> = groups
+                .iter()
+                .flat_map(|(_, c)| c.iter().map(|c| (c.x, c.mean())))
+                .collect();
+            let mut series = vec![Series::new("mean outliers", pts.clone(), Mark::Points)];
+            let mut notes = Vec::new();
+            if let Some(f) = inputs.outlier_fit {
+                series.push(Series::new(
+                    format!("fit, slope {:.2}", f.exponent.value),
+                    slope_line(&f.points, f.fit.slope),
+                    Mark::Line,
+                ));
+                notes.push(format!(
+                    "measured slope {:.3}{}",
+                    f.exponent.value,
+                    f.exponent
+                        .err
+                        .map(|e| format!(" ± {e:.3}"))
+                        .unwrap_or_default()
+                ));
+                if let Some(p) = inputs.outlier_predicted {
+                    series.push(Series::new(
+                        format!("predicted slope {}", p.exact),
+                        slope_line(&f.points, p.value),
+                        Mark::Dashed,
+                    ));
+                    notes.push(format!("predicted {}", p.exact));
+                }
+            }
+            let chart = LineChart {
+                title: "first-layer outliers (|ρ| > 3σ1/√d) vs N1".into(),
+                x_label: "N1".into(),
+                y_label: "outliers per network".into(),
+                log_x: true,
+                log_y: true,
+                series,
+                notes,
+            };
+            save(dir, "outliers_vs_n1", &chart, &mut out)?;
+        }
+    }
+    // −log density of the overlaps, for up to six runs spread over the grid.
+    let with_hist: Vec<_> = data
+        .runs
+        .iter()
+        .filter(|r| r.histogram.iter().any(|b| b.2 > 0))
+        .collect();
+    if !with_hist.is_empty() {
+        let k = with_hist.len();
+        let picks: Vec<usize> = if k <= 6 {
+            (0..k).collect()
+        } else {
+            let mut v: Vec<usize> = (0..6).map(|i| i * (k - 1) / 5).collect();
+            v.dedup();
+            v
+        };
+        let series = picks
+            .iter()
+            .map(|&i| {
+                let r = with_hist[i];
+                let total: u64 = r.histogram.iter().map(|b| b.2).sum();
+                let pts = r
+                    .histogram
+                    .iter()
+                    .filter(|b| b.2 > 0)
+                    .map(|&(lo, hi, c)| {
+                        let density = c as f64 / (total as f64 * (hi - lo));
+                        (0.5 * (lo + hi), -density.ln())
+                    })
+                    .collect();
+                let label = ["d", "p", "n1"]
+                    .iter()
+                    .filter_map(|k| r.coords.get(*k).map(|v| format!("{k}={}", short(*v))))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                Series::new(label, pts, Mark::LinePoints)
+            })
+            .collect();
+        let chart = LineChart {
+            title: "first-layer overlaps ρ = w·w*".into(),
+            x_label: "ρ".into(),
+            y_label: "−log density".into(),
+            log_x: false,
+            log_y: false,
+            series,
+            notes: Vec::new(),
+        };
+        save(dir, "overlap_histograms", &chart, &mut out)?;
+    }
+    // Test MSE vs alignment with the Cauchy–Schwarz bound.
+    let mut pts = Vec::new();
+    let mut bound = Vec::new();
+    for r in &data.runs {
+        let get = |k: &str| r.summary.get(k).and_then(|v| v.as_f64());
+        if let (Some(a), Some(m)) = (get("alignment"), get("test_mse")) {
+            pts.push((a, m));
+            if let Some(b) = get("mse_lower_bound") {
+                bound.push((a, b));
+            }
+        }
+    }
+    if pts.len() >= 2 {
+        bound.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let chart = LineChart {
+            title: "test MSE vs alignment".into(),
+            x_label: "alignment A_f".into(),
+            y_label: "test MSE".into(),
+            log_x: false,
+            log_y: false,
+            series: vec![
+                Series::new("runs", pts, Mark::Points),
+                Series::new("bound (1 − A_f)²·⟨y²⟩", bound, Mark::Dashed),
+            ],
+            notes: Vec::new(),
+        };
+        save(dir, "mse_vs_alignment", &chart, &mut out)?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,681 @@
+//! The results store of a sweep (spec 03 "Results store", spec 06 "Outputs").
+//!
+//! ```text
+//! DIR/manifest.json        the full experiment text, the grid, every run's point and seed,
+//!                          flscale version, git revision — deterministic, written once
+//! DIR/timing.json          start/end times, machine, threads, shard — never compared
+//! DIR/results.csv          one row per (run, observable): run, index, coordinates, observable,
+//!                          value, err  (long format; pandas.read_csv / polars.read_csv)
+//! DIR/chains.csv           one row per (run, chain): per-chain time averages
+//! DIR/histograms.csv       one row per (run, bin): first-layer overlap histograms
+//! DIR/runs/run-00012/      experiment.toml, summary.json, chains.csv, traces.csv,
+//!                          histogram_rho.csv, timing.json
+//! ```
+//!
+//! A run directory is first written under `runs/.partial-<id>-<pid>` and then renamed, so a
+//! kill leaves either a complete run or a partial directory that the next start removes.
+//! The aggregate files are rebuilt from the finished run directories in grid order (never
+//! appended to), so resuming, sharding and merging produce the same bytes as one
+//! uninterrupted sweep. Everything that depends on the clock or the machine lives in the
+//! `timing.json` files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value as Json};
+
+use super::sweep::{toml_to_json, AnalysisSpec, RunPlan, Sweep};
+use crate::error::{Error, Result};
+use crate::sim::RunResult;
+
+/// Layout version written into the manifest.
+pub const FORMAT: &str = "flscale-results/1";
+
+/// Per-run observables copied from `summary.json` into `results.csv`: (observable, value
+/// key, error key).
+pub const OBSERVABLES: [(&str, &str, Option<&str>); 12] = [
+    ("alignment", "alignment", Some("alignment_err")),
+    ("test_mse", "test_mse", Some("test_mse_err")),
+    ("test_mse_mean_predictor", "test_mse_mean_predictor", None),
+    ("mse_lower_bound", "mse_lower_bound", None),
+    ("train_mse", "train_mse", None),
+    (
+        "outliers_layer1",
+        "outliers_layer1",
+        Some("outliers_layer1_err"),
+    ),
+    ("outlier_threshold", "outlier_threshold", None),
+    ("r_overlap2", "r_overlap2", Some("r_overlap2_err")),
+    (
+        "leading_direction_overlap",
+        "leading_direction_overlap",
+        None,
+    ),
+    ("chains_used", "chains_used", None),
+    ("samples_per_chain", "samples_per_chain", None),
+    ("suggested_step", "suggested_step", None),
+];
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::runtime(format!("cannot write {}: {e}", path.display()))
+}
+
+/// Writes a file atomically: a temporary file named after this process, then a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| io_err(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))
+}
+
+fn pretty(v: &Json) -> Result<String> {
+    serde_json::to_string_pretty(v)
+        .map(|s| s + "\n")
+        .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))
+}
+
+/// A CSV number: full precision (shortest round-trip form), empty for NaN/∞ and null.
+pub fn num(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v.is_finite() => format!("{v}"),
+        _ => String::new(),
+    }
+}
+
+/// The deterministic manifest of a sweep (nothing that depends on the clock or machine).
+pub fn manifest(sweep: &Sweep, experiment_text: &str, git_revision: Option<&str>) -> Json {
+    let runs: Vec<Json> = sweep
+        .runs
+        .iter()
+        .map(|r| {
+            json!({
+                "index": r.index,
+                "id": r.id,
+                "point": r.point.iter().map(|(k, v)| (k.clone(), toml_to_json(v))).collect::<serde_json::Map<_, _>>(),
+                "coordinates": r.coordinates(),
+                "seed": r.config.sampler.seed,
+            })
+        })
+        .collect();
+    json!({
+        "format": FORMAT,
+        "flscale_version": env!("CARGO_PKG_VERSION"),
+        "git_revision": git_revision,
+        "source": sweep.source,
+        "experiment": experiment_text,
+        "grid": sweep.grid_json(),
+        "analysis": serde_json::to_value(&sweep.analysis).unwrap_or(Json::Null),
+        "runs": runs,
+    })
+}
+
+/// The part of two manifests that must agree for them to describe the same sweep (the git
+/// revision and the file name it was read from may differ).
+fn comparable(m: &Json) -> Json {
+    let mut m = m.clone();
+    if let Json::Object(o) = &mut m {
+        o.remove("git_revision");
+        o.remove("source");
+    }
+    m
+}
+
+/// A results directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// The directory.
+    pub dir: PathBuf,
+}
+
+impl Store {
+    /// Opens (or creates) `dir` for `manifest`. An existing directory must hold the same
+    /// sweep; leftovers of killed runs are removed.
+    pub fn create(dir: &Path, manifest: &Json) -> Result<Store> {
+        std::fs::create_dir_all(dir.join("runs")).map_err(|e| {
+            Error::invalid(format!("cannot create directory {}: {e}", dir.display()))
+        })?;
+        let store = Store {
+            dir: dir.to_path_buf(),
+        };
+        let path = dir.join("manifest.json");
+        if path.exists() {
+            let old: Json = serde_json::from_str(&read_text(&path)?).map_err(|e| {
+                Error::invalid(format!("{} is not valid JSON: {e}", path.display()))
+            })?;
+            if comparable(&old) != comparable(manifest) {
+                return Err(Error::invalid(format!(
+                    "{} holds the results of a different experiment or grid; choose a new --out directory or remove it",
+                    dir.display()
+                )));
+            }
+        } else {
+            write_atomic(&path, pretty(manifest)?.as_bytes())?;
+        }
+        store.remove_partials()?;
+        Ok(store)
+    }
+
+    /// Opens an existing results directory.
+    pub fn open(dir: &Path) -> Result<Store> {
+        if !dir.join("manifest.json").exists() {
+            return Err(Error::invalid(format!(
+                "{} is not a results directory (no manifest.json); create one with flscale sweep",
+                dir.display()
+            )));
+        }
+        Ok(Store {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> Result<Json> {
+        let path = self.dir.join("manifest.json");
+        serde_json::from_str(&read_text(&path)?)
+            .map_err(|e| Error::invalid(format!("{} is not valid JSON: {e}", path.display())))
+    }
+
+    fn remove_partials(&self) -> Result<()> {
+        let runs = self.dir.join("runs");
+        let Ok(entries) = std::fs::read_dir(&runs) else {
+            return Ok(());
+        };
+        let own = format!("-{}", std::process::id());
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            // Only partial directories of processes that are gone: another shard may be
+            // writing into the same directory right now.
+            if name.starts_with(".partial-") && !name.ends_with(&own) {
+                let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+                let alive = pid
+                    .map(|p| Path::new(&format!("/proc/{p}")).exists())
+                    .unwrap_or(false);
+                if !alive {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory of run `id`.
+    pub fn run_dir(&self, id: &str) -> PathBuf {
+        self.dir.join("runs").join(id)
+    }
+
+    /// True when run `id` finished (its directory is only ever created complete).
+    pub fn is_finished(&self, id: &str) -> bool {
+        self.run_dir(id).join("summary.json").exists()
+    }
+
+    /// Writes a finished run atomically (all files, then one directory rename).
+    pub fn write_run(&self, plan: &RunPlan, r: &RunResult) -> Result<()> {
+        let tmp =
+            self.dir
+                .join("runs")
+                .join(format!(".partial-{}-{}", plan.id, std::process::id()));
+        if tmp.exists() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        std::fs::create_dir_all(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let w = |name: &str, text: &str| -> Result<()> {
+            let p = tmp.join(name);
+            std::fs::write(&p, text).map_err(|e| io_err(&p, e))
+        };
+        w("experiment.toml", &plan.toml)?;
+        let summary = serde_json::to_value(&r.summary)
+            .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
+        w("summary.json", &pretty(&summary)?)?;
+        let f = |x: f64| num(Some(x));
+        let mut traces =
+            String::from("step,burn_in,energy,alignment,test_mse,train_mse,r_overlap2,outliers\n");
+        for t in &r.traces {
+            traces += &format!(
+                "{},{},{},{},{},{},{},{}\n",
+                t.step,
+                t.burn_in,
+                f(t.energy),
+                f(t.alignment),
+                f(t.test_mse),
+                num(t.train_mse),
+                f(t.r_overlap2),
+                f(t.outliers)
+            );
+        }
+        w("traces.csv", &traces)?;
+        let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers\n");
+        for c in &r.chains {
+            chains += &format!(
+                "{},{},{},{},{},{}\n",
+                c.chain,
+                c.status,
+                num(c.alignment),
+                num(c.test_mse),
+                num(c.r_overlap2),
+                num(c.outliers)
+            );
+        }
+        w("chains.csv", &chains)?;
+        let h = &r.histogram;
+        let mut hist = String::from("bin_low,bin_high,count\n");
+        for (i, &c) in h.counts.iter().enumerate() {
+            hist += &format!("{},{},{}\n", f(h.edges[i]), f(h.edges[i + 1]), c);
+        }
+        hist += &format!(",,{}\n", h.outside);
+        w("histogram_rho.csv", &hist)?;
+        w(
+            "timing.json",
+            &pretty(&json!({"seconds": r.seconds, "steps": r.steps}))?,
+        )?;
+        let dest = self.run_dir(&plan.id);
+        if dest.exists() {
+            // Another shard finished the same run first; its files are identical.
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Ok(());
+        }
+        std::fs::rename(&tmp, &dest).map_err(|e| io_err(&dest, e))
+    }
+
+    /// Rebuilds `results.csv`, `chains.csv` and `histograms.csv` from the finished runs, in
+    /// grid order. Returns (finished, total).
+    pub fn rebuild_aggregates(&self) -> Result<(usize, usize)> {
+        let data = StoreData::load(&self.dir)?;
+        let mut coord_names: Vec<String> = data
+            .runs
+            .iter()
+            .flat_map(|r| r.coords.keys().cloned())
+            .collect();
+        coord_names.sort();
+        coord_names.dedup();
+        let mut results = format!("run,index,{},observable,value,err\n", coord_names.join(","));
+        let mut chains =
+            String::from("run,index,chain,status,alignment,test_mse,r_overlap2,outliers\n");
+        let mut hists = String::from("run,index,bin_low,bin_high,count\n");
+        for r in &data.runs {
+            let coords: Vec<String> = coord_names
+                .iter()
+                .map(|k| num(r.coords.get(k).copied()))
+                .collect();
+            let prefix = format!("{},{},{}", r.id, r.index, coords.join(","));
+            for (name, vkey, ekey) in OBSERVABLES {
+                let v = r.summary.get(vkey).and_then(Json::as_f64);
+                let e = ekey.and_then(|k| r.summary.get(k)).and_then(Json::as_f64);
+                results += &format!("{prefix},{name},{},{}\n", num(v), num(e));
+            }
+            let diverged = r
+                .summary
+                .get("diverged_chains")
+                .and_then(Json::as_array)
+                .map(|a| a.len() as f64);
+            results += &format!("{prefix},diverged_chains,{},\n", num(diverged));
+            for c in &r.chains {
+                chains += &format!(
+                    "{},{},{},{},{},{},{},{}\n",
+                    r.id,
+                    r.index,
+                    c.chain,
+                    if c.ok { "ok" } else { "diverged" },
+                    num(c.alignment),
+                    num(c.test_mse),
+                    num(c.r_overlap2),
+                    num(c.outliers)
+                );
+            }
+            for b in &r.histogram {
+                hists += &format!(
+                    "{},{},{},{},{}\n",
+                    r.id,
+                    r.index,
+                    num(Some(b.0)),
+                    num(Some(b.1)),
+                    b.2
+                );
+            }
+        }
+        write_atomic(&self.dir.join("results.csv"), results.as_bytes())?;
+        write_atomic(&self.dir.join("chains.csv"), chains.as_bytes())?;
+        write_atomic(&self.dir.join("histograms.csv"), hists.as_bytes())?;
+        Ok((data.runs.len(), data.total))
+    }
+}
+
+/// Per-chain time averages of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainValues {
+    /// Chain index.
+    pub chain: usize,
+    /// False for a diverged chain.
+    pub ok: bool,
+    /// Alignment A_f.
+    pub alignment: Option<f64>,
+    /// Test MSE.
+    pub test_mse: Option<f64>,
+    /// R = E[ρ²].
+    pub r_overlap2: Option<f64>,
+    /// First-layer outlier count.
+    pub outliers: Option<f64>,
+}
+
+impl ChainValues {
+    /// The per-chain value of an observable (alignment, test_mse, r_overlap2, outliers).
+    pub fn get(&self, observable: &str) -> Option<f64> {
+        match observable {
+            "alignment" => self.alignment,
+            "test_mse" => self.test_mse,
+            "r_overlap2" => self.r_overlap2,
+            "outliers" | "outliers_layer1" => self.outliers,
+            _ => None,
+        }
+    }
+}
+
+/// Observables with per-chain values (what the bootstrap resamples).
+pub const CHAIN_OBSERVABLES: [&str; 4] = ["alignment", "test_mse", "r_overlap2", "outliers"];
+
+/// One finished run, read back from its directory.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    /// Grid index.
+    pub index: usize,
+    /// Directory name.
+    pub id: String,
+    /// Resolved coordinates (d, p, p_over_d, n1, kappa, seed, swept paths).
+    pub coords: BTreeMap<String, f64>,
+    /// `summary.json`.
+    pub summary: Json,
+    /// Per-chain values.
+    pub chains: Vec<ChainValues>,
+    /// Histogram bins (low, high, count) of the first-layer overlaps ρ.
+    pub histogram: Vec<(f64, f64, u64)>,
+}
+
+/// Everything the analysis and the figures read from a results directory.
+#[derive(Debug, Clone)]
+pub struct StoreData {
+    /// The manifest.
+    pub manifest: Json,
+    /// `[analysis]` of the experiment.
+    pub analysis: AnalysisSpec,
+    /// Finished runs, in grid order.
+    pub runs: Vec<RunData>,
+    /// Number of runs in the grid.
+    pub total: usize,
+}
+
+fn parse_opt(s: &str) -> Option<f64> {
+    if s.is_empty() {
+        None
+    } else {
+        s.parse().ok()
+    }
+}
+
+impl StoreData {
+    /// Loads the manifest and every finished run of `dir`.
+    pub fn load(dir: &Path) -> Result<StoreData> {
+        let store = Store::open(dir)?;
+        let manifest = store.manifest()?;
+        let analysis: AnalysisSpec = manifest
+            .get("analysis")
+            .cloned()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| Error::invalid(format!("manifest.json: bad analysis table: {e}")))?
+            .unwrap_or_default();
+        let list = manifest
+            .get("runs")
+            .and_then(Json::as_array)
+            .ok_or_else(|| Error::invalid("manifest.json has no runs list"))?;
+        let mut runs = Vec::new();
+        for r in list {
+            let id = r.get("id").and_then(Json::as_str).unwrap_or("").to_string();
+            let index = r.get("index").and_then(Json::as_u64).unwrap_or(0) as usize;
+            if id.is_empty() || !store.is_finished(&id) {
+                continue;
+            }
+            let rd = store.run_dir(&id);
+            let coords: BTreeMap<String, f64> = r
+                .get("coordinates")
+                .and_then(Json::as_object)
+                .map(|o| {
+                    o.iter()
+                        .filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let sp = rd.join("summary.json");
+            let summary: Json = serde_json::from_str(&read_text(&sp)?)
+                .map_err(|e| Error::invalid(format!("{} is not valid JSON: {e}", sp.display())))?;
+            let mut chains = Vec::new();
+            for line in read_text(&rd.join("chains.csv"))?.lines().skip(1) {
+                let f: Vec<&str> = line.split(',').collect();
+                if f.len() < 6 {
+                    continue;
+                }
+                chains.push(ChainValues {
+                    chain: f[0].parse().unwrap_or(0),
+                    ok: f[1] == "ok",
+                    alignment: parse_opt(f[2]),
+                    test_mse: parse_opt(f[3]),
+                    r_overlap2: parse_opt(f[4]),
+                    outliers: parse_opt(f[5]),
+                });
+            }
+            let mut histogram = Vec::new();
+            for line in read_text(&rd.join("histogram_rho.csv"))?.lines().skip(1) {
+                let f: Vec<&str> = line.split(',').collect();
+                if let (Some(lo), Some(hi), Ok(c)) = (
+                    parse_opt(f[0]),
+                    f.get(1).and_then(|s| parse_opt(s)),
+                    f.get(2).map(|s| s.parse::<u64>()).unwrap_or(Ok(0)),
+                ) {
+                    histogram.push((lo, hi, c));
+                }
+            }
+            runs.push(RunData {
+                index,
+                id,
+                coords,
+                summary,
+                chains,
+                histogram,
+            });
+        }
+        runs.sort_by_key(|r| r.index);
+        let total = list.len();
+        Ok(StoreData {
+            manifest,
+            analysis,
+            runs,
+            total,
+        })
+    }
+}
+
+/// Merges results directories into `out` (idempotent): every input must hold the same sweep;
+/// finished runs are copied (a run present twice must have identical files); the aggregates
+/// are rebuilt. With no inputs, `out` itself is re-aggregated (shards that wrote into one
+/// shared directory). Returns (runs copied, finished, total).
+pub fn merge(out: &Path, inputs: &[PathBuf]) -> Result<(usize, usize, usize)> {
+    let mut manifest: Option<Json> = None;
+    let mut sources = Vec::new();
+    for dir in inputs {
+        let s = Store::open(dir)?;
+        let m = s.manifest()?;
+        if let Some(first) = &manifest {
+            if comparable(first) != comparable(&m) {
+                return Err(Error::invalid(format!(
+                    "{} holds a different experiment or grid than {}; only shards of one sweep can be merged",
+                    dir.display(),
+                    inputs[0].display()
+                )));
+            }
+        } else {
+            manifest = Some(m);
+        }
+        sources.push(s);
+    }
+    let store = match &manifest {
+        Some(m) => Store::create(out, m)?,
+        None => Store::open(out)?,
+    };
+    let mut copied = 0;
+    let mut timings = Vec::new();
+    for s in &sources {
+        if same_dir(&s.dir, &store.dir) {
+            continue;
+        }
+        if let Ok(t) = read_text(&s.dir.join("timing.json")) {
+            timings.push(serde_json::from_str::<Json>(&t).unwrap_or(Json::Null));
+        }
+        let Ok(entries) = std::fs::read_dir(s.dir.join("runs")) else {
+            continue;
+        };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("run-") && s.is_finished(n))
+            .collect();
+        ids.sort();
+        for id in ids {
+            let src = s.run_dir(&id);
+            let dest = store.run_dir(&id);
+            if dest.exists() {
+                compare_runs(&src, &dest, &id)?;
+                continue;
+            }
+            let tmp = store
+                .dir
+                .join("runs")
+                .join(format!(".partial-{id}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&tmp);
+            copy_dir(&src, &tmp)?;
+            std::fs::rename(&tmp, &dest).map_err(|e| io_err(&dest, e))?;
+            copied += 1;
+        }
+    }
+    if !timings.is_empty() {
+        write_atomic(
+            &store.dir.join("timing.json"),
+            pretty(&json!({"merged_from": timings}))?.as_bytes(),
+        )?;
+    }
+    let (finished, total) = store.rebuild_aggregates()?;
+    Ok((copied, finished, total))
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn copy_dir(src: &Path, dest: &Path) -> Result<()> {
+    std::fs::create_dir_all(dest).map_err(|e| io_err(dest, e))?;
+    let entries = std::fs::read_dir(src).map_err(|e| io_err(src, e))?;
+    for e in entries.flatten() {
+        let to = dest.join(e.file_name());
+        std::fs::copy(e.path(), &to).map_err(|err| io_err(&to, err))?;
+    }
+    Ok(())
+}
+
+/// Files of a run directory that must be byte-identical wherever the run was computed.
+const RUN_FILES: [&str; 5] = [
+    "experiment.toml",
+    "summary.json",
+    "chains.csv",
+    "traces.csv",
+    "histogram_rho.csv",
+];
+
+fn compare_runs(a: &Path, b: &Path, id: &str) -> Result<()> {
+    for f in RUN_FILES {
+        let x = std::fs::read(a.join(f)).ok();
+        let y = std::fs::read(b.join(f)).ok();
+        if x != y {
+            return Err(Error::runtime(format!(
+                "{id}/{f} differs between {} and {}; the two results were not computed from the same inputs",
+                a.display(),
+                b.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// UTC time as RFC 3339 (`2026-11-30T09:28:34Z`), from the system clock.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    utc_string(secs)
+}
+
+/// Formats Unix seconds as RFC 3339 UTC (days-from-civil inverse, H. Hinnant's algorithm).
+pub fn utc_string(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// The machine description of `timing.json`.
+pub fn machine() -> Json {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok());
+    json!({
+        "hostname": host,
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "rayon_threads": rayon::current_num_threads(),
+        "rayon_num_threads_env": std::env::var("RAYON_NUM_THREADS").ok(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting_matches_known_dates() {
+        assert_eq!(utc_string(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_string(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_string(1_796_031_714), "2026-11-30T09:41:54Z");
+    }
+
+    #[test]
+    fn csv_numbers_round_trip_and_hide_non_finite() {
+        for x in [0.1, 1.0 / 3.0, 1e-300, -2.5e10] {
+            assert_eq!(num(Some(x)).parse::<f64>().unwrap(), x);
+        }
+        assert_eq!(num(Some(f64::NAN)), "");
+        assert_eq!(num(None), "");
+    }
+}
