@@ -24,12 +24,23 @@ fn num(v: &serde_json::Value, path: &[&str]) -> f64 {
     for p in path {
         cur = &cur[*p];
     }
-    cur.as_f64().unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
 }
 
 #[test]
 fn phase_json_has_located_points_matching_closed_forms() {
-    let v = json_of(&flscale(&["cavity", "phase", "--sigma-w2", "1", "--b", "0.3", "--c", "-0.3", "--json"]));
+    let v = json_of(&flscale(&[
+        "cavity",
+        "phase",
+        "--sigma-w2",
+        "1",
+        "--b",
+        "0.3",
+        "--c",
+        "-0.3",
+        "--json",
+    ]));
     let fold = num(&v, &["u_fold", "u"]);
     let coexist = num(&v, &["u_coexist", "u"]);
     let spinodal = num(&v, &["u_spinodal", "u"]);
@@ -52,13 +63,28 @@ fn phase_diagram_and_potential_figures_are_valid() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("phases.svg");
     let out = flscale(&["cavity", "phase", "--diagram", svg.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.contains("coexistence"));
 
     let png = dir.path().join("potential.png");
-    let out = flscale(&["cavity", "potential", "--u", "20,25,30", "--out", png.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = flscale(&[
+        "cavity",
+        "potential",
+        "--u",
+        "20,25,30",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
 }
@@ -66,13 +92,35 @@ fn phase_diagram_and_potential_figures_are_valid() {
 #[test]
 fn potential_json_is_even_and_zero_at_the_origin() {
     let v = json_of(&flscale(&[
-        "cavity", "potential", "--sigma-w2", "0.5", "--b", "0.3", "--c", "-0.3", "--u", "10,30", "--points", "11", "--json",
+        "cavity",
+        "potential",
+        "--sigma-w2",
+        "0.5",
+        "--b",
+        "0.3",
+        "--c",
+        "-0.3",
+        "--u",
+        "10,30",
+        "--points",
+        "11",
+        "--json",
     ]));
     assert_eq!(v["model"], "mean-field");
-    let rho: Vec<f64> = v["rho"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let rho: Vec<f64> = v["rho"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
     assert_eq!(rho.len(), 11);
     for curve in v["curves"].as_array().unwrap() {
-        let vals: Vec<f64> = curve["potential_over_d"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        let vals: Vec<f64> = curve["potential_over_d"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
         assert!(vals[5].abs() < 1e-15);
         for i in 0..11 {
             assert!((vals[i] - vals[10 - i]).abs() < 1e-14);
@@ -80,17 +128,30 @@ fn potential_json_is_even_and_zero_at_the_origin() {
         // Independent evaluation of Ũ_u/D at ρ = 1.5 (the last node).
         let (u, r): (f64, f64) = (curve["u"].as_f64().unwrap(), 1.5);
         let a = 1.0 + 2.0 * (0.5 + r * r);
-        let want = r * r / 1.0 - 2.0 * u / std::f64::consts::PI * r * r / a * (0.3 + 0.6 * r * r / a).powi(2);
+        let want = r * r / 1.0
+            - 2.0 * u / std::f64::consts::PI * r * r / a * (0.3 + 0.6 * r * r / a).powi(2);
         assert!((vals[10] - want).abs() < 1e-12, "{} vs {want}", vals[10]);
     }
-    let v = json_of(&flscale(&["cavity", "potential", "--p", "100,200", "--d", "20", "--t", "0.05", "--json"]));
+    let v = json_of(&flscale(&[
+        "cavity",
+        "potential",
+        "--p",
+        "100,200",
+        "--d",
+        "20",
+        "--t",
+        "0.05",
+        "--json",
+    ]));
     assert_eq!(v["model"], "finite");
     assert_eq!(v["curves"].as_array().unwrap().len(), 2);
 }
 
 #[test]
 fn cubic_json_reports_both_scales() {
-    let v = json_of(&flscale(&["cavity", "cubic", "--d", "30", "--n", "30", "--json"]));
+    let v = json_of(&flscale(&[
+        "cavity", "cubic", "--d", "30", "--n", "30", "--json",
+    ]));
     assert!(num(&v, &["p_fixed"]) > num(&v, &["p_adaptive"]));
     assert!(num(&v, &["lambda3_aligned"]) > 100.0 * num(&v, &["lambda3_fixed"]));
 }
@@ -98,7 +159,8 @@ fn cubic_json_reports_both_scales() {
 #[test]
 fn solve_json_reports_both_branches() {
     let v = json_of(&flscale(&[
-        "cavity", "solve", "--d", "6", "--n", "6", "--p", "24", "--p-test", "50", "--t", "0.1", "--json",
+        "cavity", "solve", "--d", "6", "--n", "6", "--p", "24", "--p-test", "50", "--t", "0.1",
+        "--json",
     ]));
     for branch in ["unaligned", "aligned"] {
         let b = &v[branch];
@@ -114,7 +176,20 @@ fn sweep_writes_a_figure_and_json() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("sweep.svg");
     let v = json_of(&flscale(&[
-        "cavity", "sweep-p", "--d", "6", "--n", "6", "--p-values", "12,24", "--p-test", "50", "--t", "0.1", "--json", "--out",
+        "cavity",
+        "sweep-p",
+        "--d",
+        "6",
+        "--n",
+        "6",
+        "--p-values",
+        "12,24",
+        "--p-test",
+        "50",
+        "--t",
+        "0.1",
+        "--json",
+        "--out",
         svg.to_str().unwrap(),
     ]));
     assert_eq!(v["unaligned"].as_array().unwrap().len(), 2);
@@ -136,15 +211,30 @@ fn bad_parameters_exit_with_code_2() {
         &["cavity", "solve", "--t", "-0.1"],
         &["cavity", "solve", "--d", "1"],
         &["cavity", "solve", "--p", "100000"],
-        &["cavity", "sweep-p", "--sigma-w2", "0", "--p-values", "10,20"],
+        &[
+            "cavity",
+            "sweep-p",
+            "--sigma-w2",
+            "0",
+            "--p-values",
+            "10,20",
+        ],
         &["cavity", "cubic", "--t", "0"],
         &["cavity", "phase", "--diagram", "x.pdf"],
     ];
     for args in cases {
         let out = flscale(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.starts_with("error: ") && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
         assert!(out.stdout.is_empty(), "{args:?} printed output");
     }
 }
@@ -155,6 +245,9 @@ fn every_subcommand_help_has_an_example() {
         let out = flscale(&["cavity", sub, "--help"]);
         assert!(out.status.success());
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("Example") && text.contains("flscale cavity"), "{sub}: {text}");
+        assert!(
+            text.contains("Example") && text.contains("flscale cavity"),
+            "{sub}: {text}"
+        );
     }
 }

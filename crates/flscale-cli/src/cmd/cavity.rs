@@ -279,12 +279,18 @@ fn run_potential(a: PotentialArgs) -> Result<()> {
         flscale::error::require_positive("N (width)", a.n)?;
         for &p in &a.p {
             let model = FiniteModel::new(a.d, p, a.t, s_a2, r.sigma_w2)?;
-            let vals = grid.iter().map(|&x| model.potential(x, r.b, r.c) / a.d).collect();
+            let vals = grid
+                .iter()
+                .map(|&x| model.potential(x, r.b, r.c) / a.d)
+                .collect();
             curves.push((format!("P = {p} (u = {:.4})", model.u()), p, vals));
         }
         kind = "finite";
         param_name = "p";
-        note = format!("D = {}, T = {}, s_a² = {s_a2}, σ_w² = {}, b = {}, c = {}", a.d, a.t, r.sigma_w2, r.b, r.c);
+        note = format!(
+            "D = {}, T = {}, s_a² = {s_a2}, σ_w² = {}, b = {}, c = {}",
+            a.d, a.t, r.sigma_w2, r.b, r.c
+        );
     } else {
         let us = if a.u.is_empty() {
             let ph = cavity::phase(r.sigma_w2, r.b, r.c, 20)?;
@@ -299,7 +305,9 @@ fn run_potential(a: PotentialArgs) -> Result<()> {
         for &u in &us {
             flscale::error::require_finite("u", u)?;
             if u < 0.0 {
-                return Err(Error::invalid(format!("u = {u} is not allowed; it must be ≥ 0")));
+                return Err(Error::invalid(format!(
+                    "u = {u} is not allowed; it must be ≥ 0"
+                )));
             }
             let vals = grid.iter().map(|&x| mf.potential(u, x)).collect();
             curves.push((format!("u = {u:.4}"), u, vals));
@@ -313,12 +321,28 @@ fn run_potential(a: PotentialArgs) -> Result<()> {
             .iter()
             .map(|(label, _, vals)| {
                 let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
-                (label.clone(), grid.iter().zip(vals).map(|(&x, &v)| (x, v - min)).collect())
+                (
+                    label.clone(),
+                    grid.iter().zip(vals).map(|(&x, &v)| (x, v - min)).collect(),
+                )
             })
             .collect();
-        let title = if finite { "Finite-size overlap potential" } else { "Mean-field overlap potential" };
-        let y = if finite { "(U(ρ) − min U)/D" } else { "(Ũ_u(ρ) − min Ũ_u)/D" };
-        write_figure(path, 900, 600, &figures::potential_chart(title, y, chart_curves, vec![note.clone()]))?;
+        let title = if finite {
+            "Finite-size overlap potential"
+        } else {
+            "Mean-field overlap potential"
+        };
+        let y = if finite {
+            "(U(ρ) − min U)/D"
+        } else {
+            "(Ũ_u(ρ) − min Ũ_u)/D"
+        };
+        write_figure(
+            path,
+            900,
+            600,
+            &figures::potential_chart(title, y, chart_curves, vec![note.clone()]),
+        )?;
     }
     if a.json {
         let cs: Vec<_> = curves
@@ -362,7 +386,12 @@ fn run_phase(a: PhaseArgs) -> Result<()> {
             )));
         }
         let rows = cavity::phase_diagram(r.sigma_w2, r.b, a.c_min, a.c_max, a.diagram_points)?;
-        write_figure(path, 900, 600, &figures::phase_diagram_chart(r.sigma_w2, r.b, &rows))?;
+        write_figure(
+            path,
+            900,
+            600,
+            &figures::phase_diagram_chart(r.sigma_w2, r.b, &rows),
+        )?;
     }
     if a.json {
         return out_json(&to_json(&rep)?);
@@ -426,7 +455,11 @@ fn run_solve(a: SolveArgs, _ctx: &Ctx) -> Result<()> {
     s += &branch_text(&rep.aligned);
     s += &format!(
         "{}; aligned means R > {:.4} (σ_w²/√D)\n",
-        if rep.two_solutions { "two distinct solutions (first-order coexistence)" } else { "one solution" },
+        if rep.two_solutions {
+            "two distinct solutions (first-order coexistence)"
+        } else {
+            "one solution"
+        },
         rep.r_threshold
     );
     s += &format!(
@@ -440,7 +473,10 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
     let p_max = a.p_values.iter().copied().max().unwrap_or(2);
     let prm = a.model.params(p_max)?;
     if !ctx.quiet {
-        tracing::info!("sweeping {} values of P up to {p_max} on both branches", a.p_values.len());
+        tracing::info!(
+            "sweeping {} values of P up to {p_max} on both branches",
+            a.p_values.len()
+        );
     }
     let rep = cavity::sweep_p(&prm, &a.p_values)?;
     if let Some(path) = &a.out {

@@ -165,7 +165,11 @@ impl Points {
                 perp.push(rng.sample(StandardNormal));
             }
         }
-        Points { z, perp, perp_dim: d - 1 }
+        Points {
+            z,
+            perp,
+            perp_dim: d - 1,
+        }
     }
 
     /// The first `count` points.
@@ -193,7 +197,10 @@ impl Points {
 
     /// Targets y = H1(z) + ε·H3(z).
     pub fn targets(&self, eps: f64) -> Vec<f64> {
-        self.z.iter().map(|&z| z + eps * (z * z * z - 3.0 * z)).collect()
+        self.z
+            .iter()
+            .map(|&z| z + eps * (z * z * z - 3.0 * z))
+            .collect()
     }
 }
 
@@ -201,14 +208,31 @@ impl Points {
 fn perp_cov(a: &Points, b: &Points, sigma_w2: f64) -> Mat<f64> {
     let scale = sigma_w2 / a.perp_dim as f64;
     Mat::from_fn(a.len(), b.len(), |i, j| {
-        scale * a.row(i).iter().zip(b.row(j)).map(|(x, y)| x * y).sum::<f64>()
+        scale
+            * a.row(i)
+                .iter()
+                .zip(b.row(j))
+                .map(|(x, y)| x * y)
+                .sum::<f64>()
     })
 }
 
 /// E[erf(m1 + u1)·erf(m2 + u2)] for (u1, u2) ∼ 𝒩(0, [[q1, c], [c, q2]]), by conditioning u2 on
 /// u1 and a Gauss–Hermite rule over u1.
-pub fn erf_pair_mean_quadrature(gh: &GaussHermite, m1: f64, m2: f64, q1: f64, q2: f64, c: f64) -> f64 {
-    let rule: Vec<(f64, f64)> = gh.nodes().iter().copied().zip(gh.weights().iter().copied()).collect();
+pub fn erf_pair_mean_quadrature(
+    gh: &GaussHermite,
+    m1: f64,
+    m2: f64,
+    q1: f64,
+    q2: f64,
+    c: f64,
+) -> f64 {
+    let rule: Vec<(f64, f64)> = gh
+        .nodes()
+        .iter()
+        .copied()
+        .zip(gh.weights().iter().copied())
+        .collect();
     erf_pair_mean_rule(&rule, m1, m2, q1, q2, c)
 }
 
@@ -264,15 +288,13 @@ fn erf_pair_mean_rule(rule: &[(f64, f64)], m1: f64, m2: f64, q1: f64, q2: f64, c
 }
 
 /// The adaptive kernel block K_ab = N s_a²·Σ_k w_k·E_ξ[erf(ρ_k z_a + u_a)·erf(ρ_k z_b + u_b)]
-/// for overlap nodes (ρ_k, w_k) (see the module docs for the series and the quadrature);
-/// `same` marks a = b (the diagonal then uses the quadrature). Returns the block and the
-/// largest |r| met.
+/// for overlap nodes (ρ_k, w_k) (see the module docs for the series and the quadrature).
+/// Each side is its points with their perpendicular variances C_μμ; `cov` is the cross
+/// covariance; `same` marks a = b (the diagonal is then summed pair by pair).
 pub fn kernel_block(
-    a: &Points,
-    b: &Points,
+    (a, var_a): (&Points, &[f64]),
+    (b, var_b): (&Points, &[f64]),
     cov: MatRef<'_, f64>,
-    var_a: &[f64],
-    var_b: &[f64],
     nodes: &[(f64, f64)],
     n_sa2: f64,
     same: bool,
@@ -296,7 +318,12 @@ pub fn kernel_block(
             .map(|(i, rho)| kap[i] * rho * pts.z[i])
             .collect();
         let gauss = x.iter().map(|x| (-x * x).exp()).collect();
-        Side { h_prev: vec![0.0; x.len()], h_cur: vec![1.0; x.len()], gauss, x }
+        Side {
+            h_prev: vec![0.0; x.len()],
+            h_cur: vec![1.0; x.len()],
+            gauss,
+            x,
+        }
     };
     let mut sa = side(a, &kap_a);
     let mut sb = side(b, &kap_b);
@@ -318,7 +345,7 @@ pub fn kernel_block(
     let terms = series_terms_for(r_series, SERIES_TERMS);
     for n in 0..=terms {
         let fill = |e: &mut Mat<f64>, s: &Side, len: usize| {
-            for k in 0..nk {
+            for (k, &wk) in sqrt_w.iter().enumerate() {
                 let col = e.col_as_slice_mut(k);
                 for (i, slot) in col.iter_mut().enumerate().take(len) {
                     let idx = i * nk + k;
@@ -327,16 +354,27 @@ pub fn kernel_block(
                     } else {
                         two_over_sqrt_pi * s.h_cur[idx] * s.gauss[idx]
                     };
-                    *slot = v * sqrt_w[k];
+                    *slot = v * wk;
                 }
             }
         };
         fill(&mut ea, &sa, na);
         fill(&mut eb, &sb, nb);
-        matmul(prod.as_mut(), Accum::Replace, ea.as_ref(), eb.transpose(), 1.0, Par::Seq);
+        matmul(
+            prod.as_mut(),
+            Accum::Replace,
+            ea.as_ref(),
+            eb.transpose(),
+            1.0,
+            Par::Seq,
+        );
         let inv = if n == 0 { 0.0 } else { 1.0 / (2.0 * n as f64) };
         for j in 0..nb {
-            let (o, p, rr) = (out.col_as_slice_mut(j), prod.col_as_slice(j), r.col_as_slice(j));
+            let (o, p, rr) = (
+                out.col_as_slice_mut(j),
+                prod.col_as_slice(j),
+                r.col_as_slice(j),
+            );
             let pw = &mut pow[j * na..(j + 1) * na];
             if n == 0 {
                 o.copy_from_slice(p);
@@ -379,7 +417,9 @@ pub fn kernel_block(
                 out[(i, j)] = if rij.abs() <= PAIR_SERIES_MAX_R {
                     nodes
                         .iter()
-                        .map(|&(rho, w)| w * pair_series(kap_a[i] * rho * a.z[i], kap_b[j] * rho * b.z[j], rij))
+                        .map(|&(rho, w)| {
+                            w * pair_series(kap_a[i] * rho * a.z[i], kap_b[j] * rho * b.z[j], rij)
+                        })
                         .sum()
                 } else {
                     nodes
@@ -427,7 +467,8 @@ pub fn overlap_posterior(model: &FiniteModel, b: f64, c: f64) -> Result<OverlapP
     let (d, s2) = (model.d, model.sigma_w2);
     let u = |r: f64| model.potential(r, b, c);
     // U ≥ Dρ²/(2σ_w²) − s_a²P²m_max²/(2T²) with m² ≤ (2/π)(|b| + |c|)² (erf² ≤ 1, L ≥ 1).
-    let reward_bound = model.s_a2 * model.p * model.p * 2.0 / std::f64::consts::PI * (b.abs() + c.abs()).powi(2)
+    let reward_bound = model.s_a2 * model.p * model.p * 2.0 / std::f64::consts::PI
+        * (b.abs() + c.abs()).powi(2)
         / (2.0 * model.t * model.t);
     let scan = 0.1 * (s2 / d).sqrt();
     let mut vals = vec![u(0.0)];
@@ -459,7 +500,8 @@ pub fn overlap_posterior(model: &FiniteModel, b: f64, c: f64) -> Result<OverlapP
     let mut step = (1.0 / curvature_max.sqrt() / 1.5).min(0.05);
     // The relevant range: where U − U_min < 45 (weights below e^{−45} ≈ 3e-20 are dropped).
     let lo = vals.iter().position(|v| v - umin < 45.0).unwrap_or(0) as f64 * scan;
-    let hi = (vals.len() - 1 - vals.iter().rev().position(|v| v - umin < 45.0).unwrap_or(0)) as f64 * scan;
+    let hi = (vals.len() - 1 - vals.iter().rev().position(|v| v - umin < 45.0).unwrap_or(0)) as f64
+        * scan;
     let hi = (hi + scan).min(rho_end);
     if (hi / step) as usize > MAX_NODES {
         step = hi / MAX_NODES as f64;
@@ -503,7 +545,8 @@ impl Prepared {
     }
 
     fn kernel(&self, post: &OverlapPosterior, n_sa2: f64) -> Mat<f64> {
-        kernel_block(&self.train, &self.train, self.cov.as_ref(), &self.var, &self.var, &post.nodes, n_sa2, true)
+        let side = (&self.train, self.var.as_slice());
+        kernel_block(side, side, self.cov.as_ref(), &post.nodes, n_sa2, true)
     }
 }
 
@@ -516,9 +559,19 @@ fn ridge_solve(mut k: Mat<f64>, t: f64, y: &[f64]) -> Result<Vec<f64>> {
         k[(i, i)] += t;
     }
     let par = Par::Seq;
-    let mut buf = MemBuffer::new(llt::factor::cholesky_in_place_scratch::<f64>(n, par, Default::default()));
-    llt::factor::cholesky_in_place(k.as_mut(), Default::default(), par, MemStack::new(&mut buf), Default::default())
-        .map_err(|e| Error::runtime(format!("K + T·I is not positive definite ({e:?})")))?;
+    let mut buf = MemBuffer::new(llt::factor::cholesky_in_place_scratch::<f64>(
+        n,
+        par,
+        Default::default(),
+    ));
+    llt::factor::cholesky_in_place(
+        k.as_mut(),
+        Default::default(),
+        par,
+        MemStack::new(&mut buf),
+        Default::default(),
+    )
+    .map_err(|e| Error::runtime(format!("K + T·I is not positive definite ({e:?})")))?;
     let mut rhs = Mat::from_fn(n, 1, |i, _| y[i]);
     let mut buf = MemBuffer::new(llt::solve::solve_in_place_scratch::<f64>(n, 1, par));
     llt::solve::solve_in_place(k.as_ref(), rhs.as_mut(), par, MemStack::new(&mut buf));
@@ -595,12 +648,19 @@ pub struct BranchSolution {
     pub overlap_nodes: usize,
 }
 
+/// Where the iteration stopped: (b, c), the overlap posterior and α = (K + T·I)⁻¹y there, and
+/// the convergence record.
+struct FixedPoint {
+    bc: (f64, f64),
+    post: OverlapPosterior,
+    alpha: Vec<f64>,
+    iterations: usize,
+    converged: bool,
+    last_step: f64,
+}
+
 /// Runs the damped fixed-point iteration from `start` on a prepared training set.
-fn fixed_point(
-    prm: &AdaptiveParams,
-    prep: &Prepared,
-    start: (f64, f64),
-) -> Result<((f64, f64), OverlapPosterior, Vec<f64>, usize, bool, f64)> {
+fn fixed_point(prm: &AdaptiveParams, prep: &Prepared, start: (f64, f64)) -> Result<FixedPoint> {
     let model = prm.model(prep.train.len())?;
     let n_sa2 = prm.n as f64 * prm.s_a2;
     let (mut b, mut c) = start;
@@ -614,12 +674,21 @@ fn fixed_point(
         let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
         let (nb, nc) = project(&prep.train.z, &resid);
         if !(nb.is_finite() && nc.is_finite()) {
-            return Err(Error::runtime("the residual projection produced a non-finite value"));
+            return Err(Error::runtime(
+                "the residual projection produced a non-finite value",
+            ));
         }
         let step = (nb - b).abs().max((nc - c).abs());
         if step < prm.tol {
             let post = overlap_posterior(&model, nb, nc)?;
-            return Ok(((nb, nc), post, alpha, it, true, step));
+            return Ok(FixedPoint {
+                bc: (nb, nc),
+                post,
+                alpha,
+                iterations: it,
+                converged: true,
+                last_step: step,
+            });
         }
         if step > 0.95 * last_step {
             damping = (damping * 0.7).max(0.02);
@@ -630,7 +699,14 @@ fn fixed_point(
     }
     let post = overlap_posterior(&model, b, c)?;
     let alpha = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
-    Ok(((b, c), post, alpha, prm.max_iter, false, last_step))
+    Ok(FixedPoint {
+        bc: (b, c),
+        post,
+        alpha,
+        iterations: prm.max_iter,
+        converged: false,
+        last_step,
+    })
 }
 
 /// Evaluates a converged branch: test MSE with the cross kernel, R, covariance.
@@ -639,16 +715,32 @@ fn finish(
     prep: &Prepared,
     test: &Points,
     branch: Branch,
-    fp: ((f64, f64), OverlapPosterior, Vec<f64>, usize, bool, f64),
+    fp: FixedPoint,
 ) -> Result<BranchSolution> {
-    let ((b, c), post, alpha, iterations, converged, last_step) = fp;
+    let FixedPoint {
+        bc: (b, c),
+        post,
+        alpha,
+        iterations,
+        converged,
+        last_step,
+    } = fp;
     let p = prep.train.len();
     let n_sa2 = prm.n as f64 * prm.s_a2;
     let cross = perp_cov(test, &prep.train, prm.sigma_w2);
     let var_test: Vec<f64> = (0..test.len())
-        .map(|i| prm.sigma_w2 / test.perp_dim as f64 * test.row(i).iter().map(|x| x * x).sum::<f64>())
+        .map(|i| {
+            prm.sigma_w2 / test.perp_dim as f64 * test.row(i).iter().map(|x| x * x).sum::<f64>()
+        })
         .collect();
-    let k_cross = kernel_block(test, &prep.train, cross.as_ref(), &var_test, &prep.var, &post.nodes, n_sa2, false);
+    let k_cross = kernel_block(
+        (test, &var_test),
+        (&prep.train, &prep.var),
+        cross.as_ref(),
+        &post.nodes,
+        n_sa2,
+        false,
+    );
     let y_test = test.targets(prm.eps);
     let mut se = 0.0;
     for (i, y) in y_test.iter().enumerate() {
@@ -705,15 +797,31 @@ fn r_threshold(prm: &AdaptiveParams) -> f64 {
 /// The self-consistent adaptive kernel at one P, from both starts.
 pub fn solve(prm: &AdaptiveParams) -> Result<SolveReport> {
     prm.validate()?;
-    let prep = Prepared::new(Points::sample(prm.d, prm.p, prm.seed, 0), prm.eps, prm.sigma_w2);
+    let prep = Prepared::new(
+        Points::sample(prm.d, prm.p, prm.seed, 0),
+        prm.eps,
+        prm.sigma_w2,
+    );
     let test = Points::sample(prm.d, prm.p_test, prm.seed, 1);
     let (cold, hot) = rayon::join(
-        || fixed_point(prm, &prep, (0.0, 0.0)).and_then(|fp| finish(prm, &prep, &test, Branch::Unaligned, fp)),
-        || fixed_point(prm, &prep, (1.0, prm.eps)).and_then(|fp| finish(prm, &prep, &test, Branch::Aligned, fp)),
+        || {
+            fixed_point(prm, &prep, (0.0, 0.0))
+                .and_then(|fp| finish(prm, &prep, &test, Branch::Unaligned, fp))
+        },
+        || {
+            fixed_point(prm, &prep, (1.0, prm.eps))
+                .and_then(|fp| finish(prm, &prep, &test, Branch::Aligned, fp))
+        },
     );
     let (cold, hot) = (cold?, hot?);
     let two = (cold.r - hot.r).abs() > 1e-4 * cold.r.max(hot.r);
-    Ok(SolveReport { params: prm.clone(), unaligned: cold, aligned: hot, two_solutions: two, r_threshold: r_threshold(prm) })
+    Ok(SolveReport {
+        params: prm.clone(),
+        unaligned: cold,
+        aligned: hot,
+        two_solutions: two,
+        r_threshold: r_threshold(prm),
+    })
 }
 
 /// Result of `flscale cavity sweep-p`.
@@ -744,7 +852,11 @@ fn crossing(points: &[(f64, f64)], threshold: f64, upward: bool) -> Option<f64> 
     // P below the threshold followed by one above (scanning from large P down).
     let idx: Vec<usize> = (1..points.len()).collect();
     let hit = |i: usize| points[i - 1].1 < threshold && points[i].1 >= threshold;
-    let i = if upward { idx.into_iter().find(|&i| hit(i)) } else { idx.into_iter().rev().find(|&i| hit(i)) }?;
+    let i = if upward {
+        idx.into_iter().find(|&i| hit(i))
+    } else {
+        idx.into_iter().rev().find(|&i| hit(i))
+    }?;
     let (p0, r0) = points[i - 1];
     let (p1, r1) = points[i];
     let frac = (threshold - r0) / (r1 - r0);
@@ -758,7 +870,9 @@ pub fn sweep_p(prm: &AdaptiveParams, p_values: &[usize]) -> Result<SweepReport> 
     ps.sort_unstable();
     ps.dedup();
     if ps.is_empty() {
-        return Err(Error::invalid("the list of P values is empty; give at least one P"));
+        return Err(Error::invalid(
+            "the list of P values is empty; give at least one P",
+        ));
     }
     let p_max = *ps.last().unwrap_or(&2);
     let mut top = prm.clone();
@@ -767,27 +881,37 @@ pub fn sweep_p(prm: &AdaptiveParams, p_values: &[usize]) -> Result<SweepReport> 
     at_least("smallest P", ps[0], 2)?;
     let all = Points::sample(prm.d, p_max, prm.seed, 0);
     let test = Points::sample(prm.d, prm.p_test, prm.seed, 1);
-    let run = |order: Vec<usize>, start: (f64, f64), branch: Branch| -> Result<Vec<BranchSolution>> {
-        let mut at = start;
-        let mut out = Vec::with_capacity(order.len());
-        for p in order {
-            let prep = Prepared::new(all.prefix(p), prm.eps, prm.sigma_w2);
-            let fp = fixed_point(prm, &prep, at)?;
-            at = fp.0;
-            out.push(finish(prm, &prep, &test, branch, fp)?);
-        }
-        Ok(out)
-    };
+    let run =
+        |order: Vec<usize>, start: (f64, f64), branch: Branch| -> Result<Vec<BranchSolution>> {
+            let mut at = start;
+            let mut out = Vec::with_capacity(order.len());
+            for p in order {
+                let prep = Prepared::new(all.prefix(p), prm.eps, prm.sigma_w2);
+                let fp = fixed_point(prm, &prep, at)?;
+                at = fp.bc;
+                out.push(finish(prm, &prep, &test, branch, fp)?);
+            }
+            Ok(out)
+        };
     let (cold, hot) = rayon::join(
         || run(ps.clone(), (0.0, 0.0), Branch::Unaligned),
-        || run(ps.iter().rev().copied().collect(), (1.0, prm.eps), Branch::Aligned),
+        || {
+            run(
+                ps.iter().rev().copied().collect(),
+                (1.0, prm.eps),
+                Branch::Aligned,
+            )
+        },
     );
     let cold = cold?;
     let mut hot = hot?;
     hot.reverse();
     let thr = r_threshold(prm);
     let curve = |v: &[BranchSolution]| v.iter().map(|s| (s.p as f64, s.r)).collect::<Vec<_>>();
-    let hysteresis = cold.iter().zip(&hot).any(|(a, b)| (a.r - b.r).abs() > 1e-3 * a.r.max(b.r));
+    let hysteresis = cold
+        .iter()
+        .zip(&hot)
+        .any(|(a, b)| (a.r - b.r).abs() > 1e-3 * a.r.max(b.r));
     Ok(SweepReport {
         params: top,
         p_values: ps,
@@ -813,7 +937,7 @@ mod tests {
         let cov = perp_cov(&pts, &pts, 0.8);
         let var: Vec<f64> = (0..pts.len()).map(|i| cov[(i, i)]).collect();
         let nodes = [(0.0, 0.2), (0.4, 0.5), (1.1, 0.3)];
-        let k = kernel_block(&pts, &pts, cov.as_ref(), &var, &var, &nodes, 1.0, true);
+        let k = kernel_block((&pts, &var), (&pts, &var), cov.as_ref(), &nodes, 1.0, true);
         let mut checked = 0;
         for i in 0..pts.len() {
             for j in 0..pts.len() {
@@ -823,9 +947,22 @@ mod tests {
                 }
                 let want: f64 = nodes
                     .iter()
-                    .map(|&(rho, w)| w * erf_pair_mean_quadrature(&gh, rho * pts.z[i], rho * pts.z[j], var[i], var[j], cov[(i, j)]))
+                    .map(|&(rho, w)| {
+                        w * erf_pair_mean_quadrature(
+                            &gh,
+                            rho * pts.z[i],
+                            rho * pts.z[j],
+                            var[i],
+                            var[j],
+                            cov[(i, j)],
+                        )
+                    })
                     .sum();
-                assert!((k[(i, j)] - want).abs() < 1e-12, "({i},{j}) r={r}: {} vs {want}", k[(i, j)]);
+                assert!(
+                    (k[(i, j)] - want).abs() < 1e-12,
+                    "({i},{j}) r={r}: {} vs {want}",
+                    k[(i, j)]
+                );
                 checked += 1;
             }
         }
@@ -838,7 +975,11 @@ mod tests {
         let gh = GaussHermite::new(100).unwrap();
         let (m1, m2, q1, q2, c): (f64, f64, f64, f64, f64) = (0.4, -0.7, 0.9, 0.5, 0.3);
         let rho = c / (q1 * q2).sqrt();
-        let want = gh.expect_pair(rho, |u| libm::erf(m1 + q1.sqrt() * u), |v| libm::erf(m2 + q2.sqrt() * v));
+        let want = gh.expect_pair(
+            rho,
+            |u| libm::erf(m1 + q1.sqrt() * u),
+            |v| libm::erf(m2 + q2.sqrt() * v),
+        );
         let got = erf_pair_mean_quadrature(&gh, m1, m2, q1, q2, c);
         assert!((got - want).abs() < 1e-12, "{got} vs {want}");
     }
@@ -853,8 +994,13 @@ mod tests {
         let var: Vec<f64> = (0..pts.len()).map(|i| cov[(i, i)]).collect();
         let gh = GaussHermite::new(60).unwrap();
         let sd = (s2 / d as f64).sqrt();
-        let nodes: Vec<(f64, f64)> = gh.nodes().iter().zip(gh.weights()).map(|(&x, &w)| (sd * x, w)).collect();
-        let k = kernel_block(&pts, &pts, cov.as_ref(), &var, &var, &nodes, nsa2, true);
+        let nodes: Vec<(f64, f64)> = gh
+            .nodes()
+            .iter()
+            .zip(gh.weights())
+            .map(|(&x, &w)| (sd * x, w))
+            .collect();
+        let k = kernel_block((&pts, &var), (&pts, &var), cov.as_ref(), &nodes, nsa2, true);
         let par = s2 / d as f64;
         for i in 0..pts.len() {
             for j in 0..pts.len() {
@@ -862,7 +1008,11 @@ mod tests {
                 let q2 = par * pts.z[j] * pts.z[j] + var[j];
                 let c12 = par * pts.z[i] * pts.z[j] + cov[(i, j)];
                 let want = nsa2 * erf_arcsin_kernel(q1, q2, c12);
-                assert!((k[(i, j)] - want).abs() < 1e-9, "({i},{j}) {} vs {want}", k[(i, j)]);
+                assert!(
+                    (k[(i, j)] - want).abs() < 1e-9,
+                    "({i},{j}) {} vs {want}",
+                    k[(i, j)]
+                );
             }
         }
     }
@@ -874,7 +1024,9 @@ mod tests {
             let post = overlap_posterior(&model, b, c).unwrap();
             let n = 400_000;
             let h = 4.0 / n as f64;
-            let vals: Vec<f64> = (0..=n).map(|i| model.potential(i as f64 * h, b, c)).collect();
+            let vals: Vec<f64> = (0..=n)
+                .map(|i| model.potential(i as f64 * h, b, c))
+                .collect();
             let vmin = vals.iter().copied().fold(f64::INFINITY, f64::min);
             let (mut z, mut m2) = (0.0, 0.0);
             for (i, v) in vals.iter().enumerate() {
@@ -885,7 +1037,10 @@ mod tests {
             }
             let want = m2 / z;
             let got = post.second_moment();
-            assert!((got - want).abs() < 1e-8 * want.max(1e-3), "b={b} c={c}: {got} vs {want}");
+            assert!(
+                (got - want).abs() < 1e-8 * want.max(1e-3),
+                "b={b} c={c}: {got} vs {want}"
+            );
         }
     }
 
@@ -913,9 +1068,14 @@ mod tests {
         for s in [&rep.unaligned, &rep.aligned] {
             assert!(s.converged, "{s:?}");
             // One more undamped application of the map returns the same (b, c).
-            let prep = Prepared::new(Points::sample(prm.d, prm.p, prm.seed, 0), prm.eps, prm.sigma_w2);
+            let prep = Prepared::new(
+                Points::sample(prm.d, prm.p, prm.seed, 0),
+                prm.eps,
+                prm.sigma_w2,
+            );
             let post = overlap_posterior(&prm.model(prm.p).unwrap(), s.b, s.c).unwrap();
-            let alpha = ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y).unwrap();
+            let alpha =
+                ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y).unwrap();
             let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
             let (b2, c2) = project(&prep.train.z, &resid);
             assert!((b2 - s.b).abs() < 1e-6 && (c2 - s.c).abs() < 1e-6);
@@ -926,42 +1086,31 @@ mod tests {
 
     #[test]
     fn sweep_shows_r_rising_from_prior_scale_to_order_one() {
-        let prm = small(160);
-        let rep = sweep_p(&prm, &[10, 20, 40, 80, 160]).unwrap();
-        let first = &rep.unaligned[0];
-        let last = rep.aligned.last().unwrap();
+        // D = N = 8, T = 0.01: the branch continued from large alignment is aligned at P = 200
+        // (R = O(1)) while continuation from small alignment starts at the prior scale.
+        let prm = AdaptiveParams {
+            d: 8,
+            n: 8,
+            s_a2: 1.0 / 8.0,
+            t: 0.01,
+            p_test: 50,
+            ..small(200)
+        };
+        let rep = sweep_p(&prm, &[25, 200]).unwrap();
         let prior = prm.sigma_w2 / prm.d as f64;
-        assert!(first.r < 3.0 * prior, "R at P=10: {} (prior {prior})", first.r);
-        assert!(last.r > rep.r_threshold, "R at P=160: {}", last.r);
-        assert!(rep.p_transition_down.is_some() || rep.p_transition_up.is_some());
-    }
-
-    #[test]
-    #[ignore]
-    fn diagnostics_kernel_timing() {
-        let pts = Points::sample(20, 400, 1, 0);
-        let cov = perp_cov(&pts, &pts, 1.0);
-        let var: Vec<f64> = (0..pts.len()).map(|i| cov[(i, i)]).collect();
-        let nodes: Vec<(f64, f64)> = (0..50).map(|k| (0.02 * k as f64, 0.02)).collect();
-        let t0 = std::time::Instant::now();
-        let _ = kernel_block(&pts, &pts, cov.as_ref(), &var, &var, &nodes, 1.0, true);
-        eprintln!("kernel {:?}", t0.elapsed());
-    }
-
-    #[test]
-    #[ignore]
-    fn diagnostics_timing() {
-        let ps: Vec<usize> = std::env::var("CAVITY_PS").map(|v| v.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![40, 80, 160]);
-        for p in ps {
-            let mut prm = if std::env::var("CAVITY_BLOG").is_ok() { AdaptiveParams::blog(p) } else { small(p) };
-            if let Ok(t) = std::env::var("CAVITY_T") { prm.t = t.parse().unwrap(); }
-            if let Ok(d) = std::env::var("CAVITY_D") { prm.d = d.parse().unwrap(); prm.n = prm.d; prm.s_a2 = 1.0 / prm.d as f64; }
-            let t0 = std::time::Instant::now();
-            let rep = solve(&prm).unwrap();
-            eprintln!("P={p} {:?} cold it={} R={} b={} c={} nodes={} | hot it={} R={} b={} c={} nodes={} mse {} {}",
-                t0.elapsed(), rep.unaligned.iterations, rep.unaligned.r, rep.unaligned.b, rep.unaligned.c, rep.unaligned.overlap_nodes,
-                rep.aligned.iterations, rep.aligned.r, rep.aligned.b, rep.aligned.c, rep.aligned.overlap_nodes, rep.unaligned.test_mse_relative, rep.aligned.test_mse_relative);
-        }
+        let first = &rep.unaligned[0];
+        assert!(
+            first.r < 3.0 * prior,
+            "R at P=25: {} (prior {prior})",
+            first.r
+        );
+        let last = rep.aligned.last().unwrap();
+        assert!(last.r > rep.r_threshold, "R at P=200: {}", last.r);
+        assert!(rep.hysteresis);
+        let p_down = rep
+            .p_transition_down
+            .expect("the aligned branch loses alignment in range");
+        assert!((25.0..=200.0).contains(&p_down), "{p_down}");
     }
 
     #[test]

@@ -133,7 +133,10 @@ mod tests {
             for k in 1..=5 {
                 let got = quad(rho, q, |z, g| libm::erf(g) * he(k, z));
                 let want = erf_hermite_correlation(k, rho, q);
-                assert!((got - want).abs() < 1e-12, "k={k} ρ={rho} q={q}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() < 1e-12,
+                    "k={k} ρ={rho} q={q}: {got} vs {want}"
+                );
             }
         }
         // The named closed forms are the k = 1, 3 cases of the identity.
@@ -164,11 +167,16 @@ mod tests {
         for &(rho, q) in &CASES {
             let h1 = quad(rho, q, |z, g| libm::erf(g) * z);
             let h3 = quad(rho, q, |z, g| libm::erf(g) * (z * z * z - 3.0 * z));
-            let m = quad(rho, q, |z, g| libm::erf(g) * (b * z + c * (z * z * z - 3.0 * z)));
+            let m = quad(rho, q, |z, g| {
+                libm::erf(g) * (b * z + c * (z * z * z - 3.0 * z))
+            });
             let v = quad(rho, q, |_, g| libm::erf(g).powi(2));
             assert!((h1 - erf_h1(rho, q)).abs() < 1e-12, "{h1}");
             assert!((h3 - erf_h3(rho, q)).abs() < 1e-12, "{h3}");
-            assert!((m - residual_correlation(rho, q, b, c)).abs() < 1e-12, "{m}");
+            assert!(
+                (m - residual_correlation(rho, q, b, c)).abs() < 1e-12,
+                "{m}"
+            );
             assert!((v - feature_variance(q)).abs() < 1e-12, "{v}");
         }
     }
@@ -185,7 +193,9 @@ mod tests {
             );
             within_3se(
                 "E[erf H3]",
-                monte_carlo(rho, q, seed + 1, |z, g| libm::erf(g) * (z * z * z - 3.0 * z)),
+                monte_carlo(rho, q, seed + 1, |z, g| {
+                    libm::erf(g) * (z * z * z - 3.0 * z)
+                }),
                 erf_h3(rho, q),
             );
             within_3se(

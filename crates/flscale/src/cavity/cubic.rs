@@ -51,7 +51,15 @@ pub struct CubicScales {
 /// λ3 and the fixed vs adaptive sample scales for residual coefficients (b, c), which set ρ*
 /// and u_c through the mean-field potential.
 #[allow(clippy::too_many_arguments)]
-pub fn cubic_scales(d: f64, n: f64, t: f64, s_a2: f64, sigma_w2: f64, b: f64, c: f64) -> Result<CubicScales> {
+pub fn cubic_scales(
+    d: f64,
+    n: f64,
+    t: f64,
+    s_a2: f64,
+    sigma_w2: f64,
+    b: f64,
+    c: f64,
+) -> Result<CubicScales> {
     positive("D (input dimension)", d)?;
     positive("N (width)", n)?;
     positive("T (likelihood variance)", t)?;
@@ -67,8 +75,8 @@ pub fn cubic_scales(d: f64, n: f64, t: f64, s_a2: f64, sigma_w2: f64, b: f64, c:
             let rho = sd * x;
             erf_h3(rho, sigma_w2 + rho * rho).powi(2)
         });
-    let lambda3_fixed_leading =
-        ns / 6.0 * 16.0 / std::f64::consts::PI * 15.0 * sigma_w2.powi(3) / (d.powi(3) * (1.0 + 2.0 * sigma_w2).powi(3));
+    let lambda3_fixed_leading = ns / 6.0 * 16.0 / std::f64::consts::PI * 15.0 * sigma_w2.powi(3)
+        / (d.powi(3) * (1.0 + 2.0 * sigma_w2).powi(3));
     let mf = MeanField::new(sigma_w2, b, c)?;
     let (u_coexist, rho_star) = coexistence_closed_form(&mf).ok_or_else(|| {
         Error::invalid(format!(
@@ -77,7 +85,11 @@ pub fn cubic_scales(d: f64, n: f64, t: f64, s_a2: f64, sigma_w2: f64, b: f64, c:
     })?;
     // A continuous transition has ρ* = 0 at u_c; the aligned overlap then grows past it, and
     // the scale is read at the prior-to-O(1) crossover ρ = σ_w (the prior's full norm).
-    let rho_aligned = if rho_star > 0.0 { rho_star } else { sigma_w2.sqrt() };
+    let rho_aligned = if rho_star > 0.0 {
+        rho_star
+    } else {
+        sigma_w2.sqrt()
+    };
     let lambda3_aligned = ns / 6.0 * erf_h3(rho_aligned, sigma_w2 + rho_aligned.powi(2)).powi(2);
     let p_fixed = t / lambda3_fixed;
     let p_cubic_aligned = t / lambda3_aligned;
@@ -123,14 +135,21 @@ mod tests {
         }
         let mean = s1 / m as f64;
         let se = ((sq / m as f64 - mean * mean) / m as f64).sqrt();
-        assert!((mean - r.lambda3_fixed).abs() < 3.0 * se, "{mean} ± {se} vs {}", r.lambda3_fixed);
+        assert!(
+            (mean - r.lambda3_fixed).abs() < 3.0 * se,
+            "{mean} ± {se} vs {}",
+            r.lambda3_fixed
+        );
         // The leading form drops the ρ² in q: relative correction −6·E[ρ⁸]/((1+2σ_w²)E[ρ⁶])
         // = −42σ_w²/(D(1+2σ_w²)) at first order (E[ρ⁸]/E[ρ⁶] = 7σ_w²/D).
         for d in [200.0, 2000.0] {
             let r = cubic_scales(d, n, t, s_a2, s2, 0.3, -0.3).unwrap();
             let rel = r.lambda3_fixed / r.lambda3_fixed_leading - 1.0;
             let first_order = -42.0 * s2 / (d * (1.0 + 2.0 * s2));
-            assert!((rel - first_order).abs() < 10.0 * first_order.powi(2), "D={d}: {rel} vs {first_order}");
+            assert!(
+                (rel - first_order).abs() < 10.0 * first_order.powi(2),
+                "D={d}: {rel} vs {first_order}"
+            );
         }
     }
 

@@ -11,14 +11,22 @@ use super::phase::PhaseRow;
 pub type Curve = (String, Vec<(f64, f64)>);
 
 /// (U(ρ) − min U) per curve against ρ, like blog Fig. 4.1 (which plots (Ũ_u − min Ũ_u)/D).
-pub fn potential_chart(title: &str, y_label: &str, curves: Vec<Curve>, notes: Vec<String>) -> LineChart {
+pub fn potential_chart(
+    title: &str,
+    y_label: &str,
+    curves: Vec<Curve>,
+    notes: Vec<String>,
+) -> LineChart {
     LineChart {
         title: title.into(),
         x_label: "overlap ρ = w·e".into(),
         y_label: y_label.into(),
         log_x: false,
         log_y: false,
-        series: curves.into_iter().map(|(label, pts)| Series::new(label, pts, Mark::Line)).collect(),
+        series: curves
+            .into_iter()
+            .map(|(label, pts)| Series::new(label, pts, Mark::Line))
+            .collect(),
         notes,
     }
 }
@@ -28,7 +36,9 @@ pub fn potential_chart(title: &str, y_label: &str, curves: Vec<Curve>, notes: Ve
 /// coexistence and spinodal the centre is.
 pub fn phase_diagram_chart(sigma_w2: f64, b: f64, rows: &[PhaseRow]) -> LineChart {
     let line = |pick: &dyn Fn(&PhaseRow) -> Option<f64>| {
-        rows.iter().filter_map(|r| pick(r).map(|u| (r.c, u))).collect::<Vec<_>>()
+        rows.iter()
+            .filter_map(|r| pick(r).map(|u| (r.c, u)))
+            .collect::<Vec<_>>()
     };
     LineChart {
         title: format!("Mean-field phases, σ_w² = {sigma_w2}, b = {b}"),
@@ -37,9 +47,21 @@ pub fn phase_diagram_chart(sigma_w2: f64, b: f64, rows: &[PhaseRow]) -> LineChar
         log_x: false,
         log_y: true,
         series: vec![
-            Series::new("fold (side minima appear)", line(&|r| r.u_fold), Mark::Dashed),
-            Series::new("coexistence (equal depth)", line(&|r| r.u_coexist), Mark::Line),
-            Series::new("spinodal (U''(0) = 0)", line(&|r| r.u_spinodal), Mark::Dashed),
+            Series::new(
+                "fold (side minima appear)",
+                line(&|r| r.u_fold),
+                Mark::Dashed,
+            ),
+            Series::new(
+                "coexistence (equal depth)",
+                line(&|r| r.u_coexist),
+                Mark::Line,
+            ),
+            Series::new(
+                "spinodal (U''(0) = 0)",
+                line(&|r| r.u_spinodal),
+                Mark::Dashed,
+            ),
         ],
         notes: vec!["aligned phase above the coexistence line".into()],
     }
@@ -47,7 +69,8 @@ pub fn phase_diagram_chart(sigma_w2: f64, b: f64, rows: &[PhaseRow]) -> LineChar
 
 /// R(P) and the relative test MSE along both branches, with the alignment threshold.
 pub fn sweep_chart(rep: &SweepReport) -> LineChart {
-    let pts = |v: &[super::adaptive::BranchSolution], f: &dyn Fn(&super::adaptive::BranchSolution) -> f64| {
+    let pts = |v: &[super::adaptive::BranchSolution],
+               f: &dyn Fn(&super::adaptive::BranchSolution) -> f64| {
         v.iter().map(|s| (s.p as f64, f(s))).collect::<Vec<_>>()
     };
     let (p0, p1) = (
@@ -56,7 +79,12 @@ pub fn sweep_chart(rep: &SweepReport) -> LineChart {
     );
     let mut notes = vec![format!(
         "D = {}, N = {}, T = {}, s_a² = {}, σ_w² = {}, ε = {}",
-        rep.params.d, rep.params.n, rep.params.t, rep.params.s_a2, rep.params.sigma_w2, rep.params.eps
+        rep.params.d,
+        rep.params.n,
+        rep.params.t,
+        rep.params.s_a2,
+        rep.params.sigma_w2,
+        rep.params.eps
     )];
     if let Some(p) = rep.p_transition_up {
         notes.push(format!("cold start aligns at P ≈ {p:.1}"));
@@ -71,11 +99,31 @@ pub fn sweep_chart(rep: &SweepReport) -> LineChart {
         log_x: true,
         log_y: true,
         series: vec![
-            Series::new("R, from small alignment", pts(&rep.unaligned, &|s| s.r), Mark::LinePoints),
-            Series::new("R, from large alignment", pts(&rep.aligned, &|s| s.r), Mark::LinePoints),
-            Series::new("test MSE, from small", pts(&rep.unaligned, &|s| s.test_mse_relative), Mark::Dashed),
-            Series::new("test MSE, from large", pts(&rep.aligned, &|s| s.test_mse_relative), Mark::Dashed),
-            Series::new("R threshold σ_w²/√D", vec![(p0, rep.r_threshold), (p1, rep.r_threshold)], Mark::Dashed),
+            Series::new(
+                "R, from small alignment",
+                pts(&rep.unaligned, &|s| s.r),
+                Mark::LinePoints,
+            ),
+            Series::new(
+                "R, from large alignment",
+                pts(&rep.aligned, &|s| s.r),
+                Mark::LinePoints,
+            ),
+            Series::new(
+                "test MSE, from small",
+                pts(&rep.unaligned, &|s| s.test_mse_relative),
+                Mark::Dashed,
+            ),
+            Series::new(
+                "test MSE, from large",
+                pts(&rep.aligned, &|s| s.test_mse_relative),
+                Mark::Dashed,
+            ),
+            Series::new(
+                "R threshold σ_w²/√D",
+                vec![(p0, rep.r_threshold), (p1, rep.r_threshold)],
+                Mark::Dashed,
+            ),
         ],
         notes,
     }

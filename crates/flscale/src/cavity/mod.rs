@@ -25,7 +25,9 @@ pub mod figures;
 pub mod phase;
 pub mod potential;
 
-pub use adaptive::{solve, sweep_p, AdaptiveParams, Branch, BranchSolution, SolveReport, SweepReport};
+pub use adaptive::{
+    solve, sweep_p, AdaptiveParams, Branch, BranchSolution, SolveReport, SweepReport,
+};
 pub use closed_forms::{erf_h1, erf_h3, feature_variance, residual_correlation};
 pub use cubic::{cubic_scales, CubicScales};
 pub use phase::{phase, phase_diagram, PhaseReport};
@@ -51,5 +53,80 @@ pub(crate) fn at_least(name: &str, value: usize, min: usize) -> Result<usize> {
         Err(Error::invalid(format!(
             "{name} = {value} is not allowed; it must be an integer ≥ {min}"
         )))
+    }
+}
+
+#[cfg(test)]
+mod no_panic_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any f64, including the non-finite and extreme values a user might type.
+    fn any_value() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            -1e3..1e3f64,
+            -2.0..2.0f64,
+            Just(0.0),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(1e-300),
+            Just(1e300),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        #[test]
+        fn phase_and_potentials_never_panic_nor_return_nan(
+            s2 in any_value(), b in any_value(), c in any_value(), d in 0usize..200,
+        ) {
+            if let Ok(rep) = phase(s2, b, c, d) {
+                prop_assert!(rep.u_fold.u.is_finite() && rep.u_coexist.u.is_finite());
+                prop_assert!(rep.u_fold.u <= rep.u_coexist.u * (1.0 + 1e-9));
+                prop_assert!(rep.rho_star.is_finite());
+            }
+            if let Ok(mf) = MeanField::new(s2, b, c) {
+                for rho in [0.0, 0.3, 2.0] {
+                    prop_assert!(!mf.potential(10.0, rho).is_nan());
+                }
+            }
+            let _ = phase_diagram(s2, b, c, c + 1.0, 5);
+        }
+
+        #[test]
+        fn finite_potential_and_cubic_never_panic(
+            d in any_value(), p in any_value(), t in any_value(), s_a2 in any_value(), s2 in any_value(),
+            b in any_value(), c in any_value(),
+        ) {
+            if let Ok(m) = FiniteModel::new(d, p, t, s_a2, s2) {
+                let _ = m.potential(0.5, b, c);
+                let _ = m.curvature_at_zero(b);
+            }
+            if let Ok(r) = cubic_scales(d, d, t, s_a2, s2, b, c) {
+                prop_assert!(!r.lambda3_fixed.is_nan() && !r.p_fixed.is_nan());
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+
+        #[test]
+        fn solve_never_panics(
+            d in 0usize..6, p in 0usize..14, t in any_value(), s2 in any_value(), eps in any_value(),
+            damping in any_value(), seed in 0u64..1000,
+        ) {
+            let prm = AdaptiveParams {
+                d, n: 4, p, t, s_a2: 0.25, sigma_w2: s2, eps, seed, p_test: 8, damping,
+                max_iter: 30, tol: 1e-6,
+            };
+            if let Ok(rep) = solve(&prm) {
+                for s in [&rep.unaligned, &rep.aligned] {
+                    prop_assert!(!s.r.is_nan() && !s.b.is_nan() && !s.test_mse.is_nan());
+                }
+            }
+        }
     }
 }

@@ -142,7 +142,8 @@ pub fn fold_closed_form(mf: &MeanField) -> Option<(f64, f64)> {
     if mf.c != 0.0 {
         let (b, c) = (mf.b, mf.c);
         let centre = (2.0 * b + c) / (8.0 * c);
-        let half_width = (3.0 * (4.0 * b * b - 4.0 * b * c + 3.0 * c * c)).sqrt() / (24.0 * c.abs());
+        let half_width =
+            (3.0 * (4.0 * b * b - 4.0 * b * c + 3.0 * c * c)).sqrt() / (24.0 * c.abs());
         for s in [centre - half_width, centre + half_width] {
             if s > 0.0 && s < 0.5 {
                 let k = k_of_s(mf, s);
@@ -300,10 +301,12 @@ pub fn phase(sigma_w2: f64, b: f64, c: f64, d: usize) -> Result<PhaseReport> {
             "no transition found for σ_w² = {sigma_w2}, b = {b}, c = {c}: the fit reward never beats the prior"
         )));
     }
-    let (u_c_closed, _) = coexistence_closed_form(&mf)
-        .ok_or_else(|| Error::runtime("the closed-form coexistence does not exist for these parameters"))?;
-    let (u_f_closed, _) = fold_closed_form(&mf)
-        .ok_or_else(|| Error::runtime("the closed-form fold does not exist for these parameters"))?;
+    let (u_c_closed, _) = coexistence_closed_form(&mf).ok_or_else(|| {
+        Error::runtime("the closed-form coexistence does not exist for these parameters")
+    })?;
+    let (u_f_closed, _) = fold_closed_form(&mf).ok_or_else(|| {
+        Error::runtime("the closed-form fold does not exist for these parameters")
+    })?;
     let located = |u: f64, closed: f64, rho: f64| Located {
         u,
         u_closed_form: closed,
@@ -337,12 +340,21 @@ pub fn phase(sigma_w2: f64, b: f64, c: f64, d: usize) -> Result<PhaseReport> {
         b,
         c,
         d,
-        kind: if first_order { "first-order" } else { "continuous" }.into(),
+        kind: if first_order {
+            "first-order"
+        } else {
+            "continuous"
+        }
+        .into(),
         u_fold: located(u_f_num, u_f_closed, rho_fold),
         u_coexist: located(u_c_num, u_c_closed, rho_star),
         u_spinodal,
         rho_star,
-        r_unaligned_leading: if r_unaligned_leading.is_finite() { r_unaligned_leading } else { f64::NAN },
+        r_unaligned_leading: if r_unaligned_leading.is_finite() {
+            r_unaligned_leading
+        } else {
+            f64::NAN
+        },
         r_aligned_leading: rho_star * rho_star,
         r_unaligned_at_d: moments.0,
         r_aligned_at_d: moments.1,
@@ -363,7 +375,9 @@ fn well_moments(mf: &MeanField, u: f64, rho_star: f64, d: f64) -> (f64, f64, f64
     // Barrier: the maximum of Ũ between 0 and ρ*; without a side well the split is at ρ_hi.
     let split = if rho_star > 0.0 {
         let j_star = ((rho_star / h).round() as usize).min(n);
-        (0..=j_star).max_by(|&i, &j| vals[i].total_cmp(&vals[j])).unwrap_or(n)
+        (0..=j_star)
+            .max_by(|&i, &j| vals[i].total_cmp(&vals[j]))
+            .unwrap_or(n)
     } else {
         n
     };
@@ -375,8 +389,16 @@ fn well_moments(mf: &MeanField, u: f64, rho_star: f64, d: f64) -> (f64, f64, f64
         sums[well][0] += w;
         sums[well][1] += w * r * r;
     }
-    let centre = if sums[0][0] > 0.0 { sums[0][1] / sums[0][0] } else { f64::NAN };
-    let side = if sums[1][0] > 0.0 { sums[1][1] / sums[1][0] } else { f64::NAN };
+    let centre = if sums[0][0] > 0.0 {
+        sums[0][1] / sums[0][0]
+    } else {
+        f64::NAN
+    };
+    let side = if sums[1][0] > 0.0 {
+        sums[1][1] / sums[1][0]
+    } else {
+        f64::NAN
+    };
     let weight = sums[1][0] / (sums[0][0] + sums[1][0]);
     (centre, side, weight)
 }
@@ -397,7 +419,13 @@ pub struct PhaseRow {
 }
 
 /// The phase diagram over c ∈ [c_min, c_max] (`points` values) at fixed σ_w², b.
-pub fn phase_diagram(sigma_w2: f64, b: f64, c_min: f64, c_max: f64, points: usize) -> Result<Vec<PhaseRow>> {
+pub fn phase_diagram(
+    sigma_w2: f64,
+    b: f64,
+    c_min: f64,
+    c_max: f64,
+    points: usize,
+) -> Result<Vec<PhaseRow>> {
     positive("σ_w² (hidden prior variance)", sigma_w2)?;
     super::finite("b (linear residual coefficient)", b)?;
     super::finite("c-min", c_min)?;
@@ -447,9 +475,14 @@ mod tests {
             if let Some(l) = r.u_spinodal {
                 assert!(l.rel_diff < 1e-9, "spinodal σ²={s} b={b} c={c}: {l:?}");
             }
-            let (_, rho_closed) = coexistence_closed_form(&MeanField::new(s, b, c).unwrap()).unwrap();
+            let (_, rho_closed) =
+                coexistence_closed_form(&MeanField::new(s, b, c).unwrap()).unwrap();
             // The minimiser of a flat minimum is located to ~√ε relative.
-            assert!((r.rho_star - rho_closed).abs() < RHO_TOL, "{} vs {rho_closed}", r.rho_star);
+            assert!(
+                (r.rho_star - rho_closed).abs() < RHO_TOL,
+                "{} vs {rho_closed}",
+                r.rho_star
+            );
             assert!(r.u_fold.u <= r.u_coexist.u * (1.0 + 1e-12));
             if let Some(sp) = r.u_spinodal {
                 assert!(r.u_coexist.u <= sp.u * (1.0 + 1e-12));
@@ -483,7 +516,11 @@ mod tests {
             }
             hi
         };
-        (bisect(&has_side_minimum), bisect(&side_is_deeper), bisect(&centre_unstable))
+        (
+            bisect(&has_side_minimum),
+            bisect(&side_is_deeper),
+            bisect(&centre_unstable),
+        )
     }
 
     #[test]
@@ -493,9 +530,20 @@ mod tests {
             let r = phase(s, b, c, 20).unwrap();
             let (fold, coexist, spinodal) = brute_force(&mf);
             let sp = r.u_spinodal.unwrap().u;
-            assert!((r.u_fold.u - fold).abs() / fold < 1e-4, "fold {} vs {fold}", r.u_fold.u);
-            assert!((r.u_coexist.u - coexist).abs() / coexist < 1e-4, "coexist {} vs {coexist}", r.u_coexist.u);
-            assert!((sp - spinodal).abs() / spinodal < 1e-4, "spinodal {sp} vs {spinodal}");
+            assert!(
+                (r.u_fold.u - fold).abs() / fold < 1e-4,
+                "fold {} vs {fold}",
+                r.u_fold.u
+            );
+            assert!(
+                (r.u_coexist.u - coexist).abs() / coexist < 1e-4,
+                "coexist {} vs {coexist}",
+                r.u_coexist.u
+            );
+            assert!(
+                (sp - spinodal).abs() / spinodal < 1e-4,
+                "spinodal {sp} vs {spinodal}"
+            );
         }
     }
 

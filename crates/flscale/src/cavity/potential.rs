@@ -71,8 +71,7 @@ impl FiniteModel {
         let dv = 4.0 / PI / ((1.0 + 2.0 * q) * (1.0 + 4.0 * q).sqrt());
         let ell = self.s_a2 * self.p / self.t * dv;
         let alpha = 2.0 / PI.sqrt() * b / (1.0 + 2.0 * q).sqrt();
-        self.d / q + ell / l0
-            - self.s_a2 * self.p * self.p * alpha * alpha / (self.t * self.t * l0)
+        self.d / q + ell / l0 - self.s_a2 * self.p * self.p * alpha * alpha / (self.t * self.t * l0)
     }
 }
 
@@ -167,7 +166,10 @@ mod tests {
         for rho in [0.0, 0.2, 0.5, 0.9, 1.4] {
             let finite = model.potential(rho, 0.3, -0.3) / d;
             let mean_field = mf.potential(u, rho);
-            assert!((finite - mean_field).abs() < 1e-5, "ρ={rho}: {finite} vs {mean_field}");
+            assert!(
+                (finite - mean_field).abs() < 1e-5,
+                "ρ={rho}: {finite} vs {mean_field}"
+            );
         }
     }
 
