@@ -1,6 +1,7 @@
 //! `flscale cavity` — the solvable two-layer model (spec 04; blog text, seed 001): the overlap
 //! potential, its phases, the self-consistent adaptive kernel and the cubic sample scales.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -472,13 +473,24 @@ fn run_solve(a: SolveArgs, _ctx: &Ctx) -> Result<()> {
 fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
     let p_max = a.p_values.iter().copied().max().unwrap_or(2);
     let prm = a.model.params(p_max)?;
-    if !ctx.quiet {
-        tracing::info!(
-            "sweeping {} values of P up to {p_max} on both branches",
-            a.p_values.len()
+    let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(2 * a.p_values.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} sweep-p [{bar:30}] {pos}/{len} fixed points  ETA {eta}  {msg}",
+            )
+            .expect("static progress template")
+            .progress_chars("=> "),
         );
-    }
-    let rep = cavity::sweep_p(&prm, &a.p_values)?;
+        bar
+    };
+    let rep = cavity::sweep_p_observed(&prm, &a.p_values, &|branch, p| {
+        bar.set_message(format!("{branch:?} branch, P = {p}"));
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
     if let Some(path) = &a.out {
         write_figure(path, 960, 640, &figures::sweep_chart(&rep))?;
     }

@@ -866,6 +866,16 @@ fn crossing(points: &[(f64, f64)], threshold: f64, upward: bool) -> Option<f64> 
 /// R(P), b(P), c(P) and the test MSE along both branches, continued in P (nested data sets:
 /// the first P points of one sample, so the curves are smooth in P).
 pub fn sweep_p(prm: &AdaptiveParams, p_values: &[usize]) -> Result<SweepReport> {
+    sweep_p_observed(prm, p_values, &|_, _| {})
+}
+
+/// [`sweep_p`], calling `on_solved(branch, P)` after each fixed point (for progress bars; the
+/// two branches run concurrently, so calls may come from two threads).
+pub fn sweep_p_observed(
+    prm: &AdaptiveParams,
+    p_values: &[usize],
+    on_solved: &(dyn Fn(Branch, usize) + Sync),
+) -> Result<SweepReport> {
     let mut ps: Vec<usize> = p_values.to_vec();
     ps.sort_unstable();
     ps.dedup();
@@ -890,6 +900,7 @@ pub fn sweep_p(prm: &AdaptiveParams, p_values: &[usize]) -> Result<SweepReport> 
                 let fp = fixed_point(prm, &prep, at)?;
                 at = fp.bc;
                 out.push(finish(prm, &prep, &test, branch, fp)?);
+                on_solved(branch, p);
             }
             Ok(out)
         };

@@ -26,7 +26,8 @@ pub mod phase;
 pub mod potential;
 
 pub use adaptive::{
-    solve, sweep_p, AdaptiveParams, Branch, BranchSolution, SolveReport, SweepReport,
+    solve, sweep_p, sweep_p_observed, AdaptiveParams, Branch, BranchSolution, SolveReport,
+    SweepReport,
 };
 pub use closed_forms::{erf_h1, erf_h3, feature_variance, residual_correlation};
 pub use cubic::{cubic_scales, CubicScales};
