@@ -65,11 +65,15 @@ pub fn run(args: BenchArgs, ctx: &Ctx) -> Result<()> {
         size.p,
         rayon_threads()
     );
-    t += "chains  ensemble-steps/s  (min–max)        GFLOP/s\n";
+    t += "chains  ensemble-steps/s  (min–max)        GFLOP/s  steps/CPU-s\n";
     for c in &cases {
+        let cpu = c
+            .steps_per_cpu_second
+            .map(|v| format!("{v:.1}"))
+            .unwrap_or_else(|| "n/a".into());
         t += &format!(
-            "{:>6}  {:>16.1}  ({:.1}–{:.1})  {:>10.1}\n",
-            c.chains, c.steps_per_second, c.range[0], c.range[1], c.gflops
+            "{:>6}  {:>16.1}  ({:.1}–{:.1})  {:>10.1}  {:>11}\n",
+            c.chains, c.steps_per_second, c.range[0], c.range[1], c.gflops, cpu
         );
     }
     out(&t)

@@ -90,6 +90,11 @@ impl Activation {
 pub fn erf_with_derivative_f32(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above; it implies FMA).
+            unsafe { erf_f32_avx512(x, value, derivative) };
+            return;
+        }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above), which is all the
@@ -98,20 +103,28 @@ pub fn erf_with_derivative_f32(x: &[f32], value: &mut [f32], derivative: &mut [f
             return;
         }
     }
-    erf_f32_loop(x, value, derivative)
+    erf_f32_loop::<false>(x, value, derivative)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn erf_f32_avx512(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
+    erf_f32_loop::<true>(x, value, derivative)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn erf_f32_avx2(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
-    erf_f32_loop(x, value, derivative)
+    erf_f32_loop::<true>(x, value, derivative)
 }
 
 /// Abramowitz & Stegun 7.1.26: for a ≥ 0, erf(a) = 1 − t(a₁ + t(a₂ + t(a₃ + t(a₄ + t a₅))))·e^{−a²}
 /// with t = 1/(1 + p a); absolute error ≤ 1.5·10⁻⁷, i.e. at f32 resolution. erf is odd, so
 /// the sign of x is copied onto the result. The e^{−a²} factor is exactly what σ′ needs.
+/// `FMA`: use fused multiply–adds (only in the build compiled with the `fma` feature, where
+/// `mul_add` is one instruction; elsewhere it would be a library call).
 #[inline(always)]
-fn erf_f32_loop(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
+fn erf_f32_loop<const FMA: bool>(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
     const P: f32 = 0.327_591_1;
     const A1: f32 = 0.254_829_6;
     const A2: f32 = -0.284_496_74;
@@ -125,9 +138,13 @@ fn erf_f32_loop(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
         let xi = x[i];
         let a = xi.abs();
         let t = 1.0 / (1.0 + P * a);
-        let e = exp_neg_f32(a * a);
-        let poly = t * (A1 + t * (A2 + t * (A3 + t * (A4 + t * A5))));
-        value[i] = (1.0 - poly * e).copysign(xi);
+        let e = exp_neg_f32::<FMA>(a * a);
+        let poly = t * fma::<FMA>(
+            t,
+            fma::<FMA>(t, fma::<FMA>(t, fma::<FMA>(t, A5, A4), A3), A2),
+            A1,
+        );
+        value[i] = fma::<FMA>(-poly, e, 1.0).copysign(xi);
         derivative[i] = TWO_OVER_SQRT_PI * e;
     }
 }
@@ -137,21 +154,31 @@ fn erf_f32_loop(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
 /// a degree-6 Taylor polynomial for e^{r} (|r| ≤ ln2/2, relative error < 2·10⁻⁷), and 2ⁿ
 /// assembled in the exponent bits. Arguments beyond 87 are clamped (e^{−87} ≈ 1.6·10⁻³⁸).
 #[inline(always)]
-fn exp_neg_f32(s: f32) -> f32 {
+fn exp_neg_f32<const FMA: bool>(s: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5·2²³: adding it rounds to an integer
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
     let x = -(s.min(87.0));
-    let shifted = x * std::f32::consts::LOG2_E + MAGIC;
+    let shifted = fma::<FMA>(x, std::f32::consts::LOG2_E, MAGIC);
     let n = shifted - MAGIC;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let r = fma::<FMA>(-n, LN2_LO, fma::<FMA>(-n, LN2_HI, x));
+    let mut p = fma::<FMA>(r, 1.0 / 720.0, 1.0 / 120.0);
+    for c in [1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = fma::<FMA>(r, p, c);
+    }
     let n_int = (shifted.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
     let scale = f32::from_bits((n_int.wrapping_add(127) << 23) as u32);
     p * scale
+}
+
+/// a·b + c, fused when `FMA`.
+#[inline(always)]
+fn fma<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,22 @@ pub struct BenchCase {
     pub gflops: f64,
     /// Slowest and fastest repeat, steps per second.
     pub range: [f64; 2],
+    /// Ensemble steps per second of CPU time consumed by the process (all threads; Linux
+    /// only, else null). On a shared, loaded machine wall-clock rates understate the engine;
+    /// threads × this is what the same threads would give on otherwise idle cores.
+    pub steps_per_cpu_second: Option<f64>,
+}
+
+/// CPU seconds (user + system) used so far by this process, from /proc/self/stat (Linux;
+/// clock ticks of 1/100 s, the USER_HZ of every mainstream Linux build).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 /// The Fig. 2 problem size.
@@ -86,6 +102,7 @@ pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) 
         None,
     );
     ens.advance(steps.clamp(1, 3));
+    let cpu_start = process_cpu_seconds();
     let mut rates: Vec<f64> = (0..repeats.max(1))
         .map(|_| {
             let t0 = std::time::Instant::now();
@@ -93,6 +110,9 @@ pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) 
             steps.max(1) as f64 / t0.elapsed().as_secs_f64()
         })
         .collect();
+    let cpu = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
+    let total_steps = (steps.max(1) * repeats.max(1)) as f64;
+    let steps_per_cpu_second = cpu.filter(|&c| c >= 0.05).map(|c| total_steps / c);
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
     let (p, d, n) = (size.p as f64, size.d as f64, size.n as f64);
@@ -102,5 +122,6 @@ pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) 
         steps_per_second: median,
         gflops: median * flops / 1e9,
         range: [rates[0], rates[rates.len() - 1]],
+        steps_per_cpu_second,
     }
 }

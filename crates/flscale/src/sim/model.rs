@@ -150,6 +150,8 @@ impl<T: Real> Scratch<T> {
 
 /// Forward pass of `block` chains on `rows` inputs `x` (rows × d row-major). `params[g]`
 /// holds group g of the block's chains, chain-major. Fills `scratch.h/act/der/f`.
+/// (Inlined so that the sampler's vector builds cover its loops.)
+#[inline(always)]
 pub fn forward<T: Real>(
     model: &FcnModel,
     params: &[Vec<T>],
@@ -169,7 +171,7 @@ pub fn forward<T: Real>(
         let h1 = MatMut::from_row_major_slice_mut(&mut scratch.h[0][..], rows, block * n1);
         matmul(h1, Accum::Replace, xm, w1.transpose(), T::one(), Par::Seq);
     }
-    {
+    if hidden > 1 {
         let (h, act, der) = (&scratch.h[0], &mut scratch.act[0], &mut scratch.der[0]);
         model.activation.apply(h, act, der);
     }
@@ -192,17 +194,28 @@ pub fn forward<T: Real>(
                 matmul(h, Accum::Replace, a_prev, w.transpose(), T::one(), Par::Seq);
             }
         }
-        let (h, act, der) = (&scratch.h[l], &mut scratch.act[l], &mut scratch.der[l]);
-        model.activation.apply(h, act, der);
+        if l + 1 < hidden {
+            let (h, act, der) = (&scratch.h[l], &mut scratch.act[l], &mut scratch.der[l]);
+            model.activation.apply(h, act, der);
+        }
     }
-    // f[μ, c] = Σ_i σ(h^{L−1}_{μ,c,i}) w^L_{c,i}.
-    let n_last = model.widths[hidden - 1];
+    // Last hidden layer, one input row at a time so that σ, σ′ and the readout sum
+    // f[μ, c] = Σ_i σ(h^{L−1}_{μ,c,i}) w^L_{c,i} touch the row while it is in L1.
+    let last = hidden - 1;
+    let n_last = model.widths[last];
+    let width = block * n_last;
     let readout = &params[hidden];
-    let act = &scratch.act[hidden - 1];
+    let (h, act, der) = (
+        &scratch.h[last],
+        &mut scratch.act[last],
+        &mut scratch.der[last],
+    );
     for mu in 0..rows {
-        let row = &act[mu * block * n_last..(mu + 1) * block * n_last];
+        let range = mu * width..(mu + 1) * width;
+        let (a_row, d_row) = (&mut act[range.clone()], &mut der[range.clone()]);
+        model.activation.apply(&h[range], a_row, d_row);
         for c in 0..block {
-            let a = &row[c * n_last..(c + 1) * n_last];
+            let a = &a_row[c * n_last..(c + 1) * n_last];
             let w = &readout[c * n_last..(c + 1) * n_last];
             scratch.f[mu * block + c] = dot(a, w);
         }
@@ -213,6 +226,7 @@ pub fn forward<T: Real>(
 /// (f − y)/κ and `scratch` holds the forward pass. Writes the data-term gradient of every
 /// group into `grads` (same layout as the parameters; overwritten).
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn backward<T: Real>(
     model: &FcnModel,
     params: &[Vec<T>],

@@ -85,12 +85,15 @@ pub struct Ensemble<T: Real> {
 }
 
 /// Chains per block: enough to make the block's first-layer GEMM wide, few enough that a
-/// block's P × B·N₁ activations stay within ~256 KiB (L2-resident; `shared/bench/README.md`).
+/// block's P × B·N₁ activation matrix stays within ~1 MiB (the L2 of the build machine; see
+/// `shared/bench/README.md`). Measured at the Fig. 2 size (P·N₁ = 64000, f32) on that
+/// machine, single-threaded CPU time per E = 300 step: B = 1: 2.17 s, B = 4: 1.85 s,
+/// B = 8: 1.83 s per 33 steps — B = 4 is what this rule picks there.
 /// Depends only on the problem size, so the blocking — and the numbers — do not depend on the
 /// thread count.
 pub fn block_size(model: &FcnModel, p: usize, bytes_per_float: usize) -> usize {
     let per_chain = p.max(1) * model.widths[0] * bytes_per_float;
-    (256 * 1024 / per_chain).clamp(1, 8)
+    (1024 * 1024 / per_chain).clamp(1, 8)
 }
 
 /// The RNG stream of chain k: key from the seed, stream k (rand_chacha's 64-bit stream id).
@@ -220,9 +223,83 @@ impl<T: Real> Ensemble<T> {
 }
 
 impl<T: Real> ChainBlock<T> {
-    /// One Langevin step of every live chain of the block.
+    /// One Langevin step of every live chain of the block. The element-wise loops around the
+    /// GEMMs (readout sums, residuals, back-propagated δ, prior gradient, update) are a third
+    /// of the time, so the step is compiled a second time with AVX-512F/AVX2+FMA and picked at
+    /// run time; without `-C target-cpu=native` the baseline build only has SSE2. No fast-math:
+    /// the vector builds perform the same operations in the same order, so the numbers do not
+    /// depend on which one runs.
     #[allow(clippy::too_many_arguments)]
     fn step(
+        &mut self,
+        model: &FcnModel,
+        x: &[T],
+        y: &[T],
+        p: usize,
+        dynamics: Dynamics,
+        threshold: f64,
+        global_step: usize,
+        scratch: &mut Scratch<T>,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512F is available (checked just above).
+                unsafe {
+                    self.step_avx512(model, x, y, p, dynamics, threshold, global_step, scratch)
+                };
+                return;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: AVX2 and FMA are available (checked just above).
+                unsafe {
+                    self.step_avx2(model, x, y, p, dynamics, threshold, global_step, scratch)
+                };
+                return;
+            }
+        }
+        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn step_avx512(
+        &mut self,
+        model: &FcnModel,
+        x: &[T],
+        y: &[T],
+        p: usize,
+        dynamics: Dynamics,
+        threshold: f64,
+        global_step: usize,
+        scratch: &mut Scratch<T>,
+    ) {
+        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn step_avx2(
+        &mut self,
+        model: &FcnModel,
+        x: &[T],
+        y: &[T],
+        p: usize,
+        dynamics: Dynamics,
+        threshold: f64,
+        global_step: usize,
+        scratch: &mut Scratch<T>,
+    ) {
+        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn step_body(
         &mut self,
         model: &FcnModel,
         x: &[T],
