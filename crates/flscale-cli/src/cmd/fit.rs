@@ -1,14 +1,139 @@
-//! `flscale fit` — being built in its own issue; until then it says so and exits 1.
+//! `flscale fit DIR`: a power-law exponent (of P*, or of an observable) with a bootstrap
+//! interval, side by side with the scaling engine's prediction (spec 03 "Analysis").
 
+use std::path::PathBuf;
+
+use flscale::experiment::analysis::{self, Bootstrap, ExponentFit, Predicted};
+use flscale::experiment::sweep::PredictSpec;
 use flscale::{Error, Result};
 
-use super::Ctx;
+use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale fit`.
 #[derive(Debug, clap::Args)]
-pub struct FitArgs {}
+#[command(
+    after_help = "Examples:\n  flscale fit runs/fig2b                         # P* vs d, as [analysis] says\n  flscale fit runs/fig2c --y outliers --x n1 --preset fcn2-erf-he3 --at N=d --quantity M --scale N\n\n\
+Least squares of log y on log x; the error is the standard deviation of a bootstrap over chains,\n\
+the interval its 2.5–97.5 % range. The prediction is the scaling engine's exponent for the same\n\
+architecture (`flscale predict`): the exponent of P* in d, or of a winning pattern's free\n\
+parameter (e.g. M, the number of specialising neurons) in a scale."
+)]
+pub struct FitArgs {
+    /// A results directory of `flscale sweep`.
+    pub dir: PathBuf,
+    /// What to fit: pstar, alignment, test_mse, r_overlap2 or outliers.
+    #[arg(long)]
+    pub y: Option<String>,
+    /// Against which variable (d, p, n1, kappa, …).
+    #[arg(long)]
+    pub x: Option<String>,
+    /// Threshold of P* (with --y pstar).
+    #[arg(long)]
+    pub threshold: Option<f64>,
+    /// Architecture preset of the prediction (default: [analysis] predict).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Regime of the prediction, e.g. N=d.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// Predicted quantity: pstar or a free parameter such as M.
+    #[arg(long)]
+    pub quantity: Option<String>,
+    /// Scale of the predicted exponent (d, N, …).
+    #[arg(long)]
+    pub scale: Option<String>,
+    /// Bootstrap replicates.
+    #[arg(long, default_value_t = 1000)]
+    pub bootstrap: usize,
+    /// Seed of the bootstrap stream.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The fit as JSON.
+pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
+    serde_json::json!({
+        "what": f.what,
+        "points": f.points,
+        "exponent": f.exponent.value,
+        "err": f.exponent.err,
+        "ci95": f.exponent.lo.zip(f.exponent.hi),
+        "replicates_ok": f.exponent.replicates_ok,
+        "intercept": f.fit.intercept,
+        "skipped": f.skipped,
+        "predicted": p.map(|p| serde_json::json!({
+            "value": p.value, "exact": p.exact, "description": p.description,
+        })),
+    })
+}
 
 /// Runs `flscale fit`.
-pub fn run(_args: FitArgs, _ctx: &Ctx) -> Result<()> {
-    Err(Error::runtime("this subcommand is not available in this build yet"))
+pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
+    let data = super::pstar::load(&args.dir, args.threshold, None, None, None)?;
+    let a = data.analysis.clone();
+    let spec = a
+        .fit
+        .clone()
+        .unwrap_or(flscale::experiment::sweep::FitSpec {
+            y: "pstar".into(),
+            x: a.group.clone(),
+        });
+    let y = args.y.clone().unwrap_or(spec.y);
+    let x = args.x.clone().unwrap_or(spec.x);
+    let mut boot = Bootstrap::new(args.seed, args.bootstrap);
+    let f = if y == "pstar" {
+        let t = analysis::pstar(&data, &a.x, &x, &a.observable, a.threshold, &mut boot)?;
+        analysis::fit_pstar(&t)?
+    } else {
+        analysis::fit_observable(&data, &x, &y, &mut boot)?
+    };
+    let predict = match (&args.preset, &a.predict) {
+        (Some(p), _) => Some(PredictSpec {
+            preset: p.clone(),
+            at: args.at.clone(),
+            quantity: args.quantity.clone().unwrap_or_else(|| "pstar".into()),
+            scale: args.scale.clone().unwrap_or_else(|| "d".into()),
+        }),
+        (None, Some(p)) => {
+            let mut p = p.clone();
+            if let Some(at) = &args.at {
+                p.at = Some(at.clone());
+            }
+            if let Some(q) = &args.quantity {
+                p.quantity = q.clone();
+            }
+            if let Some(s) = &args.scale {
+                p.scale = s.clone();
+            }
+            Some(p)
+        }
+        (None, None) => {
+            if args.at.is_some() || args.quantity.is_some() || args.scale.is_some() {
+                return Err(Error::invalid(
+                    "--at, --quantity and --scale need --preset (or [analysis] predict in the experiment)",
+                ));
+            }
+            None
+        }
+    };
+    let predicted = predict
+        .as_ref()
+        .map(analysis::predicted_exponent)
+        .transpose()?;
+    if args.json {
+        return out_json(&fit_json(&f, predicted.as_ref()));
+    }
+    let mut s = String::new();
+    for (px, py) in &f.points {
+        s += &format!("  {x} = {px:<10} {y} = {py:.5}\n");
+    }
+    for k in &f.skipped {
+        s += &format!("  left out: {k}\n");
+    }
+    s += &analysis::side_by_side(&f, predicted.as_ref());
+    s += "\n";
+    out(&s)
 }

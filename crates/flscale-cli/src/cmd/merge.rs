@@ -1,14 +1,51 @@
-//! `flscale merge` — being built in its own issue; until then it says so and exits 1.
+//! `flscale merge DIR [SHARD_DIR …]`: combine the results directories of sweep shards
+//! (spec 03 "Scale out"). Idempotent: merging again changes nothing.
 
-use flscale::{Error, Result};
+use std::path::PathBuf;
 
-use super::Ctx;
+use flscale::experiment::store;
+use flscale::Result;
+
+use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale merge`.
 #[derive(Debug, clap::Args)]
-pub struct MergeArgs {}
+#[command(
+    after_help = "Examples:\n  flscale merge runs/fig2b runs/shard-0 runs/shard-1   # copy both shards into runs/fig2b\n  flscale merge runs/fig2b                             # shards that shared one directory\n\n\
+Every input must hold the same experiment and grid (manifest.json). Runs are copied once; a run\n\
+present in two inputs must have identical files. results.csv, chains.csv and histograms.csv are\n\
+rebuilt in grid order, so two merged shards equal the unsharded sweep byte for byte."
+)]
+pub struct MergeArgs {
+    /// The merged results directory (created if missing).
+    pub out: PathBuf,
+    /// Shard directories to merge into it; none: re-aggregate OUT in place.
+    pub inputs: Vec<PathBuf>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `flscale merge`.
-pub fn run(_args: MergeArgs, _ctx: &Ctx) -> Result<()> {
-    Err(Error::runtime("this subcommand is not available in this build yet"))
+pub fn run(args: MergeArgs, ctx: &Ctx) -> Result<()> {
+    let (copied, finished, total) = store::merge(&args.out, &args.inputs)?;
+    if args.json {
+        return out_json(&serde_json::json!({
+            "dir": args.out.display().to_string(),
+            "copied": copied,
+            "finished": finished,
+            "grid_runs": total,
+        }));
+    }
+    if finished < total && !ctx.quiet {
+        eprintln!(
+            "note: {} of {total} runs are still missing; merge again when the other shards finish",
+            total - finished
+        );
+    }
+    out(&format!(
+        "merged {} input(s) into {}: {copied} runs copied, {finished}/{total} runs finished\n",
+        args.inputs.len(),
+        args.out.display()
+    ))
 }

@@ -1,14 +1,166 @@
-//! `flscale pstar` — being built in its own issue; until then it says so and exits 1.
+//! `flscale pstar DIR`: P* per group, the threshold crossing of the ensemble alignment in
+//! log P with a bootstrap error over chains (spec 03; paper App. F.0.1).
 
+use std::path::PathBuf;
+
+use flscale::experiment::analysis::{self, Bootstrap};
+use flscale::experiment::StoreData;
 use flscale::{Error, Result};
 
-use super::Ctx;
+use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale pstar`.
 #[derive(Debug, clap::Args)]
-pub struct PstarArgs {}
+#[command(
+    after_help = "Example:\n  flscale pstar runs/fig2b --threshold 0.1\n\n\
+P* is where the observable (the ensemble alignment A_f by default) first crosses the threshold,\n\
+interpolated linearly in log P between the two bracketing sizes. The error is the standard\n\
+deviation of a bootstrap over chains (runs at the same point, e.g. several seeds, are pooled);\n\
+the interval is its 2.5–97.5 % range. Defaults come from the experiment's [analysis] table."
+)]
+pub struct PstarArgs {
+    /// A results directory of `flscale sweep`.
+    pub dir: PathBuf,
+    /// Threshold (default: [analysis] threshold, else 0.1).
+    #[arg(long)]
+    pub threshold: Option<f64>,
+    /// Crossing variable (default p).
+    #[arg(long)]
+    pub x: Option<String>,
+    /// One P* per value of this variable (default d).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Observable: alignment, test_mse, r_overlap2, outliers.
+    #[arg(long)]
+    pub observable: Option<String>,
+    /// Bootstrap replicates.
+    #[arg(long, default_value_t = 1000)]
+    pub bootstrap: usize,
+    /// Seed of the bootstrap stream.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Loads DIR and applies the command-line overrides of [analysis].
+pub fn load(
+    dir: &std::path::Path,
+    threshold: Option<f64>,
+    x: Option<&str>,
+    group: Option<&str>,
+    observable: Option<&str>,
+) -> Result<StoreData> {
+    let mut data = StoreData::load(dir)?;
+    if data.runs.is_empty() {
+        return Err(Error::invalid(format!(
+            "{} has no finished runs yet; run flscale sweep first",
+            dir.display()
+        )));
+    }
+    let a = &mut data.analysis;
+    if let Some(t) = threshold {
+        a.threshold = flscale::error::require_finite("--threshold", t)?;
+    }
+    if let Some(x) = x {
+        a.x = x.to_string();
+    }
+    if let Some(g) = group {
+        a.group = g.to_string();
+    }
+    if let Some(o) = observable {
+        a.observable = o.to_string();
+    }
+    Ok(data)
+}
+
+/// The P* table as aligned text.
+pub fn table_text(t: &analysis::PstarTable) -> String {
+    let mut s = format!(
+        "P* = {} where {} crosses {} (interpolated in log {})\n{:>10}  {:>12}  {:>10}  {:>25}\n",
+        t.x, t.observable, t.threshold, t.x, t.group, "P*", "± (boot)", "95 % interval"
+    );
+    for r in &t.rows {
+        match &r.pstar {
+            Some(e) => {
+                s += &format!(
+                    "{:>10}  {:>12.4}  {:>10}  {:>25}\n",
+                    r.group,
+                    e.value,
+                    e.err.map(|v| format!("{v:.4}")).unwrap_or("n/a".into()),
+                    match (e.lo, e.hi) {
+                        (Some(lo), Some(hi)) => format!("{lo:.4} … {hi:.4}"),
+                        _ => "n/a".into(),
+                    }
+                )
+            }
+            None => {
+                s += &format!(
+                    "{:>10}  {:>12}  (no crossing in the measured range {})\n",
+                    r.group,
+                    "n/a",
+                    r.curve
+                        .iter()
+                        .map(|(x, y)| format!("{x}:{y:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            }
+        }
+    }
+    s
+}
+
+/// The P* table as JSON.
+pub fn table_json(t: &analysis::PstarTable) -> serde_json::Value {
+    serde_json::json!({
+        "x": t.x, "group": t.group, "observable": t.observable, "threshold": t.threshold,
+        "rows": t.rows.iter().map(|r| serde_json::json!({
+            "group": r.group,
+            "curve": r.curve,
+            "pstar": r.pstar.map(|e| e.value),
+            "err": r.pstar.and_then(|e| e.err),
+            "ci95": r.pstar.and_then(|e| e.lo.zip(e.hi)),
+            "replicates_ok": r.pstar.map(|e| e.replicates_ok),
+        })).collect::<Vec<_>>(),
+    })
+}
 
 /// Runs `flscale pstar`.
-pub fn run(_args: PstarArgs, _ctx: &Ctx) -> Result<()> {
-    Err(Error::runtime("this subcommand is not available in this build yet"))
+pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
+    let data = load(
+        &args.dir,
+        args.threshold,
+        args.x.as_deref(),
+        args.group.as_deref(),
+        args.observable.as_deref(),
+    )?;
+    let a = data.analysis.clone();
+    let mut boot = Bootstrap::new(args.seed, args.bootstrap);
+    let t = analysis::pstar(&data, &a.x, &a.group, &a.observable, a.threshold, &mut boot)?;
+    let fit = analysis::fit_pstar(&t).ok();
+    let predicted = a
+        .predict
+        .as_ref()
+        .filter(|p| p.quantity == "pstar")
+        .map(analysis::predicted_exponent)
+        .transpose()?;
+    if args.json {
+        let mut v = table_json(&t);
+        v["exponent"] = serde_json::json!(fit.as_ref().map(|f| serde_json::json!({
+            "value": f.exponent.value, "err": f.exponent.err,
+            "ci95": f.exponent.lo.zip(f.exponent.hi),
+        })));
+        v["predicted"] = serde_json::json!(predicted.as_ref().map(|p| serde_json::json!({
+            "value": p.value, "exact": p.exact, "description": p.description,
+        })));
+        return out_json(&v);
+    }
+    let mut s = table_text(&t);
+    if let Some(f) = &fit {
+        s += &analysis::side_by_side(f, predicted.as_ref());
+        s += "\n";
+    }
+    out(&s)
 }

@@ -1,14 +1,144 @@
-//! `flscale reproduce` — being built in its own issue; until then it says so and exits 1.
+//! `flscale reproduce NAME [--quick]`: a figure of the paper end to end — the sweep, the
+//! analysis (measured exponent beside the engine's prediction) and the figures (spec 03).
 
+use std::path::PathBuf;
+use std::time::Instant;
+
+use flscale::experiment::analysis;
+use flscale::experiment::presets::preset;
+use flscale::experiment::Sweep;
 use flscale::{Error, Result};
 
-use super::Ctx;
+use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale reproduce`.
 #[derive(Debug, clap::Args)]
-pub struct ReproduceArgs {}
+#[command(
+    after_help = "Examples:\n  flscale reproduce fig2b --quick          # about ten seconds on two cores\n  flscale reproduce fig2b --out runs/fig2b # the preset's full sizes (hours; docs/experiments.md)\n\n\
+Presets: fig2a, fig2b, fig2c, fig3a, fig3b, fig3c (= fig8), fig7, blog. Each is an experiment file\n\
+under presets/experiments/ (print it with --show and run it step by step with flscale sweep).\n\
+Re-running the same command resumes. Presets whose model or observable the Langevin engine lacks\n\
+(fig3b: attention; fig7: parity-direction overlaps) stop with a message before running."
+)]
+pub struct ReproduceArgs {
+    /// Preset name.
+    pub name: String,
+    /// Tiny sizes (the preset's [quick] table).
+    #[arg(long)]
+    pub quick: bool,
+    /// Results directory (default runs/NAME, or runs/NAME-quick with --quick).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print the preset's experiment file and exit.
+    #[arg(long)]
+    pub show: bool,
+    /// Bootstrap replicates.
+    #[arg(long, default_value_t = 1000)]
+    pub bootstrap: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `flscale reproduce`.
-pub fn run(_args: ReproduceArgs, _ctx: &Ctx) -> Result<()> {
-    Err(Error::runtime("this subcommand is not available in this build yet"))
+pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
+    let p = preset(&args.name)?;
+    if args.show {
+        return out(p.text);
+    }
+    let source = format!("presets/experiments/{}.toml", p.name);
+    if let Some(why) = p.missing {
+        // Validate anyway, so that the message also carries the loader's own words.
+        let loader = match Sweep::from_toml(p.text, &source, args.quick) {
+            Err(e) => format!(" ({e})"),
+            Ok(_) => String::new(),
+        };
+        return Err(Error::runtime(format!(
+            "preset {} ({}) cannot run in this build: {why}{loader}; no results were produced",
+            p.name, p.paper
+        )));
+    }
+    let sweep = Sweep::from_toml(p.text, &source, args.quick)?;
+    let dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(if args.quick {
+            format!("{}-quick", p.name)
+        } else {
+            p.name.to_string()
+        })
+    });
+    let start = Instant::now();
+    let outcome = super::sweep::execute(&sweep, p.text, &dir, None, ctx)?;
+    let figdir = dir.join("figures");
+    let (files, an, data) = super::plot::draw(&dir, &figdir, args.bootstrap)?;
+    let seconds = start.elapsed().as_secs_f64();
+    if args.json {
+        return out_json(&serde_json::json!({
+            "preset": p.name,
+            "paper": p.paper,
+            "quick": args.quick,
+            "dir": dir.display().to_string(),
+            "runs": outcome.finished,
+            "runs_computed": outcome.computed,
+            "pstar": an.pstar.as_ref().map(super::pstar::table_json),
+            "fit": an.fit.as_ref().map(|f| super::fit::fit_json(f, an.predicted.as_ref())),
+            "figures": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "notes": an.notes,
+            "partial": p.partial,
+        }));
+    }
+    let mut s = format!(
+        "{} — {} ({}){}\n{} runs in {} ({} computed now, {:.1} s)\n",
+        p.name,
+        p.shows,
+        p.paper,
+        if args.quick { ", quick sizes" } else { "" },
+        outcome.finished,
+        dir.display(),
+        outcome.computed,
+        seconds
+    );
+    if let Some(t) = &an.pstar {
+        s += &super::pstar::table_text(t);
+    }
+    if data.analysis.observable != "alignment" || an.pstar.is_none() {
+        for r in &data.runs {
+            let g = |k: &str| {
+                r.summary
+                    .get(k)
+                    .and_then(|v| v.as_f64())
+                    .map(|v| format!("{v:.4}"))
+                    .unwrap_or_else(|| "n/a".into())
+            };
+            s += &format!(
+                "  {}  d={} p={} n1={}  alignment {}  R {}  outliers {}  test MSE {}\n",
+                r.id,
+                r.coords.get("d").copied().unwrap_or(f64::NAN),
+                r.coords.get("p").copied().unwrap_or(f64::NAN),
+                r.coords.get("n1").copied().unwrap_or(f64::NAN),
+                g("alignment"),
+                g("r_overlap2"),
+                g("outliers_layer1"),
+                g("test_mse")
+            );
+        }
+    }
+    if let Some(f) = &an.fit {
+        s += &analysis::side_by_side(f, an.predicted.as_ref());
+        s += "\n";
+    } else if let Some(pr) = &an.predicted {
+        s += &format!("predicted: {}\n", pr.description);
+    }
+    for n in &an.notes {
+        s += &format!("note: {n}\n");
+    }
+    if let Some(part) = p.partial {
+        s += &format!("not reproduced: {part}\n");
+    }
+    if args.quick {
+        s += "quick sizes are far from the paper's; read the numbers as a smoke test, not a measurement\n";
+    }
+    for f in &files {
+        s += &format!("figure {}\n", f.display());
+    }
+    out(&s)
 }

@@ -1,14 +1,297 @@
-//! `flscale sweep` — being built in its own issue; until then it says so and exits 1.
+//! `flscale sweep EXP.toml --out DIR [--shard i/n] [--quick] [--emit-slurm N]`: expand the
+//! experiment's grid and run it into a results directory (spec 03), resumably.
 
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use flscale::experiment::store::{self, Store};
+use flscale::experiment::sweep::show_value;
+use flscale::experiment::Sweep;
+use flscale::sim::run_experiment;
 use flscale::{Error, Result};
 
-use super::Ctx;
+use super::{out, out_json, read_file, Ctx};
 
 /// Arguments of `flscale sweep`.
 #[derive(Debug, clap::Args)]
-pub struct SweepArgs {}
+#[command(
+    after_help = "Example:\n  flscale sweep presets/experiments/fig2b.toml --out runs/fig2b --quick\n\n\
+The experiment file is the one of `flscale sample` plus [sweep] (lists over any field; the grid\n\
+is their product), [analysis] and [quick]; see docs/experiments.md. Every grid point is validated\n\
+before the first run starts. Re-running the same command skips finished runs and ends with\n\
+exactly the files of an uninterrupted run. DIR gets manifest.json, results.csv (one row per run\n\
+and observable; pandas.read_csv), chains.csv, histograms.csv, runs/run-NNNNN/ and timing.json\n\
+(clock times and machine: the only file that differs between identical sweeps).\n\
+Shards: --shard 0/4 … --shard 3/4 run disjoint quarters (into one shared DIR or separate ones;\n\
+then `flscale merge`). --emit-slurm 4 writes DIR/sweep.sbatch for a Slurm job array instead\n\
+of running."
+)]
+pub struct SweepArgs {
+    /// The experiment file (TOML with an optional [sweep] table).
+    pub experiment: PathBuf,
+    /// Results directory (created if missing; an existing one must hold the same sweep).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Run only shard i of n (0-based), e.g. 0/4; runs with index ≡ i (mod n).
+    #[arg(long, value_name = "i/n")]
+    pub shard: Option<String>,
+    /// Apply the file's [quick] overrides (tiny sizes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Write an sbatch script for a job array of N shards into DIR and exit.
+    #[arg(long, value_name = "N")]
+    pub emit_slurm: Option<usize>,
+    /// Validate the grid and list its runs without running anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses `i/n` with 0 ≤ i < n.
+pub fn parse_shard(s: &str) -> Result<(usize, usize)> {
+    let bad = || {
+        Error::invalid(format!(
+            "--shard {s} is not allowed; write i/n with 0 <= i < n, e.g. 0/4"
+        ))
+    };
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let i: usize = i.trim().parse().map_err(|_| bad())?;
+    let n: usize = n.trim().parse().map_err(|_| bad())?;
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+/// The git revision of the flscale checkout this binary was built from, if it is still there.
+pub fn git_revision() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+/// What a sweep did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SweepOutcome {
+    /// Results directory.
+    pub dir: String,
+    /// Runs in the whole grid.
+    pub grid_runs: usize,
+    /// Runs of this shard.
+    pub shard_runs: usize,
+    /// Runs computed now.
+    pub computed: usize,
+    /// Runs skipped because they had finished before.
+    pub skipped: usize,
+    /// Finished runs in the directory after the sweep.
+    pub finished: usize,
+    /// Runs in which every chain diverged.
+    pub all_diverged: Vec<String>,
+}
+
+/// Runs `sweep` (or shard `shard`) into `dir`; `text` is the experiment file's text.
+pub fn execute(
+    sweep: &Sweep,
+    text: &str,
+    dir: &Path,
+    shard: Option<(usize, usize)>,
+    ctx: &Ctx,
+) -> Result<SweepOutcome> {
+    let manifest = store::manifest(sweep, text, git_revision().as_deref());
+    let store = Store::create(dir, &manifest)?;
+    let (i, n) = shard.unwrap_or((0, 1));
+    let plans = sweep.shard(i, n);
+    let timing_name = match shard {
+        Some((i, n)) => format!("timing-shard-{i}-of-{n}.json"),
+        None => "timing.json".to_string(),
+    };
+    let started = store::utc_now();
+    let timing = |finished: Option<String>, computed: usize| {
+        serde_json::json!({
+            "started": started,
+            "finished": finished,
+            "shard": shard.map(|(i, n)| format!("{i}/{n}")),
+            "runs_computed": computed,
+            "machine": store::machine(),
+            "command": std::env::args().collect::<Vec<_>>(),
+        })
+    };
+    let write_timing = |v: serde_json::Value| -> Result<()> {
+        let text = serde_json::to_string_pretty(&v)
+            .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
+        store::write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
+    };
+    write_timing(timing(None, 0))?;
+    let todo: Vec<_> = plans.iter().filter(|p| !store.is_finished(&p.id)).collect();
+    let skipped = plans.len() - todo.len();
+    let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(todo.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} sweep [{bar:30}] {pos}/{len} runs  ETA {eta}  {msg}",
+            )
+            .expect("static progress template")
+            .progress_chars("=> "),
+        );
+        bar
+    };
+    let mut all_diverged = Vec::new();
+    for (k, plan) in todo.iter().enumerate() {
+        let label = plan
+            .point
+            .iter()
+            .map(|(f, v)| format!("{f}={}", show_value(v)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        bar.set_message(format!("{} {label}", plan.id));
+        let result = run_experiment(&plan.config, &mut |done, total| {
+            if total > 0 {
+                bar.set_position(k as u64);
+                bar.set_message(format!(
+                    "{} {label} ({}%)",
+                    plan.id,
+                    100 * done / total.max(1)
+                ));
+            }
+        })
+        .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
+        if result.all_diverged() {
+            all_diverged.push(plan.id.clone());
+            if !ctx.quiet {
+                bar.suspend(|| {
+                    eprintln!(
+                        "warning: every chain of {} ({label}) diverged; its observables are empty. Try a smaller sampler.step",
+                        plan.id
+                    )
+                });
+            }
+        }
+        store.write_run(plan, &result)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let (finished, total) = store.rebuild_aggregates()?;
+    write_timing(timing(Some(store::utc_now()), todo.len()))?;
+    Ok(SweepOutcome {
+        dir: dir.display().to_string(),
+        grid_runs: total,
+        shard_runs: plans.len(),
+        computed: todo.len(),
+        skipped,
+        finished,
+        all_diverged,
+    })
+}
+
+fn slurm_script(args: &SweepArgs, n: usize) -> Result<String> {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "flscale".into());
+    let exp = args
+        .experiment
+        .canonicalize()
+        .map_err(|e| Error::invalid(format!("cannot read {}: {e}", args.experiment.display())))?
+        .display()
+        .to_string();
+    std::fs::create_dir_all(&args.out).map_err(|e| {
+        Error::invalid(format!(
+            "cannot create directory {}: {e}",
+            args.out.display()
+        ))
+    })?;
+    let dir = args
+        .out
+        .canonicalize()
+        .map_err(|e| Error::invalid(format!("{}: {e}", args.out.display())))?
+        .display()
+        .to_string();
+    let quick = if args.quick { " --quick" } else { "" };
+    Ok(format!(
+        "#!/bin/bash\n\
+# Slurm job array for `flscale sweep` ({n} shards). Submit with: sbatch {dir}/sweep.sbatch\n\
+# All shards write into one results directory; finished runs are never recomputed, so a\n\
+# failed task can simply be resubmitted. After the array: flscale merge {dir}\n\
+#SBATCH --job-name=flscale-sweep\n\
+#SBATCH --array=0-{last}\n\
+#SBATCH --cpus-per-task=4\n\
+#SBATCH --output={dir}/slurm-%A_%a.out\n\
+set -euo pipefail\n\
+export RAYON_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-1}}\"\n\
+'{exe}' -q sweep '{exp}' --out '{dir}'{quick} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\"\n",
+        last = n - 1
+    ))
+}
 
 /// Runs `flscale sweep`.
-pub fn run(_args: SweepArgs, _ctx: &Ctx) -> Result<()> {
-    Err(Error::runtime("this subcommand is not available in this build yet"))
+pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
+    let text = read_file(&args.experiment)?;
+    let source = args.experiment.display().to_string();
+    let sweep = Sweep::from_toml(&text, &source, args.quick)?;
+    let shard = args.shard.as_deref().map(parse_shard).transpose()?;
+    if let Some(n) = args.emit_slurm {
+        if n == 0 {
+            return Err(Error::invalid(
+                "--emit-slurm 0 is not allowed; give the number of array tasks, e.g. 4",
+            ));
+        }
+        let script = slurm_script(&args, n)?;
+        let path = args.out.join("sweep.sbatch");
+        store::write_atomic(&path, script.as_bytes())?;
+        return out(&format!(
+            "wrote {} ({n} array tasks over {} runs); submit it with sbatch, then run flscale merge {}\n",
+            path.display(),
+            sweep.runs.len(),
+            args.out.display()
+        ));
+    }
+    if args.dry_run {
+        let (i, n) = shard.unwrap_or((0, 1));
+        let mut t = format!(
+            "{}: {} runs in the grid{}\n",
+            source,
+            sweep.runs.len(),
+            if n > 1 {
+                format!(", {} in shard {i}/{n}", sweep.shard(i, n).len())
+            } else {
+                String::new()
+            }
+        );
+        for r in sweep.shard(i, n) {
+            let c = &r.config;
+            t += &format!(
+                "{}  d={} p={} widths={:?} kappa={} seed={}\n",
+                r.id, c.data.d, c.data.p, c.model.widths, c.sampler.kappa, c.sampler.seed
+            );
+        }
+        return out(&t);
+    }
+    let outcome = execute(&sweep, &text, &args.out, shard, ctx)?;
+    if args.json {
+        return out_json(
+            &serde_json::to_value(&outcome)
+                .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?,
+        );
+    }
+    out(&format!(
+        "{} runs computed, {} already finished; {}/{} runs of the grid are in {}\n\
+results: {}/results.csv (one row per run and observable), chains.csv, histograms.csv\n",
+        outcome.computed,
+        outcome.skipped,
+        outcome.finished,
+        outcome.grid_runs,
+        outcome.dir,
+        outcome.dir
+    ))
 }

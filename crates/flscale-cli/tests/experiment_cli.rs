@@ -1,0 +1,397 @@
+//! End-to-end tests of `flscale sweep | merge | pstar | fit | plot | reproduce` (issue 6):
+//! each runs the binary in a temporary directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_flscale"));
+    c.arg("-q");
+    c
+}
+
+fn run(args: &[&str], cwd: &Path) -> Output {
+    bin().args(args).current_dir(cwd).output().unwrap()
+}
+
+fn ok(args: &[&str], cwd: &Path) -> String {
+    let o = run(args, cwd);
+    assert!(
+        o.status.success(),
+        "flscale {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A small sweep: 2 × 3 = 6 runs of a two-layer erf network, a fraction of a second each.
+const EXP: &str = r#"
+[model]
+kind = "fcn"
+activation = "erf"
+widths = [8]
+[data]
+d = 8
+p = 40
+n_test = 200
+[target]
+hermite = 3
+[sampler]
+kappa = 0.5
+step = 5e-4
+steps = 1500
+burn_in = 500
+thin = 50
+chains = 6
+seed = 3
+[sweep]
+data.d = [6, 8]
+data.p_over_d = [2, 8, 32]
+follow = { "model.widths" = "data.d" }
+[analysis]
+predict = { preset = "fcn2-erf-he3", at = "N=d" }
+"#;
+
+/// Every file under `dir` except the timing files, as relative path → bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, d: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else if !name.starts_with("timing") {
+                out.insert(
+                    p.strip_prefix(root).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn assert_same(a: &Path, b: &Path) {
+    let (x, y) = (snapshot(a), snapshot(b));
+    assert_eq!(
+        x.keys().collect::<Vec<_>>(),
+        y.keys().collect::<Vec<_>>(),
+        "different file sets in {} and {}",
+        a.display(),
+        b.display()
+    );
+    for (k, v) in &x {
+        assert!(
+            v == &y[k],
+            "{} differs between {} and {}",
+            k.display(),
+            a.display(),
+            b.display()
+        );
+    }
+}
+
+fn finished_runs(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("runs"))
+        .map(|r| {
+            r.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Checks results.csv: one row per (run, observable), every present value finite, and
+/// alignment present for every run.
+fn check_results(dir: &Path, runs: usize) {
+    let text = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let obs = header.iter().position(|h| *h == "observable").unwrap();
+    let mut alignments = 0;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), header.len(), "{line}");
+        for v in &f[obs + 1..] {
+            if !v.is_empty() {
+                assert!(v.parse::<f64>().unwrap().is_finite(), "{line}");
+            }
+        }
+        if f[obs] == "alignment" {
+            assert!(!f[obs + 1].is_empty(), "alignment missing: {line}");
+            alignments += 1;
+        }
+    }
+    assert_eq!(alignments, runs);
+}
+
+fn check_figure(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("png") => assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", path.display()),
+        Some("svg") => {
+            let s = String::from_utf8(bytes).unwrap();
+            assert!(
+                s.starts_with("<svg") && s.trim_end().ends_with("</svg>"),
+                "{}",
+                path.display()
+            );
+        }
+        _ => panic!("unexpected figure {}", path.display()),
+    }
+}
+
+#[test]
+fn killed_sweep_resumes_to_the_uninterrupted_result_and_shards_merge_to_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("exp.toml"), EXP).unwrap();
+    // Uninterrupted.
+    ok(&["sweep", "exp.toml", "--out", "a"], t);
+    check_results(&t.join("a"), 6);
+    // Killed (SIGKILL) right after its first run directory appears, then re-run.
+    let mut child = bin()
+        .args(["sweep", "exp.toml", "--out", "b"])
+        .current_dir(t)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while finished_runs(&t.join("b")) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no run finished"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let at_kill = finished_runs(&t.join("b"));
+    assert!(at_kill < 6, "the sweep finished before it could be killed");
+    assert!(!t.join("b/results.csv").exists());
+    let resumed = ok(&["sweep", "exp.toml", "--out", "b"], t);
+    assert!(
+        resumed.contains(&format!("{at_kill} already finished")),
+        "{resumed}"
+    );
+    assert_same(&t.join("a"), &t.join("b"));
+    // Two shards in separate directories, with different thread counts, merged.
+    for (i, threads) in [(0, "1"), (1, "2")] {
+        let o = bin()
+            .args(["sweep", "exp.toml", "--out", &format!("s{i}"), "--shard"])
+            .arg(format!("{i}/2"))
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(t)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(finished_runs(&t.join("s0")), 3);
+    ok(&["merge", "m", "s0", "s1"], t);
+    assert_same(&t.join("a"), &t.join("m"));
+    ok(&["merge", "m", "s0", "s1"], t);
+    ok(&["merge", "m"], t);
+    assert_same(&t.join("a"), &t.join("m"));
+    // Merging a different sweep is refused.
+    std::fs::write(t.join("other.toml"), EXP.replace("seed = 3", "seed = 4")).unwrap();
+    ok(&["sweep", "other.toml", "--out", "o", "--shard", "0/6"], t);
+    let o = run(&["merge", "m", "o"], t);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("different experiment"));
+    // So is resuming into a directory of another sweep.
+    let o = run(&["sweep", "other.toml", "--out", "a"], t);
+    assert_eq!(o.status.code(), Some(2));
+
+    // Analysis on the finished sweep: finite numbers, the prediction beside them.
+    let p: serde_json::Value =
+        serde_json::from_str(&ok(&["pstar", "a", "--json", "--bootstrap", "200"], t)).unwrap();
+    assert_eq!(p["rows"].as_array().unwrap().len(), 2);
+    for r in p["rows"].as_array().unwrap() {
+        for (_, a) in r["curve"].as_array().unwrap().iter().map(|c| {
+            let c = c.as_array().unwrap();
+            (c[0].as_f64().unwrap(), c[1].as_f64().unwrap())
+        }) {
+            assert!(a.is_finite());
+        }
+    }
+    assert_eq!(p["predicted"]["value"].as_f64(), Some(1.0));
+    let o = run(&["fit", "a", "--y", "r_overlap2", "--x", "p"], t);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("measured exponent") && s.contains("predicted 1"),
+        "{s}"
+    );
+    let o = run(&["fit", "a", "--y", "energy"], t);
+    assert_eq!(o.status.code(), Some(2));
+    let plotted = ok(&["plot", "a", "--bootstrap", "100"], t);
+    let figs: Vec<&str> = plotted
+        .lines()
+        .filter_map(|l| l.strip_prefix("wrote "))
+        .collect();
+    assert!(
+        figs.iter().any(|f| f.ends_with("alignment_vs_p.png")),
+        "{plotted}"
+    );
+    assert!(
+        figs.iter().any(|f| f.ends_with("mse_vs_alignment.svg")),
+        "{plotted}"
+    );
+    for f in figs {
+        check_figure(&t.join(f));
+    }
+}
+
+#[test]
+fn malformed_experiment_files_fail_before_any_run_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let cases = [
+        ("data.p_over_d = [2, 8, 32]", "data.pp = [2]", "data.pp"),
+        (
+            "data.d = [6, 8]",
+            "data.d = []",
+            "sweep.data.d = [] is an empty grid",
+        ),
+        (
+            "data.d = [6, 8]",
+            "data.d = [6, -8]",
+            "sweep.data.d[1] = -8",
+        ),
+        ("seed = 3", "seed = 3\nsede = 4", "sede"),
+        ("kappa = 0.5", "kappa = -0.5", "sampler.kappa = -0.5"),
+    ];
+    for (from, to, want) in cases {
+        std::fs::write(t.join("bad.toml"), EXP.replace(from, to)).unwrap();
+        let o = run(&["sweep", "bad.toml", "--out", "bad"], t);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{to}: {err}");
+        assert!(err.contains(want), "{to}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(!t.join("bad").exists(), "{to}: a run directory was created");
+    }
+    let o = run(&["sweep", "bad.toml", "--out", "x", "--shard", "2/2"], t);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn emit_slurm_writes_a_job_array_and_dry_run_lists_the_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    std::fs::write(t.join("exp.toml"), EXP).unwrap();
+    ok(&["sweep", "exp.toml", "--out", "c", "--emit-slurm", "3"], t);
+    let s = std::fs::read_to_string(t.join("c/sweep.sbatch")).unwrap();
+    assert!(s.starts_with("#!/bin/bash"));
+    assert!(s.contains("#SBATCH --array=0-2"), "{s}");
+    assert!(s.contains("--shard \"${SLURM_ARRAY_TASK_ID}/3\""), "{s}");
+    assert_eq!(finished_runs(&t.join("c")), 0);
+    let l = ok(&["sweep", "exp.toml", "--out", "c", "--dry-run"], t);
+    assert_eq!(
+        l.lines().filter(|x| x.starts_with("run-")).count(),
+        6,
+        "{l}"
+    );
+    assert!(l.contains("run-00005  d=8 p=256 widths=[8]"), "{l}");
+}
+
+fn reproduce_quick(name: &str) -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ok(
+        &[
+            "reproduce",
+            name,
+            "--quick",
+            "--out",
+            "r",
+            "--bootstrap",
+            "200",
+        ],
+        tmp.path(),
+    );
+    let dir = tmp.path().join("r");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let runs = manifest["runs"].as_array().unwrap().len();
+    assert_eq!(finished_runs(&dir), runs);
+    check_results(&dir, runs);
+    let figs: Vec<PathBuf> = std::fs::read_dir(dir.join("figures"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(!figs.is_empty(), "{name}: no figure");
+    for f in &figs {
+        check_figure(f);
+    }
+    (tmp, out)
+}
+
+#[test]
+fn reproduce_fig2b_quick_prints_measured_and_predicted_exponents() {
+    let (tmp, out) = reproduce_quick("fig2b");
+    assert!(out.contains("predicted 1"), "{out}");
+    assert!(
+        out.contains("P* vs d: measured exponent") || out.contains("no exponent"),
+        "{out}"
+    );
+    assert!(tmp.path().join("r/figures/alignment_vs_p.svg").exists());
+}
+
+#[test]
+fn reproduce_fig2a_quick() {
+    let (tmp, _) = reproduce_quick("fig2a");
+    assert!(tmp.path().join("r/figures/overlap_histograms.png").exists());
+}
+
+#[test]
+fn reproduce_fig2c_quick() {
+    let (tmp, out) = reproduce_quick("fig2c");
+    assert!(tmp.path().join("r/figures/outliers_vs_n1.png").exists());
+    assert!(
+        out.contains("predicted 1/2") || out.contains("no exponent"),
+        "{out}"
+    );
+}
+
+#[test]
+fn reproduce_fig3a_quick() {
+    let (tmp, _) = reproduce_quick("fig3a");
+    assert!(tmp.path().join("r/figures/alignment_vs_p.png").exists());
+}
+
+#[test]
+fn reproduce_fig3c_quick_says_what_it_cannot_draw() {
+    let (_tmp, out) = reproduce_quick("fig8");
+    assert!(
+        out.contains("not reproduced: the second-layer panels"),
+        "{out}"
+    );
+}
+
+#[test]
+fn reproduce_blog_quick() {
+    let (tmp, _) = reproduce_quick("blog");
+    assert!(tmp.path().join("r/figures/r_overlap2_vs_p.svg").exists());
+}
+
+#[test]
+fn presets_the_engine_cannot_run_fail_naming_what_is_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, want) in [
+        ("fig3b", "softmax-attention"),
+        ("fig7", "parity feature directions"),
+    ] {
+        let o = run(&["reproduce", name, "--quick", "--out", "r"], tmp.path());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(want) && err.contains("no results"), "{err}");
+        assert!(!tmp.path().join("r").exists());
+    }
+    let o = run(&["reproduce", "fig9"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+}
