@@ -199,6 +199,39 @@ fn sweep_writes_a_figure_and_json() {
 }
 
 #[test]
+fn solve_is_identical_for_any_thread_count() {
+    let args = [
+        "cavity", "solve", "--d", "5", "--n", "5", "--p", "20", "--p-test", "30", "--seed", "3",
+        "--json",
+    ];
+    let run = |threads: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_flscale"))
+            .args(args)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("the flscale binary runs");
+        assert!(out.status.success());
+        out.stdout
+    };
+    assert_eq!(run("1"), run("3"));
+}
+
+#[test]
+fn continuous_phase_prints_no_nan() {
+    let out = flscale(&["cavity", "phase", "--b", "0.3", "--c", "0"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("continuous") && !text.contains("NaN") && !text.contains("inf"),
+        "{text}"
+    );
+    let v = json_of(&flscale(&[
+        "cavity", "phase", "--b", "0.3", "--c", "0", "--json",
+    ]));
+    assert!(v["r_unaligned_leading"].is_null() && v["r_aligned_at_d"].is_null());
+}
+
+#[test]
 fn bad_parameters_exit_with_code_2() {
     let cases: &[&[&str]] = &[
         &["cavity", "phase", "--sigma-w2", "0"],

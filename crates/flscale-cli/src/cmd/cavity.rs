@@ -414,9 +414,10 @@ fn run_phase(a: PhaseArgs) -> Result<()> {
         None => s += "u_spinodal  none (b = 0: the centre never loses stability)\n",
     }
     s += &format!("rho_star    {:.7}\n", rep.rho_star);
+    let show = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.6}"));
     s += &format!(
-        "R = E[ρ²]   leading order: {:.6} below u_c, {:.6} above; at D = {}: central well {:.6}, side well {:.6}, side mass {:.4}\n",
-        rep.r_unaligned_leading, rep.r_aligned_leading, rep.d, rep.r_unaligned_at_d, rep.r_aligned_at_d, rep.side_weight_at_d
+        "R = E[ρ²]   leading order: {} below u_c, {:.6} above; at D = {}: central well {:.6}, side well {}, side mass {:.4}\n",
+        show(rep.r_unaligned_leading), rep.r_aligned_leading, rep.d, rep.r_unaligned_at_d, show(rep.r_aligned_at_d), rep.side_weight_at_d
     );
     s += &format!(
         "tolerance   u values relative {:.0e}; ρ absolute {:.0e}\n",

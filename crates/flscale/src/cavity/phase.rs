@@ -80,14 +80,15 @@ pub struct PhaseReport {
     pub u_spinodal: Option<Located>,
     /// ρ* of the side minimum at coexistence.
     pub rho_star: f64,
-    /// Leading-order R = E[ρ²] just below u_c: σ_w²/(D(1 − u_c/u_s)) (Gaussian central well).
-    pub r_unaligned_leading: f64,
+    /// Leading-order R = E[ρ²] just below u_c: σ_w²/(D(1 − u_c/u_s)) (Gaussian central well);
+    /// absent for a continuous transition, where it diverges at u_c = u_s.
+    pub r_unaligned_leading: Option<f64>,
     /// Leading-order R just above u_c: ρ*².
     pub r_aligned_leading: f64,
     /// R in the central well at u_c for this D (exact integral of e^{−D·Ũ}).
     pub r_unaligned_at_d: f64,
-    /// R in the side well at u_c for this D.
-    pub r_aligned_at_d: f64,
+    /// R in the side well at u_c for this D; absent without a side well.
+    pub r_aligned_at_d: Option<f64>,
     /// Posterior mass of the side wells at u_c for this D.
     pub side_weight_at_d: f64,
     /// Stated relative accuracy of the numerical u values.
@@ -331,9 +332,9 @@ pub fn phase(sigma_w2: f64, b: f64, c: f64, d: usize) -> Result<PhaseReport> {
     };
     let moments = well_moments(&mf, u_c_num, rho_star, d as f64);
     let r_unaligned_leading = match u_s_num {
-        Some(us) if first_order => sigma_w2 / (d as f64 * (1.0 - u_c_num / us)),
-        Some(_) => f64::INFINITY,
-        None => sigma_w2 / d as f64,
+        Some(us) if first_order => Some(sigma_w2 / (d as f64 * (1.0 - u_c_num / us))),
+        Some(_) => None,
+        None => Some(sigma_w2 / d as f64),
     };
     Ok(PhaseReport {
         sigma_w2,
@@ -350,14 +351,10 @@ pub fn phase(sigma_w2: f64, b: f64, c: f64, d: usize) -> Result<PhaseReport> {
         u_coexist: located(u_c_num, u_c_closed, rho_star),
         u_spinodal,
         rho_star,
-        r_unaligned_leading: if r_unaligned_leading.is_finite() {
-            r_unaligned_leading
-        } else {
-            f64::NAN
-        },
+        r_unaligned_leading,
         r_aligned_leading: rho_star * rho_star,
         r_unaligned_at_d: moments.0,
-        r_aligned_at_d: moments.1,
+        r_aligned_at_d: moments.1.is_finite().then_some(moments.1),
         side_weight_at_d: moments.2,
         tolerance: STATED_REL_TOL,
         rho_tolerance: RHO_TOL,
@@ -557,8 +554,8 @@ mod tests {
         let mf = MeanField::new(0.5, 0.3, -0.3).unwrap();
         assert!(mf.potential(r.u_coexist.u, r.rho_star).abs() < 1e-12);
         // Leading-order moments: R jumps from O(1/D) to ρ*².
-        assert!(r.r_unaligned_leading < 0.2 && r.r_aligned_leading > 0.3);
-        assert!(r.r_aligned_at_d > 5.0 * r.r_unaligned_at_d);
+        assert!(r.r_unaligned_leading.unwrap() < 0.2 && r.r_aligned_leading > 0.3);
+        assert!(r.r_aligned_at_d.unwrap() > 5.0 * r.r_unaligned_at_d);
     }
 
     #[test]
