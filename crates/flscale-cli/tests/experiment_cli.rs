@@ -41,9 +41,9 @@ hermite = 3
 [sampler]
 kappa = 0.5
 step = 5e-4
-steps = 1500
-burn_in = 500
-thin = 50
+steps = 800
+burn_in = 400
+thin = 40
 chains = 6
 seed = 3
 [sweep]
