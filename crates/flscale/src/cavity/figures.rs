@@ -92,12 +92,23 @@ pub fn sweep_chart(rep: &SweepReport) -> LineChart {
     if let Some(p) = rep.p_transition_down {
         notes.push(format!("hot start loses alignment at P ≈ {p:.1}"));
     }
+    // A log R axis only when R spans decades (the shared chart labels a log axis by decades).
+    let values: Vec<f64> = rep
+        .unaligned
+        .iter()
+        .chain(&rep.aligned)
+        .flat_map(|s| [s.r, s.test_mse_relative])
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .collect();
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
     LineChart {
         title: "Adaptive kernel: alignment R = E[ρ²] and test error vs P".into(),
         x_label: "P (training samples)".into(),
         y_label: "R, test MSE / E[y²]".into(),
         log_x: true,
-        log_y: true,
+        log_y: hi > 20.0 * lo,
         series: vec![
             Series::new(
                 "R, from small alignment",
