@@ -218,8 +218,8 @@ fn human(s: &Summary, dir: &Path) -> String {
     };
     let mut t = String::new();
     t += &format!(
-        "chains used        {} ({} samples each, {})\n",
-        s.chains_used, s.samples_per_chain, s.precision
+        "chains used        {} ({} samples each, {}, {} start)\n",
+        s.chains_used, s.samples_per_chain, s.precision, s.start
     );
     t += &format!("alignment A_f      {}\n", pm(s.alignment, s.alignment_err));
     t += &format!(
@@ -261,6 +261,19 @@ fn human(s: &Summary, dir: &Path) -> String {
             f(g.second_moment),
             f(g.prior_variance),
             if g.frozen { "  frozen" } else { "" }
+        );
+    }
+    if let Some(h) = &s.hot_start {
+        t += &format!(
+            "hot start          alignment {}, R {}, outliers {}  → {}\n",
+            pm(h.alignment, h.alignment_err),
+            pm(h.r_overlap2, h.r_overlap2_err),
+            f(h.outliers_layer1),
+            match s.equilibrated {
+                Some(true) => "cold and hot agree",
+                Some(false) => "NOT EQUILIBRATED: cold and hot starts disagree",
+                None => "no error bars to compare",
+            }
         );
     }
     if let Some(sp) = s.steps_per_second {

@@ -205,6 +205,30 @@ pub struct SamplerConfig {
     /// regression on random features.
     #[serde(default)]
     pub frozen_layers: Vec<usize>,
+    /// Initial state: "cold" (default; weights drawn from the prior), "hot" (teacher-aligned:
+    /// every first-layer neuron's component along w* set to ±σ1, alternating signs, the rest
+    /// from the prior), or "both" (two ensembles of `chains` chains each, from the same
+    /// streams; the summary reports the hot one beside the cold one and flags them "not
+    /// equilibrated" when they disagree beyond their errors — spec 02, "First-order
+    /// transitions cause hysteresis").
+    #[serde(default = "default_start")]
+    pub start: Start,
+}
+
+/// Initial state of the chains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// From the prior.
+    Cold,
+    /// Teacher-aligned first layer.
+    Hot,
+    /// Both, compared.
+    Both,
+}
+
+fn default_start() -> Start {
+    Start::Cold
 }
 
 fn default_temperature() -> f64 {

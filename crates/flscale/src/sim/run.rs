@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, Precision};
+use super::config::{ExperimentConfig, Precision, Start};
 use super::data::Dataset;
 use super::model::FcnModel;
 use super::observables::{
@@ -90,9 +90,56 @@ pub struct Summary {
     pub precision: String,
     /// Equilibration diagnostics.
     pub diagnostics: Diagnostics,
+    /// "cold" or "hot": the start of the chains these results come from.
+    pub start: String,
+    /// With `sampler.start = "both"`: the hot-start ensemble's main observables.
+    pub hot_start: Option<StartResults>,
+    /// With `sampler.start = "both"`: false when the cold and hot ensembles disagree on the
+    /// alignment or on R by more than 3 combined standard errors ("not equilibrated": a
+    /// first-order transition's hysteresis, spec 02); null otherwise or without error bars.
+    pub equilibrated: Option<bool>,
     /// Wall-clock speed: filled in only when the caller asks for timing (it is not
     /// reproducible, so it stays out of the deterministic output by default).
     pub steps_per_second: Option<f64>,
+}
+
+/// The main observables of one start, for the cold/hot comparison.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StartResults {
+    /// Alignment A_f.
+    pub alignment: Option<f64>,
+    /// Its standard error.
+    pub alignment_err: Option<f64>,
+    /// R = E[ρ²].
+    pub r_overlap2: Option<f64>,
+    /// Its standard error.
+    pub r_overlap2_err: Option<f64>,
+    /// Outliers per network.
+    pub outliers_layer1: Option<f64>,
+    /// Test MSE.
+    pub test_mse: Option<f64>,
+    /// Chains stopped in this ensemble.
+    pub diverged_chains: usize,
+}
+
+impl StartResults {
+    fn of(s: &Summary) -> StartResults {
+        StartResults {
+            alignment: s.alignment,
+            alignment_err: s.alignment_err,
+            r_overlap2: s.r_overlap2,
+            r_overlap2_err: s.r_overlap2_err,
+            outliers_layer1: s.outliers_layer1,
+            test_mse: s.test_mse,
+            diverged_chains: s.diverged_chains.len(),
+        }
+    }
+}
+
+/// Whether two estimates agree within 3 combined standard errors (None without errors).
+fn agree(a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>) -> Option<bool> {
+    let (a, ea, b, eb) = (a?, ea?, b?, eb?);
+    Some((a - b).abs() <= 3.0 * (ea * ea + eb * eb).sqrt())
 }
 
 /// One row of the trace file (means over the surviving chains at one sampling time).
@@ -188,6 +235,47 @@ fn run_typed<T: Real>(
 ) -> Result<RunResult> {
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
+    match s.start {
+        Start::Cold => Ok(run_once::<T>(cfg, &data, false, &mut |d, _| {
+            progress(d, s.steps)
+        })),
+        Start::Hot => Ok(run_once::<T>(cfg, &data, true, &mut |d, _| {
+            progress(d, s.steps)
+        })),
+        Start::Both => {
+            let total = 2 * s.steps;
+            let mut cold = run_once::<T>(cfg, &data, false, &mut |d, _| progress(d, total));
+            let hot = run_once::<T>(cfg, &data, true, &mut |d, _| progress(s.steps + d, total));
+            let (c, h) = (&cold.summary, &hot.summary);
+            let equilibrated = match (
+                agree(c.alignment, c.alignment_err, h.alignment, h.alignment_err),
+                agree(
+                    c.r_overlap2,
+                    c.r_overlap2_err,
+                    h.r_overlap2,
+                    h.r_overlap2_err,
+                ),
+            ) {
+                (Some(a), Some(r)) => Some(a && r),
+                _ => None,
+            };
+            cold.summary.hot_start = Some(StartResults::of(h));
+            cold.summary.equilibrated = equilibrated;
+            cold.seconds += hot.seconds;
+            cold.steps += hot.steps;
+            Ok(cold)
+        }
+    }
+}
+
+/// One ensemble from a cold (prior) or hot (teacher-aligned) start.
+fn run_once<T: Real>(
+    cfg: &ExperimentConfig,
+    data: &Dataset,
+    hot: bool,
+    progress: &mut dyn FnMut(usize, usize),
+) -> RunResult {
+    let s = &cfg.sampler;
     let model = FcnModel::from_config(cfg);
     let d = model.d;
     let n_groups = model.n_groups();
@@ -205,6 +293,9 @@ fn run_typed<T: Real>(
         dynamics,
         None,
     );
+    if hot {
+        ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
+    }
     let n_test = data.n_test();
     let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
     let y_test = &data.y_test;
@@ -239,9 +330,9 @@ fn run_typed<T: Real>(
         progress(t, s.steps);
     }
     let seconds = start.elapsed().as_secs_f64();
-    Ok(finish(
-        cfg, &ens, &data, &model, acc, threshold, range, seconds,
-    ))
+    let mut result = finish(cfg, &ens, data, &model, acc, threshold, range, seconds);
+    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    result
 }
 
 /// Measures every live chain at step `t`.
@@ -562,6 +653,9 @@ fn finish<T: Real>(
             ess_r_overlap2: iat_r.map(|t| total_samples / t),
             groups,
         },
+        start: String::new(),
+        hot_start: None,
+        equilibrated: None,
         steps_per_second: None,
     };
     RunResult {

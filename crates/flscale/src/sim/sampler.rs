@@ -167,6 +167,27 @@ impl<T: Real> Ensemble<T> {
         }
     }
 
+    /// Turns the initial state into a "hot" one (spec 02): every first-layer neuron's
+    /// component along the teacher w* (unit vector) is replaced by ±`magnitude`, signs
+    /// alternating over neurons; the orthogonal components and the other layers keep their
+    /// prior draws. Call before the first step.
+    pub fn hot_start(&mut self, teacher: &[f64], magnitude: f64) {
+        let d = self.model.d;
+        let n1 = self.model.widths[0];
+        for block in &mut self.blocks {
+            for c in 0..block.len {
+                let w1 = &mut block.params[0][c * n1 * d..(c + 1) * n1 * d];
+                for (i, row) in w1.chunks_exact_mut(d).enumerate() {
+                    let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
+                    let target = if i % 2 == 0 { magnitude } else { -magnitude };
+                    for (w, t) in row.iter_mut().zip(teacher) {
+                        *w = T::of(w.f64() + (target - rho) * t);
+                    }
+                }
+            }
+        }
+    }
+
     /// Number of chains E.
     pub fn chains(&self) -> usize {
         self.blocks.iter().map(|b| b.len).sum()

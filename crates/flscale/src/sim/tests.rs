@@ -293,7 +293,7 @@ precision = "f64"
     assert!(wide < 0.7 * narrow, "N = 2: {narrow}, N = 128: {wide}");
 }
 
-fn he3(p: usize, kappa: f64, step: f64, steps: usize) -> super::run::RunResult {
+fn he3(p: usize, kappa: f64, step: f64, steps: usize, start: &str) -> super::run::RunResult {
     let cfg = config(&format!(
         r#"
 [model]
@@ -314,6 +314,7 @@ burn_in = {}
 thin = 100
 chains = 8
 seed = 1
+start = "{start}"
 "#,
         steps / 2
     ));
@@ -325,7 +326,11 @@ seed = 1
 /// small ridge it specialises: O(1) alignment and outlier neurons (paper Fig. 2, App. F.0.1).
 #[test]
 fn he3_is_lazy_at_2d_and_specialised_at_40d() {
-    let lazy = he3(40, 0.1, 1e-3, 4000).summary;
+    let lazy = he3(40, 0.1, 1e-3, 4000, "both").summary;
+    // The lazy posterior is unimodal: a teacher-aligned (hot) start relaxes to the same
+    // answer as the prior (cold) start.
+    assert_eq!(lazy.equilibrated, Some(true), "{:?}", lazy.hot_start);
+    assert!(lazy.hot_start.as_ref().unwrap().alignment.unwrap().abs() < 0.1);
     assert!(
         lazy.alignment.unwrap().abs() < 0.1,
         "P = 2d: alignment {:?}",
@@ -336,7 +341,7 @@ fn he3_is_lazy_at_2d_and_specialised_at_40d() {
         "P = 2d: outliers {:?}",
         lazy.outliers_layer1
     );
-    let rich = he3(800, 0.1, 5e-5, 4000).summary;
+    let rich = he3(800, 0.1, 5e-5, 4000, "cold").summary;
     assert!(rich.diverged_chains.is_empty());
     assert!(
         rich.alignment.unwrap() > 0.3,
