@@ -97,6 +97,10 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
             quantity: args.quantity.clone().unwrap_or_else(|| "pstar".into()),
             scale: args.scale.clone().unwrap_or_else(|| "d".into()),
         }),
+        // The experiment's prediction is only printed beside the quantity it is about.
+        (None, Some(p)) if (p.quantity == "pstar") != (y == "pstar") && args.quantity.is_none() => {
+            None
+        }
         (None, Some(p)) => {
             let mut p = p.clone();
             if let Some(at) = &args.at {

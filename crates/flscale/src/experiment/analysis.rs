@@ -594,7 +594,15 @@ pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
             }
         }
     };
+    // A prediction is only paired with the fit of the quantity it is about.
     let predicted = match &a.predict {
+        Some(p) if (p.quantity == "pstar") != (fit_spec.y == "pstar") => {
+            notes.push(format!(
+                "[analysis] predict is about {}, the fit about {}; not paired",
+                p.quantity, fit_spec.y
+            ));
+            None
+        }
         Some(p) => match predicted_exponent(p) {
             Ok(p) => Some(p),
             Err(e) => {
