@@ -213,6 +213,12 @@ pub struct SamplerConfig {
     /// transitions cause hysteresis").
     #[serde(default = "default_start")]
     pub start: Start,
+    /// Step-size control (spec 02 (a)): during burn-in, at every measurement (every `thin`
+    /// steps), estimate λ_max of the Hessian of U by power iteration on Hessian–vector
+    /// products (max over chains) and set η = min(`step`, 0.1/λ_max); frozen after burn-in so
+    /// that the sampled chain is a fixed Markov kernel. Default false (η = `step` throughout).
+    #[serde(default)]
+    pub adapt_step: bool,
 }
 
 /// Initial state of the chains.

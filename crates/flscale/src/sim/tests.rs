@@ -170,6 +170,31 @@ fn frozen_first_layer_gives_bayesian_linear_regression() {
         }
         exact.push((l, m));
     }
+    // λ_max of a quadratic U is the top eigenvalue of Λ (power iteration on the exact Λ).
+    let lambdas = ens.lambda_max(60);
+    for (k, (l, _)) in exact.iter().enumerate() {
+        let lam: Vec<f64> = (0..n * n)
+            .map(|ij| {
+                (0..n)
+                    .map(|r| l[(ij / n) * n + r] * l[(ij % n) * n + r])
+                    .sum()
+            })
+            .collect();
+        let mut v = vec![1.0; n];
+        let mut top = 0.0;
+        for _ in 0..500 {
+            let w: Vec<f64> = (0..n)
+                .map(|i| (0..n).map(|j| lam[i * n + j] * v[j]).sum())
+                .collect();
+            top = w.iter().map(|a| a * a).sum::<f64>().sqrt();
+            v = w.iter().map(|a| a / top).collect();
+        }
+        assert!(
+            (lambdas[k] / top - 1.0).abs() < 0.02,
+            "chain {k}: λ_max {} vs exact {top}",
+            lambdas[k]
+        );
+    }
     ens.advance(5000);
     let mut sum = vec![0.0; n];
     let mut cov = vec![0.0; n * n];
@@ -355,4 +380,49 @@ fn he3_is_lazy_at_2d_and_specialised_at_40d() {
     );
     // MSE ≥ (1 − A)² (Cauchy–Schwarz, App. F.2) holds for the mean predictor.
     assert!(rich.test_mse_mean_predictor.unwrap() >= rich.mse_lower_bound.unwrap() - 1e-12);
+}
+
+/// Step-size control: an absurd step (η = 1, about 10³ × the stability limit) with
+/// `adapt_step` is brought down from the λ_max estimate before the first step, no chain
+/// diverges, and the frozen step sits near η·λ_max = 0.1.
+#[test]
+fn adaptive_step_tames_an_absurd_step() {
+    let cfg = config(
+        r#"
+[model]
+kind = "fcn"
+activation = "erf"
+widths = [10]
+[data]
+d = 10
+p = 100
+n_test = 200
+[target]
+hermite = 3
+[sampler]
+kappa = 0.1
+step = 1.0
+steps = 2000
+burn_in = 1000
+thin = 100
+chains = 4
+seed = 2
+adapt_step = true
+"#,
+    );
+    let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let dg = &r.summary.diagnostics;
+    assert!(
+        r.summary.diverged_chains.is_empty(),
+        "{:?}",
+        r.summary.diverged_chains
+    );
+    assert!(dg.step < 1e-2, "adapted step {}", dg.step);
+    let sl = dg.step_times_lambda_max.unwrap();
+    assert!(sl > 0.02 && sl < 0.5, "η·λ_max = {sl}");
+    // Without adaptation the same step diverges.
+    let mut fixed = cfg.clone();
+    fixed.sampler.adapt_step = false;
+    let r = run_experiment(&fixed, &mut |_, _| {}).unwrap();
+    assert!(r.all_diverged());
 }
