@@ -94,6 +94,18 @@ pub fn cubic_scales(
     let p_fixed = t / lambda3_fixed;
     let p_cubic_aligned = t / lambda3_aligned;
     let p_align = t * (u_coexist * d / s_a2).sqrt();
+    let all = [
+        lambda3_fixed,
+        lambda3_aligned,
+        p_fixed,
+        p_cubic_aligned,
+        p_align,
+    ];
+    if all.iter().any(|v| !v.is_finite()) || lambda3_fixed <= 0.0 || lambda3_aligned <= 0.0 {
+        return Err(Error::invalid(format!(
+            "D = {d}, N = {n}, T = {t}, s_a² = {s_a2}, σ_w² = {sigma_w2} are too extreme for finite sample scales in double precision; use moderate values"
+        )));
+    }
     Ok(CubicScales {
         d,
         n,
@@ -167,6 +179,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_parameters() {
+        // Found by proptest: representable inputs whose scales overflow.
+        assert!(cubic_scales(1e-300, 1e-300, 1e-300, 300.0, 1e300, 0.0, 515.7).is_err());
         assert!(cubic_scales(20.0, 20.0, 0.0, 0.05, 1.0, 0.3, -0.3).is_err());
         assert!(cubic_scales(20.0, 20.0, 0.05, 0.05, 1.0, 0.0, 0.0).is_err());
     }

@@ -331,6 +331,11 @@ pub fn phase(sigma_w2: f64, b: f64, c: f64, d: usize) -> Result<PhaseReport> {
         _ => None,
     };
     let moments = well_moments(&mf, u_c_num, rho_star, d as f64);
+    if !(moments.0.is_finite() && moments.2.is_finite()) {
+        return Err(Error::invalid(format!(
+            "σ_w² = {sigma_w2}, b = {b}, c = {c}, D = {d} are too extreme for the posterior moments in double precision; use moderate values"
+        )));
+    }
     let r_unaligned_leading = match u_s_num {
         Some(us) if first_order => Some(sigma_w2 / (d as f64 * (1.0 - u_c_num / us))),
         Some(_) => None,
