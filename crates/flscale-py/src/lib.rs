@@ -136,6 +136,82 @@ fn sample<'py>(py: Python<'py>, source: String, kind: String) -> PyResult<(Strin
     Ok((encode(&summary)?, arrays))
 }
 
+fn serde_json_text<T: serde::Serialize>(v: &T) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| PyRuntimeError::new_err(format!("cannot encode JSON: {e}")))
+}
+
+/// cavity_phase(sigma_w2, b, c, d) -> JSON text of `flscale cavity phase --json`.
+#[pyfunction]
+fn cavity_phase(py: Python<'_>, sigma_w2: f64, b: f64, c: f64, d: usize) -> PyResult<String> {
+    let rep = py.detach(|| flscale::cavity::phase(sigma_w2, b, c, d)).map_err(to_py_err)?;
+    serde_json_text(&rep)
+}
+
+/// cavity_solve(...) -> JSON text of `flscale cavity solve --json`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn cavity_solve(
+    py: Python<'_>,
+    p: usize,
+    d: usize,
+    n: usize,
+    t: f64,
+    s_a2: Option<f64>,
+    sigma_w2: f64,
+    eps: f64,
+    seed: u64,
+    p_test: usize,
+    damping: f64,
+    max_iter: usize,
+    tol: f64,
+) -> PyResult<String> {
+    let prm = flscale::cavity::adaptive::AdaptiveParams {
+        d,
+        n,
+        p,
+        t,
+        s_a2: s_a2.unwrap_or(1.0 / n.max(1) as f64),
+        sigma_w2,
+        eps,
+        seed,
+        p_test,
+        damping,
+        max_iter,
+        tol,
+    };
+    let rep = py.detach(|| flscale::cavity::solve(&prm)).map_err(to_py_err)?;
+    serde_json_text(&rep)
+}
+
+/// cavity_potential(rho, sigma_w2, b, c, u, finite) -> Ũ_u(ρ)/D (mean-field, `finite` None) or
+/// U(ρ)/D for `finite = (d, p, t, s_a2)`, on the given ρ values.
+#[pyfunction]
+#[pyo3(signature = (rho, sigma_w2, b, c, u=None, finite=None))]
+fn cavity_potential<'py>(
+    py: Python<'py>,
+    rho: Vec<f64>,
+    sigma_w2: f64,
+    b: f64,
+    c: f64,
+    u: Option<f64>,
+    finite: Option<(f64, f64, f64, f64)>,
+) -> PyResult<Bound<'py, numpy::PyArray1<f64>>> {
+    use flscale::cavity::potential::{FiniteModel, MeanField};
+    let values = match (u, finite) {
+        (Some(u), None) => {
+            let mf = MeanField::new(sigma_w2, b, c).map_err(to_py_err)?;
+            flscale::error::require_finite("u", u).map_err(to_py_err)?;
+            rho.iter().map(|&r| mf.potential(u, r)).collect::<Vec<f64>>()
+        }
+        (None, Some((d, p, t, s_a2))) => {
+            let model = FiniteModel::new(d, p, t, s_a2, sigma_w2).map_err(to_py_err)?;
+            rho.iter().map(|&r| model.potential(r, b, c) / d).collect()
+        }
+        _ => return Err(PyValueError::new_err("give either u (mean-field potential) or p (finite-size potential), not both")),
+    };
+    Ok(values.into_pyarray(py))
+}
+
 /// The `flscale._native` module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -144,6 +220,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(sample, m)?)?;
+    m.add_function(wrap_pyfunction!(cavity_phase, m)?)?;
+    m.add_function(wrap_pyfunction!(cavity_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(cavity_potential, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -131,3 +131,26 @@ def test_all_chains_diverged_is_a_runtime_error():
     bad["sampler"]["step"] = 10.0
     with pytest.raises(RuntimeError, match="diverged"):
         flscale.sample(bad)
+
+
+def test_cavity_equals_cli():
+    py = flscale.cavity.phase(sigma_w2=1.0, b=0.3, c=-0.3)
+    assert py == cli_json("cavity", "phase", "--sigma-w2", "1", "--b", "0.3", "--c", "-0.3", "--json")
+    assert abs(py["u_spinodal"]["u"] - 25 * 3.141592653589793 / 3) < 1e-9
+    solved = flscale.cavity.solve(p=40, p_test=200)
+    assert solved == cli_json("cavity", "solve", "--p", "40", "--p-test", "200", "--json")
+
+
+def test_cavity_potential_shapes_and_errors():
+    import numpy as np
+
+    rho = np.linspace(-1.5, 1.5, 31)
+    mf = flscale.cavity.potential(rho, sigma_w2=1.0, b=0.3, c=-0.3, u=22.0)
+    assert mf.shape == (31,) and mf.dtype == np.float64
+    assert mf[15] == 0.0  # U(0) = 0
+    fin = flscale.cavity.potential(rho, sigma_w2=1.0, p=100)
+    assert fin.shape == (31,) and np.all(np.isfinite(fin))
+    with pytest.raises(ValueError, match="sigma|σ"):
+        flscale.cavity.phase(sigma_w2=-1.0)
+    with pytest.raises(ValueError):
+        flscale.cavity.potential(rho)

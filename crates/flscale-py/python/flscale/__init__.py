@@ -17,10 +17,11 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
+from . import cavity
 
 __version__: str = _native.__version__
 
-__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "__version__"]
+__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "cavity", "__version__"]
 
 
 def _regime_text(at: Optional[Mapping[str, str]]) -> str:
