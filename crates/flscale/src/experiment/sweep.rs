@@ -84,6 +84,8 @@ const KNOWN: [(&str, &[&str]); 5] = [
             "temperature",
             "precision",
             "frozen_layers",
+            "start",
+            "adapt_step",
         ],
     ),
     ("priors", &["sigma2"]),
