@@ -8,7 +8,7 @@ use flscale::patterns::arch::{preset_text, Architecture, PRESETS};
 use flscale::patterns::report::to_json;
 use flscale::scaling::report::EnergyProblem;
 use flscale::sim::config::ExperimentConfig;
-use flscale::sim::run::run_experiment;
+use flscale::sim::run::run_experiment_interruptible;
 use flscale::Error;
 use numpy::IntoPyArray;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -24,7 +24,8 @@ fn to_py_err(e: Error) -> PyErr {
 }
 
 fn encode(v: &serde_json::Value) -> PyResult<String> {
-    serde_json::to_string(v).map_err(|e| PyRuntimeError::new_err(format!("cannot encode JSON: {e}")))
+    serde_json::to_string(v)
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot encode JSON: {e}")))
 }
 
 /// Turns a JSON object (from a Python dict) into TOML text, so that dicts go through the same
@@ -34,7 +35,8 @@ fn json_to_toml(source: &str, what: &str) -> flscale::Result<String> {
         serde_json::from_str(source).map_err(|e| Error::invalid(format!("{what} dict: {e}")))?;
     let toml_value = toml::Value::try_from(value)
         .map_err(|e| Error::invalid(format!("{what} dict cannot be written as TOML: {e}")))?;
-    toml::to_string(&toml_value).map_err(|e| Error::invalid(format!("{what} dict cannot be written as TOML: {e}")))
+    toml::to_string(&toml_value)
+        .map_err(|e| Error::invalid(format!("{what} dict cannot be written as TOML: {e}")))
 }
 
 /// Loads an architecture: `kind` is "preset", "file" or "toml" (TOML text), or "json" (a
@@ -44,8 +46,14 @@ fn load_architecture(source: &str, kind: &str) -> flscale::Result<Architecture> 
         "preset" => Architecture::from_preset(source),
         "file" => Architecture::from_file(std::path::Path::new(source)),
         "toml" => Architecture::from_toml(source, "architecture", None),
-        "json" => Architecture::from_toml(&json_to_toml(source, "architecture")?, "architecture dict", None),
-        other => Err(Error::invalid(format!("unknown architecture kind \"{other}\""))),
+        "json" => Architecture::from_toml(
+            &json_to_toml(source, "architecture")?,
+            "architecture dict",
+            None,
+        ),
+        other => Err(Error::invalid(format!(
+            "unknown architecture kind \"{other}\""
+        ))),
     }
 }
 
@@ -65,10 +73,25 @@ fn predict(py: Python<'_>, source: String, kind: String, at: Option<String>) -> 
 
 /// energy(expr, free, constraints, at) -> JSON text of `flscale energy --json`.
 #[pyfunction]
-fn energy(py: Python<'_>, expr: String, free: Vec<String>, constraints: Vec<String>, at: String) -> PyResult<String> {
-    let problem = EnergyProblem { expr, free, constraints, at };
+fn energy(
+    py: Python<'_>,
+    expr: String,
+    free: Vec<String>,
+    constraints: Vec<String>,
+    at: String,
+) -> PyResult<String> {
+    let problem = EnergyProblem {
+        expr,
+        free,
+        constraints,
+        at,
+    };
     let value = py
-        .detach(|| problem.solve().map(|(regime, min)| problem.to_json(&regime, &min)))
+        .detach(|| {
+            problem
+                .solve()
+                .map(|(regime, min)| problem.to_json(&regime, &min))
+        })
         .map_err(to_py_err)?;
     encode(&value)
 }
@@ -76,7 +99,10 @@ fn energy(py: Python<'_>, expr: String, free: Vec<String>, constraints: Vec<Stri
 /// presets() -> list of (name, summary).
 #[pyfunction]
 fn presets() -> Vec<(String, String)> {
-    PRESETS.iter().map(|(n, s, _)| (n.to_string(), s.to_string())).collect()
+    PRESETS
+        .iter()
+        .map(|(n, s, _)| (n.to_string(), s.to_string()))
+        .collect()
 }
 
 /// preset_toml(name) -> the preset's TOML text.
@@ -94,19 +120,44 @@ fn preset_toml(name: String) -> PyResult<String> {
 /// diverged chain), the ρ histogram (`hist_edges`, `hist_counts`) and the ensemble-mean test
 /// prediction (`mean_test_prediction`).
 #[pyfunction]
-fn sample<'py>(py: Python<'py>, source: String, kind: String) -> PyResult<(String, Bound<'py, PyDict>)> {
-    let result = py
-        .detach(|| {
-            let text = match kind.as_str() {
-                "json" => json_to_toml(&source, "experiment")?,
-                _ => source.clone(),
-            };
-            let cfg = ExperimentConfig::from_toml(&text, "experiment")?;
-            run_experiment(&cfg, &mut |_, _| {})
+fn sample<'py>(
+    py: Python<'py>,
+    source: String,
+    kind: String,
+) -> PyResult<(String, Bound<'py, PyDict>)> {
+    // Ctrl-C: the sampler asks after every block of steps; the check briefly re-attaches to
+    // the interpreter, and the KeyboardInterrupt it raises is handed back to the caller.
+    let pending: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let interrupted = || {
+        Python::attach(|py| match py.check_signals() {
+            Ok(()) => false,
+            Err(e) => {
+                if let Ok(mut slot) = pending.lock() {
+                    *slot = Some(e);
+                }
+                true
+            }
         })
-        .map_err(to_py_err)?;
+    };
+    let outcome = py.detach(|| {
+        let text = match kind.as_str() {
+            "json" => json_to_toml(&source, "experiment")?,
+            _ => source.clone(),
+        };
+        let cfg = ExperimentConfig::from_toml(&text, "experiment")?;
+        run_experiment_interruptible(&cfg, &mut |_, _| {}, &interrupted)
+    });
+    if let Some(e) = pending.lock().ok().and_then(|mut slot| slot.take()) {
+        return Err(e);
+    }
+    let result = outcome.map_err(to_py_err)?;
     if result.all_diverged() {
-        let chains: Vec<String> = result.summary.diverged_chains.iter().map(|c| c.chain.to_string()).collect();
+        let chains: Vec<String> = result
+            .summary
+            .diverged_chains
+            .iter()
+            .map(|c| c.chain.to_string())
+            .collect();
         return Err(PyRuntimeError::new_err(format!(
             "all chains diverged (chains {}); the step size is too large for this posterior: reduce sampler.step (e.g. by 10x)",
             chains.join(", ")
@@ -116,9 +167,16 @@ fn sample<'py>(py: Python<'py>, source: String, kind: String) -> PyResult<(Strin
         .map_err(|e| PyRuntimeError::new_err(format!("cannot encode the summary: {e}")))?;
     let arrays = PyDict::new(py);
     let t = &result.traces;
-    let col = |f: &dyn Fn(&flscale::sim::run::TraceRow) -> f64| t.iter().map(f).collect::<Vec<f64>>();
+    let col =
+        |f: &dyn Fn(&flscale::sim::run::TraceRow) -> f64| t.iter().map(f).collect::<Vec<f64>>();
     arrays.set_item("trace_step", col(&|r| r.step as f64).into_pyarray(py))?;
-    arrays.set_item("trace_burn_in", t.iter().map(|r| r.burn_in).collect::<Vec<bool>>().into_pyarray(py))?;
+    arrays.set_item(
+        "trace_burn_in",
+        t.iter()
+            .map(|r| r.burn_in)
+            .collect::<Vec<bool>>()
+            .into_pyarray(py),
+    )?;
     arrays.set_item("trace_energy", col(&|r| r.energy).into_pyarray(py))?;
     arrays.set_item("trace_alignment", col(&|r| r.alignment).into_pyarray(py))?;
     arrays.set_item("trace_test_mse", col(&|r| r.test_mse).into_pyarray(py))?;
@@ -126,24 +184,60 @@ fn sample<'py>(py: Python<'py>, source: String, kind: String) -> PyResult<(Strin
     arrays.set_item("trace_outliers", col(&|r| r.outliers).into_pyarray(py))?;
     let c = &result.chains;
     let nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
-    arrays.set_item("chain_alignment", c.iter().map(|r| nan(r.alignment)).collect::<Vec<f64>>().into_pyarray(py))?;
-    arrays.set_item("chain_test_mse", c.iter().map(|r| nan(r.test_mse)).collect::<Vec<f64>>().into_pyarray(py))?;
-    arrays.set_item("chain_r_overlap2", c.iter().map(|r| nan(r.r_overlap2)).collect::<Vec<f64>>().into_pyarray(py))?;
-    arrays.set_item("chain_outliers", c.iter().map(|r| nan(r.outliers)).collect::<Vec<f64>>().into_pyarray(py))?;
-    arrays.set_item("hist_edges", result.histogram.edges.clone().into_pyarray(py))?;
-    arrays.set_item("hist_counts", result.histogram.counts.clone().into_pyarray(py))?;
-    arrays.set_item("mean_test_prediction", result.mean_test_prediction.clone().into_pyarray(py))?;
+    arrays.set_item(
+        "chain_alignment",
+        c.iter()
+            .map(|r| nan(r.alignment))
+            .collect::<Vec<f64>>()
+            .into_pyarray(py),
+    )?;
+    arrays.set_item(
+        "chain_test_mse",
+        c.iter()
+            .map(|r| nan(r.test_mse))
+            .collect::<Vec<f64>>()
+            .into_pyarray(py),
+    )?;
+    arrays.set_item(
+        "chain_r_overlap2",
+        c.iter()
+            .map(|r| nan(r.r_overlap2))
+            .collect::<Vec<f64>>()
+            .into_pyarray(py),
+    )?;
+    arrays.set_item(
+        "chain_outliers",
+        c.iter()
+            .map(|r| nan(r.outliers))
+            .collect::<Vec<f64>>()
+            .into_pyarray(py),
+    )?;
+    arrays.set_item(
+        "hist_edges",
+        result.histogram.edges.clone().into_pyarray(py),
+    )?;
+    arrays.set_item(
+        "hist_counts",
+        result.histogram.counts.clone().into_pyarray(py),
+    )?;
+    arrays.set_item(
+        "mean_test_prediction",
+        result.mean_test_prediction.clone().into_pyarray(py),
+    )?;
     Ok((encode(&summary)?, arrays))
 }
 
 fn serde_json_text<T: serde::Serialize>(v: &T) -> PyResult<String> {
-    serde_json::to_string(v).map_err(|e| PyRuntimeError::new_err(format!("cannot encode JSON: {e}")))
+    serde_json::to_string(v)
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot encode JSON: {e}")))
 }
 
 /// cavity_phase(sigma_w2, b, c, d) -> JSON text of `flscale cavity phase --json`.
 #[pyfunction]
 fn cavity_phase(py: Python<'_>, sigma_w2: f64, b: f64, c: f64, d: usize) -> PyResult<String> {
-    let rep = py.detach(|| flscale::cavity::phase(sigma_w2, b, c, d)).map_err(to_py_err)?;
+    let rep = py
+        .detach(|| flscale::cavity::phase(sigma_w2, b, c, d))
+        .map_err(to_py_err)?;
     serde_json_text(&rep)
 }
 
@@ -179,7 +273,9 @@ fn cavity_solve(
         max_iter,
         tol,
     };
-    let rep = py.detach(|| flscale::cavity::solve(&prm)).map_err(to_py_err)?;
+    let rep = py
+        .detach(|| flscale::cavity::solve(&prm))
+        .map_err(to_py_err)?;
     serde_json_text(&rep)
 }
 
@@ -201,13 +297,19 @@ fn cavity_potential<'py>(
         (Some(u), None) => {
             let mf = MeanField::new(sigma_w2, b, c).map_err(to_py_err)?;
             flscale::error::require_finite("u", u).map_err(to_py_err)?;
-            rho.iter().map(|&r| mf.potential(u, r)).collect::<Vec<f64>>()
+            rho.iter()
+                .map(|&r| mf.potential(u, r))
+                .collect::<Vec<f64>>()
         }
         (None, Some((d, p, t, s_a2))) => {
             let model = FiniteModel::new(d, p, t, s_a2, sigma_w2).map_err(to_py_err)?;
             rho.iter().map(|&r| model.potential(r, b, c) / d).collect()
         }
-        _ => return Err(PyValueError::new_err("give either u (mean-field potential) or p (finite-size potential), not both")),
+        _ => {
+            return Err(PyValueError::new_err(
+                "give either u (mean-field potential) or p (finite-size potential), not both",
+            ))
+        }
     };
     Ok(values.into_pyarray(py))
 }

@@ -154,3 +154,18 @@ def test_cavity_potential_shapes_and_errors():
         flscale.cavity.phase(sigma_w2=-1.0)
     with pytest.raises(ValueError):
         flscale.cavity.potential(rho)
+
+
+def test_ctrl_c_interrupts_a_long_sample():
+    import signal
+    import threading
+
+    long_run = json.loads(json.dumps(SMALL))
+    long_run["sampler"].update({"steps": 10_000_000, "burn_in": 100, "thin": 100})
+    timer = threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            flscale.sample(long_run)
+    finally:
+        timer.cancel()

@@ -12,7 +12,7 @@ use super::observables::{
 };
 use super::real::Real;
 use super::sampler::{predict, Dynamics, Ensemble};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// η·λ_max targeted by `adapt_step`: well inside the stability limit 2, with a bias of
 /// about 5 % in the stiffest direction (variance inflation 1/(1 − ηλ/2)).
@@ -234,30 +234,62 @@ pub fn run_experiment(
     cfg: &ExperimentConfig,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RunResult> {
+    run_experiment_interruptible(cfg, progress, &|| false)
+}
+
+/// [`run_experiment`] that asks `interrupted()` after every block of steps and stops with a
+/// runtime error ("interrupted") when it answers true — how the Python bindings honour
+/// Ctrl-C during a long run.
+pub fn run_experiment_interruptible(
+    cfg: &ExperimentConfig,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
     cfg.validate()?;
     match cfg.sampler.precision {
-        Precision::F32 => run_typed::<f32>(cfg, progress),
-        Precision::F64 => run_typed::<f64>(cfg, progress),
+        Precision::F32 => run_typed::<f32>(cfg, progress, interrupted),
+        Precision::F64 => run_typed::<f64>(cfg, progress, interrupted),
     }
 }
 
 fn run_typed<T: Real>(
     cfg: &ExperimentConfig,
     progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
     match s.start {
-        Start::Cold => Ok(run_once::<T>(cfg, &data, false, &mut |d, _| {
-            progress(d, s.steps)
-        })),
-        Start::Hot => Ok(run_once::<T>(cfg, &data, true, &mut |d, _| {
-            progress(d, s.steps)
-        })),
+        Start::Cold => run_once::<T>(
+            cfg,
+            &data,
+            false,
+            &mut |d, _| progress(d, s.steps),
+            interrupted,
+        ),
+        Start::Hot => run_once::<T>(
+            cfg,
+            &data,
+            true,
+            &mut |d, _| progress(d, s.steps),
+            interrupted,
+        ),
         Start::Both => {
             let total = 2 * s.steps;
-            let mut cold = run_once::<T>(cfg, &data, false, &mut |d, _| progress(d, total));
-            let hot = run_once::<T>(cfg, &data, true, &mut |d, _| progress(s.steps + d, total));
+            let mut cold = run_once::<T>(
+                cfg,
+                &data,
+                false,
+                &mut |d, _| progress(d, total),
+                interrupted,
+            )?;
+            let hot = run_once::<T>(
+                cfg,
+                &data,
+                true,
+                &mut |d, _| progress(s.steps + d, total),
+                interrupted,
+            )?;
             let (c, h) = (&cold.summary, &hot.summary);
             let equilibrated = match (
                 agree(c.alignment, c.alignment_err, h.alignment, h.alignment_err),
@@ -286,7 +318,8 @@ fn run_once<T: Real>(
     data: &Dataset,
     hot: bool,
     progress: &mut dyn FnMut(usize, usize),
-) -> RunResult {
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
     let s = &cfg.sampler;
     let model = FcnModel::from_config(cfg);
     let d = model.d;
@@ -347,6 +380,12 @@ fn run_once<T: Real>(
             );
         }
         progress(t, s.steps);
+        if interrupted() {
+            return Err(Error::runtime(format!(
+                "interrupted at step {t} of {}",
+                s.steps
+            )));
+        }
     }
     let seconds = start.elapsed().as_secs_f64();
     let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
@@ -356,7 +395,7 @@ fn run_once<T: Real>(
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
-    result
+    Ok(result)
 }
 
 /// Measures every live chain at step `t`.
