@@ -277,7 +277,12 @@ fn narrow_network_binds_the_lower_neuron_count() {
     assert_eq!(sp.binding, vec!["1 <= M".to_string()]);
     assert_eq!(sp.argmin["M"].lo, Some(q(0, 1)));
     assert_eq!(sp.exponent, q(1, 1)); // max(d·1, N/1) = d
-    assert!(p.reading().contains("M ∝ 1 neurons of layer 1 specialise on Phi"), "{}", p.reading());
+    assert!(
+        p.reading()
+            .contains("M ∝ 1 neurons of layer 1 specialise on Phi"),
+        "{}",
+        p.reading()
+    );
 }
 
 #[test]
