@@ -6,62 +6,24 @@
 //! E[σ(Ĥe_j(z)) Ĥe_k(z)] of a specialised neuron's post-activation σ(F), F = Ĥe_j(Φ\*), with
 //! each feature He_k(Φ\*).
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, Result};
 use crate::hermite::{he_normalized, GaussHermite};
 
-/// Pointwise activation σ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Activation {
-    /// erf(x).
-    Erf,
-    /// max(0, x).
-    Relu,
-    /// tanh(x).
-    Tanh,
-    /// x.
-    Linear,
-    /// 1 + x + x² (paper Fig. 6).
-    Poly,
-}
+/// Pointwise activation σ: the same type the Langevin engine samples with, so that a
+/// prediction and a measurement cannot disagree about what "erf" or "poly" means.
+pub use crate::sim::activation::Activation;
 
-impl Activation {
-    /// σ(x).
-    pub fn eval(self, x: f64) -> f64 {
-        match self {
-            Activation::Erf => libm::erf(x),
-            Activation::Relu => x.max(0.0),
-            Activation::Tanh => x.tanh(),
-            Activation::Linear => x,
-            Activation::Poly => 1.0 + x + x * x,
-        }
-    }
-
-    /// The name used in TOML and output.
-    pub fn name(self) -> &'static str {
-        match self {
-            Activation::Erf => "erf",
-            Activation::Relu => "relu",
-            Activation::Tanh => "tanh",
-            Activation::Linear => "linear",
-            Activation::Poly => "poly",
-        }
-    }
-
-    /// Parses `erf | relu | tanh | linear | poly`.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "erf" => Ok(Activation::Erf),
-            "relu" => Ok(Activation::Relu),
-            "tanh" => Ok(Activation::Tanh),
-            "linear" => Ok(Activation::Linear),
-            "poly" => Ok(Activation::Poly),
-            other => Err(Error::invalid(format!(
-                "activation \"{other}\" is not known; allowed are erf, relu, tanh, linear, poly"
-            ))),
-        }
+/// Parses `erf | relu | tanh | linear | poly`.
+pub fn parse_activation(s: &str) -> Result<Activation> {
+    match s {
+        "erf" => Ok(Activation::Erf),
+        "relu" => Ok(Activation::Relu),
+        "tanh" => Ok(Activation::Tanh),
+        "linear" => Ok(Activation::Linear),
+        "poly" => Ok(Activation::Poly),
+        other => Err(Error::invalid(format!(
+            "activation \"{other}\" is not known; allowed are erf, relu, tanh, linear, poly"
+        ))),
     }
 }
 
@@ -89,12 +51,14 @@ impl HermiteStructure {
         }
         let gh = GaussHermite::new(crate::hermite::MAX_ORDER)?;
         let coefficients = (0..=max_degree)
-            .map(|k| gh.expect(|z| act.eval(z) * he_normalized(k, z)))
+            .map(|k| gh.expect(|z| act.value_f64(z) * he_normalized(k, z)))
             .collect();
         let spike_overlap = (0..=max_degree)
             .map(|j| {
                 (0..=max_degree)
-                    .map(|k| gh.expect(|z| act.eval(he_normalized(j, z)) * he_normalized(k, z)))
+                    .map(|k| {
+                        gh.expect(|z| act.value_f64(he_normalized(j, z)) * he_normalized(k, z))
+                    })
                     .collect()
             })
             .collect();

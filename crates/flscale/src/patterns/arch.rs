@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::activation::Activation;
+use super::activation::parse_activation;
 use super::fcn::{enumerate_patterns, FcnSpec, Parametrization, PatternSpec, TermChoices};
 use super::predict::{compare, Prediction};
 use crate::error::{Error, Result};
@@ -232,7 +232,7 @@ impl Architecture {
                         "{source}: network.catalog is only used with kind = \"catalog\""
                     )));
                 }
-                let activation = Activation::parse(net.activation.as_deref().ok_or_else(|| {
+                let activation = parse_activation(net.activation.as_deref().ok_or_else(|| {
                     Error::invalid(format!("{source}: network.activation is missing; allowed are erf, relu, tanh, linear, poly"))
                 })?)
                 .map_err(|e| e.context(format!("{source}: network.activation")))?;

@@ -138,6 +138,30 @@ fn join_factors(factors: &[(&str, Q)]) -> String {
         .join("*")
 }
 
+/// `num/den` from signed integer-or-rational exponents: `N2^2/(N1*d)`, `N/M`, `1/d`.
+fn quotient(entries: &[(&str, Q)]) -> String {
+    let num: Vec<(&str, Q)> = entries
+        .iter()
+        .filter(|(_, e)| e.is_positive())
+        .cloned()
+        .collect();
+    let den: Vec<(&str, Q)> = entries
+        .iter()
+        .filter(|(_, e)| e.is_negative())
+        .map(|(s, e)| (*s, -e))
+        .collect();
+    let num_s = if num.is_empty() {
+        "1".to_string()
+    } else {
+        join_factors(&num)
+    };
+    match den.len() {
+        0 => num_s,
+        1 => format!("{num_s}/{}", join_factors(&den)),
+        _ => format!("{num_s}/({})", join_factors(&den)),
+    }
+}
+
 /// Writes a monomial the way the paper does: `sqrt(N2*d)`, `(N1*N2*d)^(1/3)`,
 /// `(N2^2/(N1*d))^(1/3)`, `d^(3/2)`, `N/M`, `1/d`.
 ///
@@ -166,55 +190,14 @@ impl fmt::Display for Monomial {
         }
         // With an integer exponent among them, factor-wise reads best (`d^(3/2)/L`).
         if entries.iter().any(|(_, e)| e.is_integer()) {
-            let num: Vec<(&str, Q)> = entries
-                .iter()
-                .filter(|(_, e)| e.is_positive())
-                .cloned()
-                .collect();
-            let den: Vec<(&str, Q)> = entries
-                .iter()
-                .filter(|(_, e)| e.is_negative())
-                .map(|(s, e)| (*s, -e))
-                .collect();
-            let num_s = if num.is_empty() {
-                "1".to_string()
-            } else {
-                join_factors(&num)
-            };
-            return match den.len() {
-                0 => f.write_str(&num_s),
-                1 if den[0].1.is_one() => write!(f, "{num_s}/{}", den[0].0),
-                1 => write!(f, "{num_s}/{}", join_factors(&den)),
-                _ => write!(f, "{num_s}/({})", join_factors(&den)),
-            };
+            return f.write_str(&quotient(&entries));
         }
         // r = gcd(numerators) / lcm(denominators) > 0.
         let g_num = entries.iter().fold(0i64, |g, (_, e)| g.gcd(e.numer()));
         let l_den = entries.iter().fold(1i64, |l, (_, e)| l.lcm(e.denom()));
         let r = Q::new(g_num.abs(), l_den);
         let scaled: Vec<(&str, Q)> = entries.iter().map(|(s, e)| (*s, e / r)).collect();
-        let num: Vec<(&str, Q)> = scaled
-            .iter()
-            .filter(|(_, e)| e.is_positive())
-            .cloned()
-            .collect();
-        let den: Vec<(&str, Q)> = scaled
-            .iter()
-            .filter(|(_, e)| e.is_negative())
-            .map(|(s, e)| (*s, -e))
-            .collect();
-        let num_s = if num.is_empty() {
-            "1".to_string()
-        } else {
-            join_factors(&num)
-        };
-        let inner = if den.is_empty() {
-            num_s.clone()
-        } else if den.len() == 1 {
-            format!("{num_s}/{}", join_factors(&den))
-        } else {
-            format!("{num_s}/({})", join_factors(&den))
-        };
+        let inner = quotient(&scaled);
         if r.is_one() {
             f.write_str(&inner)
         } else if r == Q::new(1, 2) {
