@@ -314,6 +314,58 @@ fn cavity_potential<'py>(
     Ok(values.into_pyarray(py))
 }
 
+/// ldt_rate(alpha, d, n, sigma1_sq, sigma2_sq, perp, kappa) -> JSON text with `model`, `kappa`,
+/// `points` (E(α), t*, P* ~ 2κE per α), as `flscale ldt rate --json` prints them.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn ldt_rate(
+    py: Python<'_>,
+    alpha: Vec<f64>,
+    d: f64,
+    n: f64,
+    sigma1_sq: f64,
+    sigma2_sq: f64,
+    perp: String,
+    kappa: f64,
+) -> PyResult<String> {
+    let value = py
+        .detach(|| {
+            let model = flscale::ldt::LdtModel {
+                d,
+                n,
+                sigma1_sq,
+                sigma2_sq,
+                perp: perp.parse()?,
+            };
+            model.validate()?;
+            let points = flscale::ldt::rate_curve(&model, &alpha, kappa)?;
+            Ok(serde_json::json!({ "model": model, "kappa": kappa, "points": points }))
+        })
+        .map_err(to_py_err)?;
+    encode(&value)
+}
+
+/// kernel_propagate(size) -> JSON text of `flscale kernel propagate --json` for the built-in
+/// sizes "quick", "fig5" or "fig6".
+#[pyfunction]
+fn kernel_propagate(py: Python<'_>, size: String) -> PyResult<String> {
+    use flscale::kernels::PropagateConfig;
+    let cfg = match size.as_str() {
+        "quick" => PropagateConfig::quick(),
+        "fig5" => PropagateConfig::fig5(),
+        "fig6" => PropagateConfig::fig6(),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "size \"{other}\" is not known; allowed are quick, fig5, fig6"
+            )))
+        }
+    };
+    let res = py
+        .detach(|| flscale::kernels::propagate(&cfg))
+        .map_err(to_py_err)?;
+    serde_json_text(&res)
+}
+
 /// The `flscale._native` module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -325,6 +377,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cavity_phase, m)?)?;
     m.add_function(wrap_pyfunction!(cavity_solve, m)?)?;
     m.add_function(wrap_pyfunction!(cavity_potential, m)?)?;
+    m.add_function(wrap_pyfunction!(ldt_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_propagate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -169,3 +169,21 @@ def test_ctrl_c_interrupts_a_long_sample():
             flscale.sample(long_run)
     finally:
         timer.cancel()
+
+
+def test_ldt_rate_equals_cli():
+    py = flscale.ldt.rate(alpha=[0.5, 1.0], d=10, n=10)
+    cli_out = cli_json("ldt", "rate", "--alpha", "0.5,1", "--d", "10", "--n", "10", "--json")
+    assert py["points"] == cli_out["points"]
+    assert py["model"] == cli_out["model"]
+    with pytest.raises(ValueError):
+        flscale.ldt.rate(d=-1)
+
+
+def test_kernel_propagate_equals_cli_up_to_timing():
+    py = flscale.kernel.propagate("quick")
+    cli_out = cli_json("kernel", "propagate", "--quick", "--json")
+    for key in set(py) - {"timing"}:
+        assert py[key] == cli_out[key], key
+    with pytest.raises(ValueError, match="quick, fig5, fig6"):
+        flscale.kernel.propagate("huge")

@@ -17,11 +17,11 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
-from . import cavity
+from . import cavity, kernel, ldt
 
 __version__: str = _native.__version__
 
-__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "cavity", "__version__"]
+__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "cavity", "ldt", "kernel", "__version__"]
 
 
 def _regime_text(at: Optional[Mapping[str, str]]) -> str:
