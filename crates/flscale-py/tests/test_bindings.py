@@ -187,3 +187,24 @@ def test_kernel_propagate_equals_cli_up_to_timing():
         assert py[key] == cli_out[key], key
     with pytest.raises(ValueError, match="quick, fig5, fig6"):
         flscale.kernel.propagate("huge")
+
+
+def test_load_results_reads_a_sweep(tmp_path):
+    exp = tmp_path / "exp.toml"
+    lines = []
+    for section, fields in SMALL.items():
+        lines.append(f"[{section}]")
+        for k, v in fields.items():
+            lines.append(f"{k} = {json.dumps(v)}")
+    lines += ["[sweep]", "data.p = [20, 40]"]
+    exp.write_text("\n".join(lines) + "\n")
+    out = cli("sweep", str(exp), "--out", str(tmp_path / "sw"), "-q")
+    assert out.returncode == 0, out.stderr
+    cols = flscale.load_results(tmp_path / "sw")
+    assert "observable" in cols and "value" in cols
+    n = len(cols["value"])
+    assert n > 0 and all(len(v) == n for v in cols.values())
+    align = [v for o, v in zip(cols["observable"], cols["value"]) if o == "alignment"]
+    assert len(align) == 2 and all(isinstance(a, float) for a in align)
+    with pytest.raises(ValueError, match="flscale sweep"):
+        flscale.load_results(tmp_path / "nothing-here")

@@ -21,7 +21,7 @@ from . import cavity, kernel, ldt
 
 __version__: str = _native.__version__
 
-__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "cavity", "ldt", "kernel", "__version__"]
+__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "load_results", "cavity", "ldt", "kernel", "__version__"]
 
 
 def _regime_text(at: Optional[Mapping[str, str]]) -> str:
@@ -150,3 +150,39 @@ def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"]) -> Dict[st
     out["histogram"] = {"edges": arrays["hist_edges"], "counts": arrays["hist_counts"]}
     out["mean_test_prediction"] = arrays["mean_test_prediction"]
     return out
+
+
+def load_results(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, List[Any]]:
+    """The rows of a sweep's results store (``flscale sweep --out DIR``) as columns.
+
+    Returns ``{column: [values]}`` from ``DIR/results.csv`` (one row per run and observable;
+    numbers as floats, empty cells as None), which ``pandas.DataFrame(...)`` and
+    ``polars.DataFrame(...)`` take directly.
+
+    Example::
+
+        >>> import pandas as pd  # doctest: +SKIP
+        >>> df = pd.DataFrame(flscale.load_results("sweep-out"))  # doctest: +SKIP
+        >>> df[df.observable == "alignment"].pivot(index="p", columns="d", values="value")  # doctest: +SKIP
+    """
+    import csv
+
+    path = os.path.join(os.fspath(directory), "results.csv")
+    if not os.path.exists(path):
+        raise ValueError(f"{path} does not exist; give a directory written by `flscale sweep --out DIR`")
+
+    def cell(text: str) -> Any:
+        if text == "":
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        columns: Dict[str, List[Any]] = {name: [] for name in (reader.fieldnames or [])}
+        for row in reader:
+            for name in columns:
+                columns[name].append(cell(row.get(name, "")))
+    return columns
