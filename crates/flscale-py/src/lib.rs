@@ -366,6 +366,58 @@ fn kernel_propagate(py: Python<'_>, size: String) -> PyResult<String> {
     serde_json_text(&res)
 }
 
+/// A sweep observer for Python: no output, and Ctrl-C (checked after every block of steps)
+/// stops the sweep; finished runs stay on disk and a re-run resumes.
+struct PySweepObserver<'a> {
+    pending: &'a std::sync::Mutex<Option<PyErr>>,
+}
+
+impl flscale::experiment::SweepObserver for PySweepObserver<'_> {
+    fn interrupted(&self) -> bool {
+        Python::attach(|py| match py.check_signals() {
+            Ok(()) => false,
+            Err(e) => {
+                if let Ok(mut slot) = self.pending.lock() {
+                    *slot = Some(e);
+                }
+                true
+            }
+        })
+    }
+}
+
+/// sweep(text, out, quick, shard) -> JSON text of the sweep's outcome (runs computed,
+/// skipped, finished, all-diverged runs), running `flscale sweep` into `out`.
+#[pyfunction]
+#[pyo3(signature = (text, out, quick=false, shard=None))]
+fn sweep(
+    py: Python<'_>,
+    text: String,
+    out: String,
+    quick: bool,
+    shard: Option<(usize, usize)>,
+) -> PyResult<String> {
+    let pending: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let outcome = py.detach(|| {
+        let plan = flscale::experiment::Sweep::from_toml(&text, "experiment", quick)?;
+        let mut observer = PySweepObserver { pending: &pending };
+        let command = vec!["flscale.sweep (Python)".to_string()];
+        flscale::experiment::run_sweep(
+            &plan,
+            &text,
+            std::path::Path::new(&out),
+            shard,
+            None,
+            &command,
+            &mut observer,
+        )
+    });
+    if let Some(e) = pending.lock().ok().and_then(|mut slot| slot.take()) {
+        return Err(e);
+    }
+    serde_json_text(&outcome.map_err(to_py_err)?)
+}
+
 /// The `flscale._native` module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -379,6 +431,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cavity_potential, m)?)?;
     m.add_function(wrap_pyfunction!(ldt_rate, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_propagate, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

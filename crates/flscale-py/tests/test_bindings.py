@@ -200,6 +200,11 @@ def test_load_results_reads_a_sweep(tmp_path):
     exp.write_text("\n".join(lines) + "\n")
     out = cli("sweep", str(exp), "--out", str(tmp_path / "sw"), "-q")
     assert out.returncode == 0, out.stderr
+    # The same sweep from Python gives the same results file; a second call resumes (no work).
+    outcome = flscale.sweep(exp, tmp_path / "py")
+    assert outcome["computed"] == 2 and outcome["finished"] == 2
+    assert flscale.sweep(str(exp), tmp_path / "py")["computed"] == 0
+    assert (tmp_path / "py" / "results.csv").read_bytes() == (tmp_path / "sw" / "results.csv").read_bytes()
     cols = flscale.load_results(tmp_path / "sw")
     assert "observable" in cols and "value" in cols
     n = len(cols["value"])

@@ -4,10 +4,8 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use flscale::experiment::store::{self, Store};
-use flscale::experiment::sweep::show_value;
-use flscale::experiment::Sweep;
-use flscale::sim::run_experiment;
+use flscale::experiment::store;
+use flscale::experiment::{run_sweep, Sweep, SweepObserver, SweepOutcome};
 use flscale::{Error, Result};
 
 use super::{out, out_json, read_file, Ctx};
@@ -78,26 +76,41 @@ pub fn git_revision() -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// What a sweep did.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SweepOutcome {
-    /// Results directory.
-    pub dir: String,
-    /// Runs in the whole grid.
-    pub grid_runs: usize,
-    /// Runs of this shard.
-    pub shard_runs: usize,
-    /// Runs computed now.
-    pub computed: usize,
-    /// Runs skipped because they had finished before.
-    pub skipped: usize,
-    /// Finished runs in the directory after the sweep.
-    pub finished: usize,
-    /// Runs in which every chain diverged.
-    pub all_diverged: Vec<String>,
+/// Progress bar for a sweep (hidden with -q or when stderr is not a terminal), with the
+/// all-diverged warnings printed above it.
+struct BarObserver {
+    bar: indicatif::ProgressBar,
+    quiet: bool,
 }
 
-/// Runs `sweep` (or shard `shard`) into `dir`; `text` is the experiment file's text.
+impl SweepObserver for BarObserver {
+    fn start(&mut self, todo: usize) {
+        self.bar.set_length(todo as u64);
+    }
+    fn run_started(&mut self, _k: usize, id: &str, label: &str) {
+        self.bar.set_message(format!("{id} {label}"));
+    }
+    fn run_progress(&mut self, k: usize, id: &str, label: &str, done: usize, total: usize) {
+        if total > 0 {
+            self.bar.set_position(k as u64);
+            self.bar
+                .set_message(format!("{id} {label} ({}%)", 100 * done / total.max(1)));
+        }
+    }
+    fn run_finished(&mut self, k: usize, id: &str, label: &str, all_diverged: bool) {
+        if all_diverged && !self.quiet {
+            self.bar.suspend(|| {
+                eprintln!(
+                    "warning: every chain of {id} ({label}) diverged; its observables are empty. Try a smaller sampler.step"
+                )
+            });
+        }
+        self.bar.set_position(k as u64 + 1);
+    }
+}
+
+/// Runs `sweep` (or shard `shard`) into `dir` with a progress bar; `text` is the experiment
+/// file's text.
 pub fn execute(
     sweep: &Sweep,
     text: &str,
@@ -105,37 +118,10 @@ pub fn execute(
     shard: Option<(usize, usize)>,
     ctx: &Ctx,
 ) -> Result<SweepOutcome> {
-    let manifest = store::manifest(sweep, text, git_revision().as_deref());
-    let store = Store::create(dir, &manifest)?;
-    let (i, n) = shard.unwrap_or((0, 1));
-    let plans = sweep.shard(i, n);
-    let timing_name = match shard {
-        Some((i, n)) => format!("timing-shard-{i}-of-{n}.json"),
-        None => "timing.json".to_string(),
-    };
-    let started = store::utc_now();
-    let timing = |finished: Option<String>, computed: usize| {
-        serde_json::json!({
-            "started": started,
-            "finished": finished,
-            "shard": shard.map(|(i, n)| format!("{i}/{n}")),
-            "runs_computed": computed,
-            "machine": store::machine(),
-            "command": std::env::args().collect::<Vec<_>>(),
-        })
-    };
-    let write_timing = |v: serde_json::Value| -> Result<()> {
-        let text = serde_json::to_string_pretty(&v)
-            .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
-        store::write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
-    };
-    write_timing(timing(None, 0))?;
-    let todo: Vec<_> = plans.iter().filter(|p| !store.is_finished(&p.id)).collect();
-    let skipped = plans.len() - todo.len();
     let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
     } else {
-        let bar = indicatif::ProgressBar::new(todo.len() as u64);
+        let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
                 "{spinner} sweep [{bar:30}] {pos}/{len} runs  ETA {eta}  {msg}",
@@ -145,52 +131,22 @@ pub fn execute(
         );
         bar
     };
-    let mut all_diverged = Vec::new();
-    for (k, plan) in todo.iter().enumerate() {
-        let label = plan
-            .point
-            .iter()
-            .map(|(f, v)| format!("{f}={}", show_value(v)))
-            .collect::<Vec<_>>()
-            .join(" ");
-        bar.set_message(format!("{} {label}", plan.id));
-        let result = run_experiment(&plan.config, &mut |done, total| {
-            if total > 0 {
-                bar.set_position(k as u64);
-                bar.set_message(format!(
-                    "{} {label} ({}%)",
-                    plan.id,
-                    100 * done / total.max(1)
-                ));
-            }
-        })
-        .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
-        if result.all_diverged() {
-            all_diverged.push(plan.id.clone());
-            if !ctx.quiet {
-                bar.suspend(|| {
-                    eprintln!(
-                        "warning: every chain of {} ({label}) diverged; its observables are empty. Try a smaller sampler.step",
-                        plan.id
-                    )
-                });
-            }
-        }
-        store.write_run(plan, &result)?;
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    let (finished, total) = store.rebuild_aggregates()?;
-    write_timing(timing(Some(store::utc_now()), todo.len()))?;
-    Ok(SweepOutcome {
-        dir: dir.display().to_string(),
-        grid_runs: total,
-        shard_runs: plans.len(),
-        computed: todo.len(),
-        skipped,
-        finished,
-        all_diverged,
-    })
+    let mut observer = BarObserver {
+        bar,
+        quiet: ctx.quiet,
+    };
+    let command: Vec<String> = std::env::args().collect();
+    let outcome = run_sweep(
+        sweep,
+        text,
+        dir,
+        shard,
+        git_revision().as_deref(),
+        &command,
+        &mut observer,
+    );
+    observer.bar.finish_and_clear();
+    outcome
 }
 
 fn slurm_script(args: &SweepArgs, n: usize) -> Result<String> {

@@ -21,7 +21,7 @@ from . import cavity, kernel, ldt
 
 __version__: str = _native.__version__
 
-__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "load_results", "cavity", "ldt", "kernel", "__version__"]
+__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "sweep", "load_results", "cavity", "ldt", "kernel", "__version__"]
 
 
 def _regime_text(at: Optional[Mapping[str, str]]) -> str:
@@ -186,3 +186,25 @@ def load_results(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, List[An
             for name in columns:
                 columns[name].append(cell(row.get(name, "")))
     return columns
+
+
+def sweep(config: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"],
+          quick: bool = False, shard: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
+    """Run a sweep (an experiment file with a ``[sweep]`` grid) into the results store ``out``,
+    like ``flscale sweep CONFIG --out OUT``: resumable (finished runs are skipped), shardable
+    (``shard=(i, n)``, 0-based), Ctrl-C stops it cleanly. Returns the outcome (runs computed,
+    skipped, finished, all-diverged). Read the results with :func:`load_results`.
+
+    Example::
+
+        >>> flscale.sweep("my-sweep.toml", "sweep-out")  # doctest: +SKIP
+        {'dir': 'sweep-out', 'grid_runs': 6, 'computed': 6, ...}
+    """
+    if isinstance(config, os.PathLike) or (isinstance(config, str) and "\n" not in config and os.path.exists(config)):
+        with open(os.fspath(config), encoding="utf-8") as f:
+            text = f.read()
+    elif isinstance(config, str):
+        text = config
+    else:
+        raise ValueError(f"config must be TOML text or a path, not {type(config).__name__}")
+    return json.loads(_native.sweep(text, os.fspath(out), quick, shard))

@@ -22,9 +22,11 @@
 pub mod analysis;
 pub mod figures;
 pub mod presets;
+pub mod runner;
 pub mod store;
 pub mod sweep;
 
 pub use analysis::{loglog_fit, threshold_crossing, Bootstrap, LinearFit};
+pub use runner::{run_sweep, Silent, SweepObserver, SweepOutcome};
 pub use store::{Store, StoreData};
 pub use sweep::{AnalysisSpec, RunPlan, Sweep};

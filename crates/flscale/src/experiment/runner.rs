@@ -1,0 +1,135 @@
+//! Running a sweep into its results store (spec 03 "Sweeps", "Results store", "Resume"):
+//! the loop shared by `flscale sweep`, `flscale reproduce` and the Python `flscale.sweep`.
+//! Progress reporting is an observer, so the library stays free of terminal code.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::store::{self, Store};
+use super::sweep::show_value;
+use super::Sweep;
+use crate::error::{Error, Result};
+use crate::sim::run::run_experiment_interruptible;
+
+/// What a sweep did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepOutcome {
+    /// Results directory.
+    pub dir: String,
+    /// Runs in the whole grid.
+    pub grid_runs: usize,
+    /// Runs of this shard.
+    pub shard_runs: usize,
+    /// Runs computed now.
+    pub computed: usize,
+    /// Runs skipped because they had finished before.
+    pub skipped: usize,
+    /// Finished runs in the directory after the sweep.
+    pub finished: usize,
+    /// Runs in which every chain diverged.
+    pub all_diverged: Vec<String>,
+}
+
+/// Hooks a front end uses to show progress; every method has a silent default.
+pub trait SweepObserver {
+    /// The sweep will compute `todo` runs (finished ones are skipped).
+    fn start(&mut self, _todo: usize) {}
+    /// Run number `k` (0-based among those computed now) begins; `label` lists its grid point.
+    fn run_started(&mut self, _k: usize, _id: &str, _label: &str) {}
+    /// Steps done within the current run.
+    fn run_progress(&mut self, _k: usize, _id: &str, _label: &str, _done: usize, _total: usize) {}
+    /// Run `id` finished; `all_diverged` when every chain diverged.
+    fn run_finished(&mut self, _k: usize, _id: &str, _label: &str, _all_diverged: bool) {}
+    /// Asked after every block of steps: true stops the sweep ("interrupted"); finished runs
+    /// stay on disk and a re-run resumes.
+    fn interrupted(&self) -> bool {
+        false
+    }
+}
+
+/// An observer that shows nothing.
+pub struct Silent;
+
+impl SweepObserver for Silent {}
+
+/// Runs `sweep` (or shard `shard` = (i, n)) into `dir`; `text` is the experiment file's text,
+/// `git_revision` goes into the manifest, `command` into the timing file.
+pub fn run_sweep(
+    sweep: &Sweep,
+    text: &str,
+    dir: &Path,
+    shard: Option<(usize, usize)>,
+    git_revision: Option<&str>,
+    command: &[String],
+    observer: &mut dyn SweepObserver,
+) -> Result<SweepOutcome> {
+    let manifest = store::manifest(sweep, text, git_revision);
+    let store = Store::create(dir, &manifest)?;
+    let (i, n) = shard.unwrap_or((0, 1));
+    let plans = sweep.shard(i, n);
+    let timing_name = match shard {
+        Some((i, n)) => format!("timing-shard-{i}-of-{n}.json"),
+        None => "timing.json".to_string(),
+    };
+    // Clock times and the machine go into a timing file of their own, so that every other
+    // file of an interrupted-and-resumed sweep equals an uninterrupted one.
+    let started = store::utc_now();
+    let timing = |finished: Option<String>, computed: usize| {
+        serde_json::json!({
+            "started": started,
+            "finished": finished,
+            "shard": shard.map(|(i, n)| format!("{i}/{n}")),
+            "runs_computed": computed,
+            "machine": store::machine(),
+            "command": command,
+        })
+    };
+    let write_timing = |v: serde_json::Value| -> Result<()> {
+        let text = serde_json::to_string_pretty(&v)
+            .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
+        store::write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
+    };
+    write_timing(timing(None, 0))?;
+    let todo: Vec<_> = plans.iter().filter(|p| !store.is_finished(&p.id)).collect();
+    let skipped = plans.len() - todo.len();
+    observer.start(todo.len());
+    let mut all_diverged = Vec::new();
+    for (k, plan) in todo.iter().enumerate() {
+        let label = plan
+            .point
+            .iter()
+            .map(|(f, v)| format!("{f}={}", show_value(v)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        observer.run_started(k, &plan.id, &label);
+        let result = {
+            let obs = std::cell::RefCell::new(&mut *observer);
+            run_experiment_interruptible(
+                &plan.config,
+                &mut |done, total| {
+                    obs.borrow_mut()
+                        .run_progress(k, &plan.id, &label, done, total)
+                },
+                &|| obs.borrow().interrupted(),
+            )
+        }
+        .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
+        if result.all_diverged() {
+            all_diverged.push(plan.id.clone());
+        }
+        store.write_run(plan, &result)?;
+        observer.run_finished(k, &plan.id, &label, result.all_diverged());
+    }
+    let (finished, total) = store.rebuild_aggregates()?;
+    write_timing(timing(Some(store::utc_now()), todo.len()))?;
+    Ok(SweepOutcome {
+        dir: dir.display().to_string(),
+        grid_runs: total,
+        shard_runs: plans.len(),
+        computed: todo.len(),
+        skipped,
+        finished,
+        all_diverged,
+    })
+}
