@@ -560,7 +560,10 @@ precision = "f64"
             .map(|i| sum2[i * n + i] / count - (sum[i] / count).powi(2))
             .sum::<f64>()
             / n as f64;
-        assert!((mean_variance - 1.0).abs() < 0.08, "mean variance {mean_variance}");
+        assert!(
+            (mean_variance - 1.0).abs() < 0.08,
+            "mean variance {mean_variance}"
+        );
         for i in 0..n {
             let mean = sum[i] / count;
             assert!(mean.abs() < 0.15, "mean of z_{i} = {mean}");

@@ -684,6 +684,99 @@ seed = 1
         assert!(e.contains("priors.sigma2"), "{e}");
     }
 
+    const ATTENTION: &str = r#"
+[model]
+kind = "attention"
+heads = 2
+[data]
+d = 8
+tokens = 16
+p = 100
+[target]
+cubic_tokens = true
+[sampler]
+kappa = 0.1
+step = 1e-4
+steps = 100
+burn_in = 50
+thin = 10
+chains = 2
+seed = 1
+"#;
+
+    #[test]
+    fn cnn_and_attention_fields_are_checked_per_architecture() {
+        let cfg = ExperimentConfig::from_toml(ATTENTION, "a.toml").unwrap();
+        assert_eq!(cfg.n_groups(), 2);
+        assert_eq!(cfg.sigma2(), vec![1.0, 1.0]);
+        let cnn = EXAMPLE.replace("kind = \"fcn\"", "kind = \"cnn\"\npatch = 8");
+        let cfg = ExperimentConfig::from_toml(&cnn, "c.toml").unwrap();
+        assert_eq!((cfg.model.patch, cfg.n_groups()), (Some(8), 2));
+        let cases = [
+            (
+                ATTENTION.replace("heads = 2\n", ""),
+                "model.heads is missing",
+            ),
+            (
+                ATTENTION.replace("heads = 2", "heads = 0"),
+                "model.heads = 0",
+            ),
+            (
+                ATTENTION.replace("tokens = 16\n", ""),
+                "data.tokens is missing",
+            ),
+            (
+                ATTENTION.replace("tokens = 16", "tokens = 0"),
+                "data.tokens = 0",
+            ),
+            (
+                ATTENTION.replace("cubic_tokens = true", "hermite = 3"),
+                "must be cubic_tokens = true",
+            ),
+            (
+                ATTENTION.replace("heads = 2", "heads = 2\nwidths = [4]"),
+                "model.widths = [4] is not allowed",
+            ),
+            (ATTENTION.replace("d = 8", "d = 2"), "data.d = 2"),
+            (
+                ATTENTION.replace("seed = 1", "seed = 1\nstart = \"hot\""),
+                "sampler.start = \"hot\"",
+            ),
+            (
+                EXAMPLE.replace("hermite = 3", "cubic_tokens = true"),
+                "target.cubic_tokens = true is not allowed",
+            ),
+            (
+                EXAMPLE.replace("d = 40", "d = 40\ntokens = 4"),
+                "data.tokens = 4 is not allowed with model.kind = \"fcn\"",
+            ),
+            (
+                EXAMPLE.replace("kind = \"fcn\"", "kind = \"fcn\"\nheads = 2"),
+                "model.heads = 2",
+            ),
+            (
+                EXAMPLE.replace("kind = \"fcn\"", "kind = \"fcn\"\npatch = 4"),
+                "model.patch = 4",
+            ),
+            (
+                cnn.replace("patch = 8", "patch = 7"),
+                "model.patch = 7 is not allowed; it must be at least 1 and divide data.d = 40",
+            ),
+            (cnn.replace("widths = [40]", "widths = [4, 4]"), "one entry"),
+            (
+                cnn.replace("hermite = 3", "parity = 2"),
+                "target.parity = 2",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = ExperimentConfig::from_toml(&text, "x.toml").unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{want}");
+            let msg = e.to_string();
+            assert!(msg.contains(want), "want `{want}` in: {msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
         /// Arbitrary text never panics the parser.

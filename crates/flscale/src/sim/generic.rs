@@ -245,7 +245,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                 let n = chain.theta.len();
                 let mut group_of = Vec::with_capacity(n);
                 for (g, grp) in groups.iter().enumerate() {
-                    group_of.extend(std::iter::repeat(g).take(grp.len));
+                    group_of.extend(std::iter::repeat_n(g, grp.len));
                 }
                 let mut v: Vec<f64> = (0..n)
                     .map(|i| {
