@@ -329,7 +329,11 @@ data.p = [8, 16]
         "--out",
         store.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let svg = dir.path().join("overlay.svg");
     let v = json_of(&flscale(&[
         "cavity",
@@ -402,7 +406,11 @@ fn blog_overlay_sweep_file_is_valid() {
         dir.path().join("s").to_str().unwrap(),
         "--dry-run",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -539,7 +539,12 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
         prm.d, prm.n, prm.t, prm.s_a2, prm.sigma_w2, prm.eps, rep.r_threshold,
         "P", "u", "R_cold", "b_cold", "c_cold", "mse_cold", "R_hot", "b_hot", "c_hot", "mse_hot", "ΔF"
     );
-    for ((c, h), gap) in rep.unaligned.iter().zip(&rep.aligned).zip(&rep.free_energy_gap) {
+    for ((c, h), gap) in rep
+        .unaligned
+        .iter()
+        .zip(&rep.aligned)
+        .zip(&rep.free_energy_gap)
+    {
         s += &format!(
             "{:>6} {:>10.3e} {:>10.5} {:>+10.5} {:>+10.5} {:>10.5} {:>10.5} {:>+10.5} {:>+10.5} {:>10.5} {:>10}\n",
             c.p, c.u, c.r, c.b, c.c, c.test_mse_relative, h.r, h.b, h.c, h.test_mse_relative,
@@ -555,12 +560,19 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
         "\nfirst specialised neuron (cold branch, 1 per network): P ≈ {}\n",
         show(rep.p_first_specialised)
     );
+    let bracket = |v: Option<(usize, usize)>| {
+        v.map_or("not in range".to_string(), |(a, b)| {
+            format!("between P = {a} and {b}")
+        })
+    };
     s += &format!(
-        "transition (free energies cross): P ≈ {}\nspinodals: the cold branch aligns at P ≈ {}; the hot branch loses alignment at P ≈ {}; hysteresis: {}\n",
+        "transition (free energies cross): P ≈ {}\nspinodals: the aligned branch ends {}; the unaligned branch jumps {}; hysteresis: {}\nR threshold crossed: upward by the cold branch at P ≈ {}, downward by the hot branch at P ≈ {}\n",
         show(rep.p_transition),
-        show(rep.p_spinodal_unaligned),
-        show(rep.p_spinodal_aligned),
-        rep.hysteresis
+        bracket(rep.spinodal_aligned),
+        bracket(rep.spinodal_unaligned),
+        rep.hysteresis,
+        show(rep.p_threshold_unaligned),
+        show(rep.p_threshold_aligned)
     );
     if let (Some(curve), Some(rows)) = (&langevin, &overlay) {
         s += &format!(
@@ -572,10 +584,17 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
             } else {
                 format!(", {} skipped", curve.skipped.len())
             },
-            "P", "R_langevin ± se", "R_lv_hot", "R_cold", "R_hot"
+            "P",
+            "R_langevin ± se",
+            "R_lv_hot",
+            "R_cold",
+            "R_hot"
         );
         s.truncate(s.trim_end().len());
-        s += &format!(" {:>10} {:>10} {:>10} {:>10}\n", "out_lv", "out_lv_hot", "out_cold", "out_hot");
+        s += &format!(
+            " {:>10} {:>10} {:>10} {:>10}\n",
+            "out_lv", "out_lv_hot", "out_cold", "out_hot"
+        );
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.5}"));
         for r in rows {
             let short = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));

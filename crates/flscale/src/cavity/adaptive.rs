@@ -945,13 +945,21 @@ pub struct SweepReport {
     pub aligned: Vec<BranchSolution>,
     /// The R threshold that calls a solution aligned (σ_w²/√D).
     pub r_threshold: f64,
-    /// The upper spinodal of the unaligned branch: the P where the branch continued from small
-    /// alignment crosses the R threshold (interpolated in log P), i.e. where a cold start
-    /// first aligns; `None` if it never does in the range.
-    pub p_spinodal_unaligned: Option<f64>,
-    /// The lower spinodal of the aligned branch: the P where the branch continued from large
-    /// alignment drops below the R threshold; `None` if it stays aligned at every P.
-    pub p_spinodal_aligned: Option<f64>,
+    /// P where the branch continued from small alignment crosses the R threshold upward
+    /// (interpolated in log P); `None` if it never does in the range. Where the two branches
+    /// coincide this is a smooth crossover, not a jump.
+    pub p_threshold_unaligned: Option<f64>,
+    /// P where the branch continued from large alignment drops below the R threshold; `None`
+    /// if it stays aligned at every P.
+    pub p_threshold_aligned: Option<f64>,
+    /// The lower spinodal of the aligned branch, bracketed by the grid: (P where the branch
+    /// from large alignment has merged into the other, the next P where the two still differ);
+    /// `None` when they never differ, or still differ at the smallest P.
+    pub spinodal_aligned: Option<(usize, usize)>,
+    /// The upper spinodal of the unaligned branch: (the last P where the branch from small
+    /// alignment differs from the other, the next P where it has jumped onto it); `None` when
+    /// they never differ, or still differ at the largest P.
+    pub spinodal_unaligned: Option<(usize, usize)>,
     /// P where the branch from small alignment first expects one neuron per network with
     /// |ρ| > 3σ_w/√D (`outliers` crosses 1, interpolated in log P): the first specialised
     /// neuron; `None` if it never does in the range.
@@ -965,6 +973,25 @@ pub struct SweepReport {
     pub p_transition: Option<f64>,
     /// Whether the two branches differ at some P (hysteresis, a first-order transition).
     pub hysteresis: bool,
+}
+
+/// The ends of the coexistence window from `gap` (ascending in P, `Some` where the branches
+/// differ): (lower end of the aligned branch, upper end of the unaligned branch), each as the
+/// pair of neighbouring P values between which the branches merge.
+#[allow(clippy::type_complexity)]
+fn spinodal_brackets(
+    ps: &[usize],
+    gap: &[Option<f64>],
+) -> (Option<(usize, usize)>, Option<(usize, usize)>) {
+    let first = gap.iter().position(Option::is_some);
+    let last = gap.iter().rposition(Option::is_some);
+    match (first, last) {
+        (Some(i), Some(j)) => (
+            (i > 0).then(|| (ps[i - 1], ps[i])),
+            (j + 1 < ps.len()).then(|| (ps[j], ps[j + 1])),
+        ),
+        _ => (None, None),
+    }
 }
 
 /// Where `gap` (ascending in P) first changes sign from > 0 to ≤ 0 between two neighbours
@@ -1061,8 +1088,10 @@ pub fn sweep_p_observed(
         .collect();
     let hysteresis = free_energy_gap.iter().any(Option::is_some);
     Ok(SweepReport {
-        p_spinodal_unaligned: crossing(&curve(&cold), thr, true),
-        p_spinodal_aligned: crossing(&curve(&hot), thr, false),
+        p_threshold_unaligned: crossing(&curve(&cold), thr, true),
+        p_threshold_aligned: crossing(&curve(&hot), thr, false),
+        spinodal_aligned: spinodal_brackets(&ps, &free_energy_gap).0,
+        spinodal_unaligned: spinodal_brackets(&ps, &free_energy_gap).1,
         p_first_specialised: crossing(
             &cold
                 .iter()
@@ -1232,8 +1261,9 @@ mod tests {
                 prm.sigma_w2,
             );
             let post = overlap_posterior(&prm.model(prm.p).unwrap(), s.b, s.c).unwrap();
-            let alpha =
-                ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y).unwrap().0;
+            let alpha = ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y)
+                .unwrap()
+                .0;
             let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
             let (b2, c2) = project(&prep.train.z, &resid);
             assert!((b2 - s.b).abs() < 1e-6 && (c2 - s.c).abs() < 1e-6);
@@ -1266,7 +1296,7 @@ mod tests {
         assert!(last.r > rep.r_threshold, "R at P=200: {}", last.r);
         assert!(rep.hysteresis);
         let p_down = rep
-            .p_spinodal_aligned
+            .p_threshold_aligned
             .expect("the aligned branch loses alignment in range");
         assert!((25.0..=200.0).contains(&p_down), "{p_down}");
     }
@@ -1337,8 +1367,12 @@ mod tests {
     #[test]
     fn log_det_and_solve_match_elimination() {
         let prep = Prepared::new(Points::sample(5, 15, 2, 0), 0.3, 1.0);
-        let post = overlap_posterior(&FiniteModel::new(5.0, 15.0, 0.05, 0.2, 1.0).unwrap(), 0.4, 0.1)
-            .unwrap();
+        let post = overlap_posterior(
+            &FiniteModel::new(5.0, 15.0, 0.05, 0.2, 1.0).unwrap(),
+            0.4,
+            0.1,
+        )
+        .unwrap();
         let k = prep.kernel(&post, 1.0);
         let (alpha, log_det) = ridge_solve(k.clone(), 0.05, &prep.y).unwrap();
         let n = prep.y.len();
@@ -1372,7 +1406,10 @@ mod tests {
         }
         assert!((log_det - want_log_det).abs() < 1e-10 * want_log_det.abs().max(1.0));
         for (got, want) in alpha.iter().zip(&x) {
-            assert!((got - want).abs() < 1e-9 * want.abs().max(1.0), "{got} vs {want}");
+            assert!(
+                (got - want).abs() < 1e-9 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
         }
     }
 
@@ -1381,10 +1418,8 @@ mod tests {
         let rep = solve(&small(40)).unwrap();
         for s in [&rep.unaligned, &rep.aligned] {
             let f = s.free_energy;
-            let want = f.kl_neurons
-                + f.data_fit
-                + f.log_det
-                + 20.0 * (2.0 * std::f64::consts::PI).ln();
+            let want =
+                f.kl_neurons + f.data_fit + f.log_det + 20.0 * (2.0 * std::f64::consts::PI).ln();
             assert!((f.total - want).abs() < 1e-9 * want.abs());
             assert!(f.kl_neurons >= 0.0 && f.data_fit > 0.0);
         }
@@ -1392,7 +1427,22 @@ mod tests {
         let p = gap_crossing(&[50, 100, 400], &[None, Some(1.0), Some(-1.0)]).unwrap();
         assert!((p - 200.0).abs() < 1e-9);
         assert_eq!(gap_crossing(&[50, 100], &[Some(-1.0), Some(-2.0)]), None);
-        assert_eq!(gap_crossing(&[50, 100, 200], &[Some(1.0), None, Some(-2.0)]), None);
+        assert_eq!(
+            gap_crossing(&[50, 100, 200], &[Some(1.0), None, Some(-2.0)]),
+            None
+        );
+        // Branches differ at P = 100, 200 only: the aligned one ends in (50, 100), the
+        // unaligned one jumps in (200, 400).
+        let gap = [None, Some(1.0), Some(-1.0), None];
+        assert_eq!(
+            spinodal_brackets(&[50, 100, 200, 400], &gap),
+            (Some((50, 100)), Some((200, 400)))
+        );
+        assert_eq!(spinodal_brackets(&[50, 100], &[None, None]), (None, None));
+        assert_eq!(
+            spinodal_brackets(&[50, 100], &[Some(1.0), Some(2.0)]),
+            (None, None)
+        );
     }
 
     #[test]

@@ -89,11 +89,11 @@ pub fn sweep_chart(rep: &SweepReport, langevin: Option<&LangevinCurve>) -> LineC
         rep.params.sigma_w2,
         rep.params.eps
     )];
-    if let Some(p) = rep.p_spinodal_unaligned {
-        notes.push(format!("cold start aligns at P ≈ {p:.1}"));
+    if let Some((a, b)) = rep.spinodal_aligned {
+        notes.push(format!("aligned branch ends between P = {a} and {b}"));
     }
-    if let Some(p) = rep.p_spinodal_aligned {
-        notes.push(format!("hot start loses alignment at P ≈ {p:.1}"));
+    if let Some((a, b)) = rep.spinodal_unaligned {
+        notes.push(format!("unaligned branch jumps between P = {a} and {b}"));
     }
     if let Some(p) = rep.p_transition {
         notes.push(format!("free energies cross at P ≈ {p:.1}"));
@@ -122,31 +122,31 @@ pub fn sweep_chart(rep: &SweepReport, langevin: Option<&LangevinCurve>) -> LineC
         .iter()
         .fold((f64::INFINITY, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
     let mut series = vec![
-            Series::new(
-                "R, from small alignment",
-                pts(&rep.unaligned, &|s| s.r),
-                Mark::LinePoints,
-            ),
-            Series::new(
-                "R, from large alignment",
-                pts(&rep.aligned, &|s| s.r),
-                Mark::LinePoints,
-            ),
-            Series::new(
-                "test MSE, from small",
-                pts(&rep.unaligned, &|s| s.test_mse_relative),
-                Mark::Dashed,
-            ),
-            Series::new(
-                "test MSE, from large",
-                pts(&rep.aligned, &|s| s.test_mse_relative),
-                Mark::Dashed,
-            ),
-            Series::new(
-                "R threshold σ_w²/√D",
-                vec![(p0, rep.r_threshold), (p1, rep.r_threshold)],
-                Mark::Dashed,
-            ),
+        Series::new(
+            "R, from small alignment",
+            pts(&rep.unaligned, &|s| s.r),
+            Mark::LinePoints,
+        ),
+        Series::new(
+            "R, from large alignment",
+            pts(&rep.aligned, &|s| s.r),
+            Mark::LinePoints,
+        ),
+        Series::new(
+            "test MSE, from small",
+            pts(&rep.unaligned, &|s| s.test_mse_relative),
+            Mark::Dashed,
+        ),
+        Series::new(
+            "test MSE, from large",
+            pts(&rep.aligned, &|s| s.test_mse_relative),
+            Mark::Dashed,
+        ),
+        Series::new(
+            "R threshold σ_w²/√D",
+            vec![(p0, rep.r_threshold), (p1, rep.r_threshold)],
+            Mark::Dashed,
+        ),
     ];
     if !lv_cold.is_empty() {
         series.push(Series::new("Langevin R, cold start", lv_cold, Mark::Points));
