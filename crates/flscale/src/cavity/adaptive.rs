@@ -915,12 +915,10 @@ pub fn solve(prm: &AdaptiveParams) -> Result<SolveReport> {
     );
     let (cold, hot) = (cold?, hot?);
     let two = (cold.r - hot.r).abs() > 1e-4 * cold.r.max(hot.r);
-    let preferred = two.then(|| {
-        if hot.free_energy.total < cold.free_energy.total {
-            Branch::Aligned
-        } else {
-            Branch::Unaligned
-        }
+    let preferred = two.then_some(if hot.free_energy.total < cold.free_energy.total {
+        Branch::Aligned
+    } else {
+        Branch::Unaligned
     });
     Ok(SolveReport {
         params: prm.clone(),
@@ -1083,7 +1081,7 @@ pub fn sweep_p_observed(
         .zip(&hot)
         .map(|(a, b)| {
             ((a.r - b.r).abs() > 1e-3 * a.r.max(b.r))
-                .then(|| b.free_energy.total - a.free_energy.total)
+                .then_some(b.free_energy.total - a.free_energy.total)
         })
         .collect();
     let hysteresis = free_energy_gap.iter().any(Option::is_some);
