@@ -8,8 +8,8 @@
 //! E[ρ²] over first-layer neurons, ρ = w·e) with `r_overlap2_err`, and with
 //! `sampler.start = "both"` the hot-start ensemble's `hot_start.r_overlap2`. Only runs that
 //! simulate the cavity model's setting are used: a one-hidden-layer erf network on
-//! y = He1 + ε·He3 with the same D, N, T (= κ, at sampler temperature 1), σ_w² = σ1² and
-//! s_a² (σ_L²/N standard, σ_L²/N² mean-field).
+//! y = He1 + ε·He3 with the same D, N, T (= κ of the Gaussian likelihood, at sampler
+//! temperature 1, no frozen layer), σ_w² = σ1² and s_a² (σ_L²/N standard, σ_L²/N² mean-field).
 
 use std::path::Path;
 
@@ -20,7 +20,7 @@ use super::adaptive::AdaptiveParams;
 use crate::error::{Error, Result};
 use crate::experiment::store::{Store, StoreData};
 use crate::sim::activation::Activation;
-use crate::sim::config::{ExperimentConfig, Parametrization};
+use crate::sim::config::{ExperimentConfig, Likelihood, Parametrization};
 
 /// One Langevin run's R.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -78,6 +78,12 @@ fn mismatch(cfg: &ExperimentConfig, prm: &AdaptiveParams) -> Option<String> {
             "its kappa is {}, not T = {}",
             cfg.sampler.kappa, prm.t
         ));
+    }
+    if cfg.sampler.likelihood != Likelihood::Gaussian {
+        return Some("its likelihood is not Gaussian".into());
+    }
+    if !cfg.sampler.frozen_layers.is_empty() {
+        return Some("it freezes layers (not the full posterior)".into());
     }
     if !close(cfg.sampler.temperature, 1.0) {
         return Some(format!(
