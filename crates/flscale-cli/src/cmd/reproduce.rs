@@ -17,8 +17,7 @@ use super::{out, out_json, Ctx};
     after_help = "Examples:\n  flscale reproduce fig2b --quick          # about ten seconds on two cores\n  flscale reproduce fig2b --out runs/fig2b # the preset's full sizes (hours; docs/experiments.md)\n\n\
 Presets: fig2a, fig2b, fig2c, fig3a, fig3b, fig3c (= fig8), fig7, blog. Each is an experiment file\n\
 under presets/experiments/ (print it with --show and run it step by step with flscale sweep).\n\
-Re-running the same command resumes. Presets whose observable the Langevin engine lacks\n\
-(fig7: parity-direction overlaps) stop with a message before running."
+Re-running the same command resumes."
 )]
 pub struct ReproduceArgs {
     /// Preset name.
@@ -120,6 +119,24 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
                 g("outliers_layer1"),
                 g("test_mse")
             );
+            // Deeper-layer (Fig. 8) and parity (Fig. 7) observables, when the run has them.
+            let has = |k: &str| r.summary.get(k).is_some_and(|v| v.is_number());
+            if has("outliers_layer2_phi") {
+                s += &format!(
+                    "           layer-2 outliers (3 NNGP std) along Φ* {}, along Ĥe3(Φ*) {}\n",
+                    g("outliers_layer2_phi"),
+                    g("outliers_layer2_he3")
+                );
+            }
+            if has("test_accuracy") {
+                s += &format!(
+                    "           test accuracy {}  specialising along e1+e2 {}  μ {} ± {}\n",
+                    g("test_accuracy"),
+                    g("specialising"),
+                    g("mu"),
+                    g("mu_err")
+                );
+            }
         }
     }
     if let Some(f) = &an.fit {

@@ -67,6 +67,7 @@ const KNOWN: [(&str, &[&str]); 5] = [
             "parametrization",
             "patch",
             "heads",
+            "layernorm",
         ],
     ),
     (
@@ -100,6 +101,7 @@ const KNOWN: [(&str, &[&str]); 5] = [
             "frozen_layers",
             "start",
             "adapt_step",
+            "likelihood",
         ],
     ),
     ("priors", &["sigma2"]),

@@ -93,6 +93,11 @@ pub struct ModelConfig {
     /// "standard" (default) or "mean-field" readout scaling.
     #[serde(default = "default_parametrization")]
     pub parametrization: Parametrization,
+    /// Layer normalisation of the input of every hidden layer l ≥ 2 (paper App. C.5, Fig. 6):
+    /// per input, over the N_{l−1} neurons, LN(a) = (a − mean)/√(variance + 10⁻⁶), no learned
+    /// gain or bias; the readout sees the un-normalised activations (default false).
+    #[serde(default)]
+    pub layernorm: bool,
     /// CNN only: the patch size S. The input x ∈ R^d is cut into N_w = d/S non-overlapping
     /// patches x_i of S consecutive coordinates (S must divide d).
     #[serde(default)]
@@ -211,8 +216,16 @@ pub enum Precision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SamplerConfig {
-    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1).
+    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1). With
+    /// `likelihood = "cross-entropy"` it divides the cross-entropy instead,
+    /// π ∝ exp(−Σ_μ log(1 + e^{−y_μ f(x_μ)})/κ)·prior: κ = 1 is the Bayesian posterior of the
+    /// logistic likelihood, κ < 1 weighs the data more (a temperature of the data term alone).
     pub kappa: f64,
+    /// "gaussian" (default; the regression posterior of App. A.1) or "cross-entropy" (the
+    /// two-class cross-entropy of App. A.2 with labels y = ±1, i.e. softmax over the logits
+    /// (f/2, −f/2); needs a `target.parity` label).
+    #[serde(default = "default_likelihood")]
+    pub likelihood: Likelihood,
     /// Langevin step η in θ ← θ − η∇U + √(2ηT)ξ.
     pub step: f64,
     /// Total number of steps, burn-in included.
@@ -250,6 +263,20 @@ pub struct SamplerConfig {
     /// that the sampled chain is a fixed Markov kernel. Default false (η = `step` throughout).
     #[serde(default)]
     pub adapt_step: bool,
+}
+
+/// The likelihood of the data term (see [`crate::sim::likelihood`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Likelihood {
+    /// |f − y|²/(2κ) (App. A.1).
+    Gaussian,
+    /// Σ log(1 + e^{−y f})/κ with y = ±1 (App. A.2, E.2).
+    CrossEntropy,
+}
+
+fn default_likelihood() -> Likelihood {
+    Likelihood::Gaussian
 }
 
 /// Initial state of the chains.
@@ -380,6 +407,11 @@ impl ExperimentConfig {
                 "sampler.chains = {} is not allowed; it must be between 1 and 1000000",
                 s.chains
             )));
+        }
+        if s.likelihood == Likelihood::CrossEntropy && self.target.parity.is_none() {
+            return Err(Error::invalid(
+                "sampler.likelihood = \"cross-entropy\" is not allowed with this [target]; it needs ±1 labels: set target.parity = k (App. E.2)",
+            ));
         }
         let layers = self.n_groups();
         for (i, &l) in s.frozen_layers.iter().enumerate() {
@@ -518,6 +550,16 @@ impl ExperimentConfig {
             }
         }
         if m.kind != ModelKind::Fcn {
+            if m.layernorm {
+                return Err(Error::invalid(format!(
+                    "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
+                )));
+            }
+            if s.likelihood != Likelihood::Gaussian {
+                return Err(Error::invalid(format!(
+                    "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; use \"gaussian\""
+                )));
+            }
             if s.start != Start::Cold {
                 return Err(Error::invalid(format!(
                     "sampler.start = \"{}\" is not allowed with model.kind = \"{kind}\"; hot starts exist for \"fcn\" only, use \"cold\"",
@@ -766,6 +808,14 @@ seed = 1
             (
                 cnn.replace("hermite = 3", "parity = 2"),
                 "target.parity = 2",
+            ),
+            (
+                ATTENTION.replace("heads = 2", "heads = 2\nlayernorm = true"),
+                "model.layernorm = true is not allowed",
+            ),
+            (
+                cnn.replace("seed = 1", "seed = 1\nlikelihood = \"cross-entropy\""),
+                "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"cnn\"",
             ),
         ];
         for (text, want) in cases {

@@ -757,6 +757,7 @@ fn finish<T: Real, M: FlatModel<T>>(
                 test_mse: v(&|m| m.test_mse),
                 r_overlap2: v(&|m| m.r_overlap2),
                 outliers: v(&|m| m.outliers as f64),
+                mu: None,
             }
         })
         .collect();
@@ -808,6 +809,7 @@ fn finish<T: Real, M: FlatModel<T>>(
             counts,
             outside,
         },
+        probe_histograms: Vec::new(),
         mean_test_prediction: mean_pred,
         seconds,
         steps: ens.steps_done,

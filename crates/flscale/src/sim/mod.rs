@@ -7,8 +7,11 @@
 //! * [`cnn`], [`attention`]: the CNN with non-overlapping patches (App. E.1.2) and the
 //!   softmax attention layer (App. E.3), sampled by the flat-parameter ensemble of
 //!   [`generic`].
+//! * [`likelihood`]: the data term — Gaussian (regression) or cross-entropy (±1 labels).
 //! * [`sampler`]: the ensemble of E chains, unadjusted Langevin, per-chain RNG streams,
 //!   divergence detection.
+//! * [`overlaps`]: deeper-layer overlaps with Φ* and Ĥe3(Φ*) (NNGP outliers), parity-direction
+//!   overlaps and the μ-specialisation magnitude, test accuracy.
 //! * [`observables`], [`run`]: alignment, MSE, overlaps, outliers, R, histograms,
 //!   autocorrelation times; [`run::run_experiment`] is the whole of `flscale sample`.
 //! * [`bench`]: the Fig. 2 speed benchmark of `flscale bench`.
@@ -24,8 +27,10 @@ pub mod cnn;
 pub mod config;
 pub mod data;
 pub mod generic;
+pub mod likelihood;
 pub mod model;
 pub mod observables;
+pub mod overlaps;
 pub mod real;
 pub mod run;
 pub mod sampler;
