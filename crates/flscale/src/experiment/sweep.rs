@@ -86,6 +86,8 @@ const KNOWN: [(&str, &[&str]); 5] = [
             "frozen_layers",
             "start",
             "adapt_step",
+            "method",
+            "mala",
         ],
     ),
     ("priors", &["sigma2"]),
