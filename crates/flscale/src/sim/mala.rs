@@ -86,8 +86,9 @@ impl<T: Real> Kernel<T> {
     fn sampled(&self, model: &FcnModel) -> Vec<bool> {
         (0..model.n_groups())
             .map(|g| {
-                !model.frozen[g]
-                    && !(self.method == SamplerMethod::Collapsed && g + 1 == model.n_groups())
+                let collapsed_readout =
+                    self.method == SamplerMethod::Collapsed && g + 1 == model.n_groups();
+                !(model.frozen[g] || collapsed_readout)
             })
             .collect()
     }
@@ -180,7 +181,7 @@ impl<T: Real> Kernel<T> {
             .zip(self.states.par_iter_mut())
             .map_init(Scratch::<T>::default, |scratch, (block, state)| {
                 let scale = precond_scale(model, block.len, &state.precond);
-                let lambda = block.lambda_max_of(model, iters, &skip, Some(&scale), &mut |b| {
+                block.lambda_max_of(model, iters, &skip, Some(&scale), &mut |b| {
                     collapsed::data_gradient(
                         b,
                         model,
@@ -192,8 +193,7 @@ impl<T: Real> Kernel<T> {
                         scratch,
                         &mut state.work,
                     )
-                });
-                lambda
+                })
             })
             .collect();
         per_block.into_iter().flatten().collect()
