@@ -383,12 +383,64 @@ fn reproduce_fig3a_quick() {
 }
 
 #[test]
-fn reproduce_fig3c_quick_says_what_it_cannot_draw() {
-    let (_tmp, out) = reproduce_quick("fig8");
+fn reproduce_fig3c_quick_draws_the_second_layer_panels() {
+    let (tmp, out) = reproduce_quick("fig8");
+    assert!(!out.contains("not reproduced"), "{out}");
+    let r = tmp.path().join("r");
+    for f in [
+        "layer2_overlap_histograms_phi.png",
+        "layer2_overlap_histograms_he3.svg",
+        "outliers_by_layer_vs_n1.png",
+    ] {
+        assert!(r.join("figures").join(f).exists(), "{f}\n{out}");
+    }
+    // Every run reports finite layer-2 outliers along both features, with their NNGP scale.
+    let results = std::fs::read_to_string(r.join("results.csv")).unwrap();
+    for obs in ["outliers_layer2_phi", "outliers_layer2_he3"] {
+        let rows: Vec<&str> = results.lines().filter(|l| l.contains(obs)).collect();
+        assert_eq!(rows.len(), 2, "{obs}");
+        for row in rows {
+            let v: f64 = row.split(',').rev().nth(1).unwrap().parse().unwrap();
+            assert!(v.is_finite() && v >= 0.0, "{row}");
+        }
+    }
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r.join("runs/run-00000/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let layer = &summary["deeper_layers"][0];
+    assert_eq!(layer["layer"], 2);
+    for f in layer["features"].as_array().unwrap() {
+        assert!(f["nngp_std"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    let probe = std::fs::read_to_string(r.join("histograms_probe.csv")).unwrap();
+    assert!(probe.contains(",h2_phi,") && probe.contains(",h2_he3,"));
+}
+
+#[test]
+fn reproduce_fig7_quick_prints_mu_exponent_beside_the_prediction() {
+    let (tmp, out) = reproduce_quick("fig7");
     assert!(
-        out.contains("not reproduced: the second-layer panels"),
+        out.contains("predicted 1/4") || out.contains("no exponent"),
         "{out}"
     );
+    let r = tmp.path().join("r");
+    assert!(
+        r.join("figures/parity_overlap_histograms.svg").exists(),
+        "{out}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r.join("runs/run-00000/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let acc = summary["test_accuracy"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&acc), "{acc}");
+    let dirs = summary["parity_directions"].as_array().unwrap();
+    assert_eq!(dirs.len(), 2);
+    assert_eq!(dirs[0]["direction"], "e1+e2");
+    assert_eq!(dirs[1]["direction"], "e1-e2");
+    let chains = std::fs::read_to_string(r.join("chains.csv")).unwrap();
+    assert!(chains.lines().next().unwrap().ends_with(",mu"));
 }
 
 #[test]
@@ -400,10 +452,7 @@ fn reproduce_blog_quick() {
 #[test]
 fn presets_the_engine_cannot_run_fail_naming_what_is_missing() {
     let tmp = tempfile::tempdir().unwrap();
-    for (name, want) in [
-        ("fig3b", "softmax-attention"),
-        ("fig7", "parity feature directions"),
-    ] {
+    for (name, want) in [("fig3b", "softmax-attention")] {
         let o = run(&["reproduce", name, "--quick", "--out", "r"], tmp.path());
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{name}: {err}");

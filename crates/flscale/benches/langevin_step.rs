@@ -40,6 +40,7 @@ fn ensemble() -> Ensemble<f32> {
         activation: Activation::Erf,
         prior_var: vec![1.0 / d as f64, 1.0 / n as f64],
         frozen: vec![false, false],
+        layernorm: false,
     };
     let dynamics = Dynamics {
         kappa: 1.0,

@@ -8,8 +8,10 @@
 //!                          value, err  (long format; pandas.read_csv / polars.read_csv)
 //! DIR/chains.csv           one row per (run, chain): per-chain time averages
 //! DIR/histograms.csv       one row per (run, bin): first-layer overlap histograms
+//! DIR/histograms_probe.csv one row per (run, histogram, bin): deeper-layer overlaps
+//!                          (h2_phi, h2_he3, …) and parity-direction overlaps (rho_e1+e2)
 //! DIR/runs/run-00012/      experiment.toml, summary.json, chains.csv, traces.csv,
-//!                          histogram_rho.csv, timing.json
+//!                          histogram_rho.csv, histogram_<name>.csv, timing.json
 //! ```
 //!
 //! A run directory is first written under `runs/.partial-<id>-<pid>` and then renamed, so a
@@ -33,7 +35,7 @@ pub const FORMAT: &str = "flscale-results/1";
 
 /// Per-run observables copied from `summary.json` into `results.csv`: (observable, value
 /// key, error key).
-pub const OBSERVABLES: [(&str, &str, Option<&str>); 12] = [
+pub const OBSERVABLES: [(&str, &str, Option<&str>); 17] = [
     ("alignment", "alignment", Some("alignment_err")),
     ("test_mse", "test_mse", Some("test_mse_err")),
     ("test_mse_mean_predictor", "test_mse_mean_predictor", None),
@@ -54,6 +56,19 @@ pub const OBSERVABLES: [(&str, &str, Option<&str>); 12] = [
     ("chains_used", "chains_used", None),
     ("samples_per_chain", "samples_per_chain", None),
     ("suggested_step", "suggested_step", None),
+    ("test_accuracy", "test_accuracy", Some("test_accuracy_err")),
+    ("mu", "mu", Some("mu_err")),
+    ("specialising", "specialising", None),
+    (
+        "outliers_layer2_phi",
+        "outliers_layer2_phi",
+        Some("outliers_layer2_phi_err"),
+    ),
+    (
+        "outliers_layer2_he3",
+        "outliers_layer2_he3",
+        Some("outliers_layer2_he3_err"),
+    ),
 ];
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -251,19 +266,28 @@ impl Store {
             );
         }
         w("traces.csv", &traces)?;
-        let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers\n");
+        let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers,mu\n");
         for c in &r.chains {
             chains += &format!(
-                "{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{}\n",
                 c.chain,
                 c.status,
                 num(c.alignment),
                 num(c.test_mse),
                 num(c.r_overlap2),
-                num(c.outliers)
+                num(c.outliers),
+                num(c.mu)
             );
         }
         w("chains.csv", &chains)?;
+        for ph in &r.probe_histograms {
+            let mut hist = String::from("bin_low,bin_high,count\n");
+            for (i, &c) in ph.counts.iter().enumerate() {
+                hist += &format!("{},{},{}\n", f(ph.edges[i]), f(ph.edges[i + 1]), c);
+            }
+            hist += &format!(",,{}\n", ph.outside);
+            w(&format!("histogram_{}.csv", ph.name), &hist)?;
+        }
         let h = &r.histogram;
         let mut hist = String::from("bin_low,bin_high,count\n");
         for (i, &c) in h.counts.iter().enumerate() {
@@ -297,8 +321,9 @@ impl Store {
         coord_names.dedup();
         let mut results = format!("run,index,{},observable,value,err\n", coord_names.join(","));
         let mut chains =
-            String::from("run,index,chain,status,alignment,test_mse,r_overlap2,outliers\n");
+            String::from("run,index,chain,status,alignment,test_mse,r_overlap2,outliers,mu\n");
         let mut hists = String::from("run,index,bin_low,bin_high,count\n");
+        let mut probe_hists = String::from("run,index,histogram,bin_low,bin_high,count\n");
         for r in &data.runs {
             let coords: Vec<String> = coord_names
                 .iter()
@@ -318,7 +343,7 @@ impl Store {
             results += &format!("{prefix},diverged_chains,{},\n", num(diverged));
             for c in &r.chains {
                 chains += &format!(
-                    "{},{},{},{},{},{},{},{}\n",
+                    "{},{},{},{},{},{},{},{},{}\n",
                     r.id,
                     r.index,
                     c.chain,
@@ -326,7 +351,8 @@ impl Store {
                     num(c.alignment),
                     num(c.test_mse),
                     num(c.r_overlap2),
-                    num(c.outliers)
+                    num(c.outliers),
+                    num(c.mu)
                 );
             }
             for b in &r.histogram {
@@ -339,10 +365,26 @@ impl Store {
                     b.2
                 );
             }
+            for (name, bins) in &r.probe_histograms {
+                for b in bins {
+                    probe_hists += &format!(
+                        "{},{},{name},{},{},{}\n",
+                        r.id,
+                        r.index,
+                        num(Some(b.0)),
+                        num(Some(b.1)),
+                        b.2
+                    );
+                }
+            }
         }
         write_atomic(&self.dir.join("results.csv"), results.as_bytes())?;
         write_atomic(&self.dir.join("chains.csv"), chains.as_bytes())?;
         write_atomic(&self.dir.join("histograms.csv"), hists.as_bytes())?;
+        write_atomic(
+            &self.dir.join("histograms_probe.csv"),
+            probe_hists.as_bytes(),
+        )?;
         Ok((data.runs.len(), data.total))
     }
 }
@@ -362,6 +404,8 @@ pub struct ChainValues {
     pub r_overlap2: Option<f64>,
     /// First-layer outlier count.
     pub outliers: Option<f64>,
+    /// μ along the first parity direction (paper Fig. 7; null without specialising neurons).
+    pub mu: Option<f64>,
 }
 
 impl ChainValues {
@@ -372,13 +416,14 @@ impl ChainValues {
             "test_mse" => self.test_mse,
             "r_overlap2" => self.r_overlap2,
             "outliers" | "outliers_layer1" => self.outliers,
+            "mu" => self.mu,
             _ => None,
         }
     }
 }
 
 /// Observables with per-chain values (what the bootstrap resamples).
-pub const CHAIN_OBSERVABLES: [&str; 4] = ["alignment", "test_mse", "r_overlap2", "outliers"];
+pub const CHAIN_OBSERVABLES: [&str; 5] = ["alignment", "test_mse", "r_overlap2", "outliers", "mu"];
 
 /// One finished run, read back from its directory.
 #[derive(Debug, Clone)]
@@ -395,6 +440,9 @@ pub struct RunData {
     pub chains: Vec<ChainValues>,
     /// Histogram bins (low, high, count) of the first-layer overlaps ρ.
     pub histogram: Vec<(f64, f64, u64)>,
+    /// The run's other histograms (`histogram_<name>.csv`: h2_phi, h2_he3, rho_e1+e2, …),
+    /// by name.
+    pub probe_histograms: BTreeMap<String, Vec<(f64, f64, u64)>>,
 }
 
 /// Everything the analysis and the figures read from a results directory.
@@ -467,18 +515,37 @@ impl StoreData {
                     test_mse: parse_opt(f[3]),
                     r_overlap2: parse_opt(f[4]),
                     outliers: parse_opt(f[5]),
+                    mu: f.get(6).and_then(|s| parse_opt(s)),
                 });
             }
-            let mut histogram = Vec::new();
-            for line in read_text(&rd.join("histogram_rho.csv"))?.lines().skip(1) {
-                let f: Vec<&str> = line.split(',').collect();
-                if let (Some(lo), Some(hi), Ok(c)) = (
-                    parse_opt(f[0]),
-                    f.get(1).and_then(|s| parse_opt(s)),
-                    f.get(2).map(|s| s.parse::<u64>()).unwrap_or(Ok(0)),
-                ) {
-                    histogram.push((lo, hi, c));
+            let read_bins = |path: &Path| -> Result<Vec<(f64, f64, u64)>> {
+                let mut bins = Vec::new();
+                for line in read_text(path)?.lines().skip(1) {
+                    let f: Vec<&str> = line.split(',').collect();
+                    if let (Some(lo), Some(hi), Ok(c)) = (
+                        parse_opt(f[0]),
+                        f.get(1).and_then(|s| parse_opt(s)),
+                        f.get(2).map(|s| s.parse::<u64>()).unwrap_or(Ok(0)),
+                    ) {
+                        bins.push((lo, hi, c));
+                    }
                 }
+                Ok(bins)
+            };
+            let histogram = read_bins(&rd.join("histogram_rho.csv"))?;
+            let mut probe_histograms = BTreeMap::new();
+            let mut names: Vec<String> = std::fs::read_dir(&rd)
+                .map_err(|e| Error::runtime(format!("cannot read {}: {e}", rd.display())))?
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    n.starts_with("histogram_") && n.ends_with(".csv") && n != "histogram_rho.csv"
+                })
+                .collect();
+            names.sort();
+            for n in names {
+                let name = n["histogram_".len()..n.len() - ".csv".len()].to_string();
+                probe_histograms.insert(name, read_bins(&rd.join(&n))?);
             }
             runs.push(RunData {
                 index,
@@ -487,6 +554,7 @@ impl StoreData {
                 summary,
                 chains,
                 histogram,
+                probe_histograms,
             });
         }
         runs.sort_by_key(|r| r.index);

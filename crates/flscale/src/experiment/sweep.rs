@@ -57,7 +57,13 @@ const SIZES: [&str; 9] = [
 const KNOWN: [(&str, &[&str]); 5] = [
     (
         "model",
-        &["kind", "activation", "widths", "parametrization"],
+        &[
+            "kind",
+            "activation",
+            "widths",
+            "parametrization",
+            "layernorm",
+        ],
     ),
     (
         "data",
@@ -86,6 +92,7 @@ const KNOWN: [(&str, &[&str]); 5] = [
             "frozen_layers",
             "start",
             "adapt_step",
+            "likelihood",
             "method",
             "mala",
         ],

@@ -353,7 +353,8 @@ pub fn draw_readouts<T: Real>(
 /// Per chain and neuron i of the last hidden layer (b·N values, chain-major): the
 /// Gauss–Newton estimate of the curvature of U_c along that neuron's incoming weights,
 /// g_i = 1/v + (m_i²/κ)·Σ_μ σ′(h_{μi})²·|z_μ|²/n_in, with z_μ the layer's input (x_μ for a
-/// two-layer network) and v that layer's prior variance: the mean eigenvalue of the
+/// two-layer network, the layer-normalised activations with `layernorm`) and v that layer's
+/// prior variance: the mean eigenvalue of the
 /// neuron's block (m_i²/κ)Σ_μ σ′²z_μz_μᵀ + I/v of the Hessian, neglecting the coupling
 /// through the projection on Φ and the log-determinant. A specialised neuron (large m_i) is
 /// stiffer than the rest by the factor its readout squared (spec 02, "Stiffness is the
@@ -393,10 +394,12 @@ pub fn neuron_curvature<T: Real>(
                     .sum()
             } else {
                 let row = mu * b * n_in + c * n_in;
-                scratch.act[g - 1][row..row + n_in]
-                    .iter()
-                    .map(|v| v.f64().powi(2))
-                    .sum()
+                let input = if model.layernorm {
+                    &scratch.normed[g - 1]
+                } else {
+                    &scratch.act[g - 1]
+                };
+                input[row..row + n_in].iter().map(|v| v.f64().powi(2)).sum()
             };
             let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
             for (i, s) in row.iter().enumerate() {
@@ -439,7 +442,13 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     /// A small ensemble in f64 with random data; `params` of every chain drawn from the prior.
-    fn ensemble(widths: &[usize], act: Activation, p: usize, chains: usize) -> Ensemble<f64> {
+    fn ensemble(
+        widths: &[usize],
+        act: Activation,
+        layernorm: bool,
+        p: usize,
+        chains: usize,
+    ) -> Ensemble<f64> {
         let d = 3;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
         let layers = widths.len() + 1;
@@ -451,6 +460,7 @@ mod tests {
                 .map(|l| 1.3 / if l == 0 { d } else { widths[l - 1] } as f64)
                 .collect(),
             frozen: vec![false; layers],
+            layernorm,
         };
         let x: Vec<f64> = (0..p * d).map(|_| rng.random_range(-1.5..1.5)).collect();
         let y: Vec<f64> = (0..p).map(|_| rng.random_range(-1.0..1.0)).collect();
@@ -512,7 +522,7 @@ mod tests {
             (vec![6], Activation::Tanh, 3),
             (vec![3, 5], Activation::Erf, 7),
         ] {
-            let mut ens = ensemble(&widths, act, p, 3);
+            let mut ens = ensemble(&widths, act, false, p, 3);
             let (x, y) = (ens.x.clone(), ens.y.clone());
             let model = ens.model.clone();
             let (kappa, t) = (ens.dynamics.kappa, ens.dynamics.temperature);
@@ -533,14 +543,15 @@ mod tests {
 
     #[test]
     fn collapsed_gradient_matches_finite_differences() {
-        for (widths, act) in [
-            (vec![4], Activation::Erf),
-            (vec![5], Activation::Tanh),
-            (vec![3, 4], Activation::Erf),
-            (vec![4, 3], Activation::Relu),
+        for (widths, act, layernorm) in [
+            (vec![4], Activation::Erf, false),
+            (vec![5], Activation::Tanh, false),
+            (vec![3, 4], Activation::Erf, false),
+            (vec![4, 3], Activation::Relu, false),
+            (vec![4, 3], Activation::Tanh, true),
         ] {
             let p = 8;
-            let mut ens = ensemble(&widths, act, p, 2);
+            let mut ens = ensemble(&widths, act, layernorm, p, 2);
             let (x, y) = (ens.x.clone(), ens.y.clone());
             let model = ens.model.clone();
             let (kappa, t) = (ens.dynamics.kappa, ens.dynamics.temperature);

@@ -63,6 +63,7 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
             activation: Activation::Erf,
             prior_var: vec![1.0, v],
             frozen: vec![false, false],
+            layernorm: false,
         };
         let dynamics = Dynamics {
             kappa,
@@ -125,6 +126,7 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
         activation: Activation::Erf,
         prior_var: vec![1.0 / d as f64, v],
         frozen: vec![true, false],
+        layernorm: false,
     };
     let x: Vec<f64> = (0..p * d)
         .map(|i| ((i * 7919 % 113) as f64 / 113.0 - 0.5) * 3.0)

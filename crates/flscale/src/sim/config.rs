@@ -86,6 +86,11 @@ pub struct ModelConfig {
     /// "standard" (default) or "mean-field" readout scaling.
     #[serde(default = "default_parametrization")]
     pub parametrization: Parametrization,
+    /// Layer normalisation of the input of every hidden layer l ≥ 2 (paper App. C.5, Fig. 6):
+    /// per input, over the N_{l−1} neurons, LN(a) = (a − mean)/√(variance + 10⁻⁶), no learned
+    /// gain or bias; the readout sees the un-normalised activations (default false).
+    #[serde(default)]
+    pub layernorm: bool,
 }
 
 fn default_parametrization() -> Parametrization {
@@ -182,8 +187,16 @@ pub enum Precision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SamplerConfig {
-    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1).
+    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1). With
+    /// `likelihood = "cross-entropy"` it divides the cross-entropy instead,
+    /// π ∝ exp(−Σ_μ log(1 + e^{−y_μ f(x_μ)})/κ)·prior: κ = 1 is the Bayesian posterior of the
+    /// logistic likelihood, κ < 1 weighs the data more (a temperature of the data term alone).
     pub kappa: f64,
+    /// "gaussian" (default; the regression posterior of App. A.1) or "cross-entropy" (the
+    /// two-class cross-entropy of App. A.2 with labels y = ±1, i.e. softmax over the logits
+    /// (f/2, −f/2); needs a `target.parity` label).
+    #[serde(default = "default_likelihood")]
+    pub likelihood: Likelihood,
     /// Langevin step η in θ ← θ − η∇U + √(2ηT)ξ.
     pub step: f64,
     /// Total number of steps, burn-in included.
@@ -246,6 +259,20 @@ pub enum SamplerMethod {
 
 fn default_method() -> SamplerMethod {
     SamplerMethod::Plain
+}
+
+/// The likelihood of the data term (see [`crate::sim::likelihood`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Likelihood {
+    /// |f − y|²/(2κ) (App. A.1).
+    Gaussian,
+    /// Σ log(1 + e^{−y f})/κ with y = ±1 (App. A.2, E.2).
+    CrossEntropy,
+}
+
+fn default_likelihood() -> Likelihood {
+    Likelihood::Gaussian
 }
 
 /// Initial state of the chains.
@@ -388,6 +415,11 @@ impl ExperimentConfig {
                 s.chains
             )));
         }
+        if s.likelihood == Likelihood::CrossEntropy && self.target.parity.is_none() {
+            return Err(Error::invalid(
+                "sampler.likelihood = \"cross-entropy\" is not allowed with this [target]; it needs ±1 labels: set target.parity = k (App. E.2)",
+            ));
+        }
         let layers = m.widths.len() + 1;
         for (i, &l) in s.frozen_layers.iter().enumerate() {
             if l == 0 || l > layers {
@@ -400,6 +432,11 @@ impl ExperimentConfig {
             if m.kind != ModelKind::Fcn {
                 return Err(Error::invalid(
                     "sampler.method = \"collapsed\" is not allowed for this model.kind; it needs a linear readout on the last hidden layer, allowed with model.kind = \"fcn\"",
+                ));
+            }
+            if s.likelihood != Likelihood::Gaussian {
+                return Err(Error::invalid(
+                    "sampler.method = \"collapsed\" with sampler.likelihood = \"cross-entropy\" is not allowed; integrating the readout out exactly needs the Gaussian likelihood (the readout posterior is then Gaussian): use method = \"plain\"",
                 ));
             }
             if s.frozen_layers.contains(&layers) {

@@ -25,7 +25,7 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use super::collapsed::{self, CollapsedWork};
-use super::config::SamplerMethod;
+use super::config::{Likelihood, SamplerMethod};
 use super::model::{FcnModel, Scratch};
 use super::real::Real;
 use super::sampler::{ChainBlock, Divergence, Dynamics, Ensemble};
@@ -102,6 +102,7 @@ impl<T: Real> Kernel<T> {
         let start = ens.steps_done;
         let sampled = self.sampled(model);
         let (method, mala) = (self.method, self.mala);
+        let likelihood = ens.likelihood;
         ens.blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
@@ -113,6 +114,7 @@ impl<T: Real> Kernel<T> {
                     p,
                     dynamics,
                     method,
+                    likelihood,
                     sampled: &sampled,
                 };
                 let precond = std::mem::take(&mut state.precond);
@@ -294,6 +296,7 @@ struct Context<'a, T> {
     p: usize,
     dynamics: Dynamics,
     method: SamplerMethod,
+    likelihood: Likelihood,
     sampled: &'a [bool],
 }
 
@@ -310,15 +313,19 @@ impl<T: Real> Context<'_, T> {
         let b = block.len;
         match self.method {
             SamplerMethod::Plain => {
-                block.data_gradient(model, self.x, self.y, self.p, kappa, scratch);
+                block.data_gradient(
+                    model,
+                    self.x,
+                    self.y,
+                    self.p,
+                    kappa,
+                    self.likelihood,
+                    scratch,
+                );
                 work.failure.resize(b, None);
                 for c in 0..b {
                     work.failure[c] = None;
-                    let sq: f64 = (0..self.p)
-                        .map(|mu| (scratch.f[mu * b + c] - self.y[mu]).f64().powi(2))
-                        .sum();
-                    block.sq_error[c] = sq;
-                    block.energy[c] = sq / (2.0 * kappa);
+                    block.energy[c] = block.data_loss[c];
                 }
             }
             SamplerMethod::Collapsed => collapsed::data_gradient(
