@@ -91,7 +91,7 @@ pub const PRESETS: [Preset; 8] = [
         text: include_str!("../../../../presets/experiments/blog.toml"),
         missing: None,
         partial: Some(
-            "collapsed sampler from cold and hot starts; at the largest P the two starts may still disagree within the run length (flagged \"not equilibrated\")",
+            "cold and hot starts (collapsed sampler) may still disagree at the largest P within the run length; such runs are flagged \"not equilibrated\"",
         ),
     },
 ];
