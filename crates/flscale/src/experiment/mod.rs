@@ -20,6 +20,7 @@
 //! same bytes as one uninterrupted run. The bootstrap uses a fixed-seed ChaCha8 stream.
 
 pub mod analysis;
+pub mod fields;
 pub mod figures;
 pub mod presets;
 pub mod runner;
