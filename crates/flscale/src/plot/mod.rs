@@ -267,8 +267,9 @@ pub fn place_blocks(
 
 /// Tick positions of a log axis over [lo, hi]: powers of ten when the axis spans several
 /// decades, mantissas 1-2-5 (or denser) when it spans about one, and evenly spaced round
-/// numbers when it spans less than a decade, so that every axis carries at least three
-/// labels. Returns (labelled ticks, unlabelled grid ticks).
+/// numbers when it spans less than that, so that every axis carries at least three labels
+/// and no stretch of more than 30 % of it is left without one. Returns (labelled ticks,
+/// unlabelled grid ticks).
 pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     let in_range = |v: f64| v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9);
     let k0 = lo.log10().floor() as i32;
@@ -303,9 +304,17 @@ pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
         &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
     ];
     let every = (decades + 7) / 8;
+    // Labels must cover the axis: no stretch without a label longer than 30 % of it.
+    let span = (hi / lo).ln();
+    let covers = |t: &[f64]| {
+        let mut edges = vec![lo];
+        edges.extend(t);
+        edges.push(hi);
+        edges.windows(2).all(|w| (w[1] / w[0]).ln() <= 0.3 * span)
+    };
     for set in sets {
         let t = with(set, if set.len() == 1 { every } else { 1 });
-        if t.len() >= 3 {
+        if t.len() >= 3 && covers(&t) {
             return (t, minor);
         }
     }
@@ -707,9 +716,11 @@ mod tests {
     #[test]
     fn short_log_axes_get_at_least_three_labelled_ticks() {
         // (range, expected labelled ticks)
-        let cases: [(f64, f64, &[f64]); 5] = [
+        let cases: [(f64, f64, &[f64]); 7] = [
             (150.0, 900.0, &[200.0, 300.0, 500.0, 700.0]),
-            (8.0, 60.0, &[10.0, 20.0, 50.0]),
+            (8.0, 60.0, &[10.0, 20.0, 30.0, 40.0, 50.0, 60.0]),
+            (0.75, 1.6, &[0.8, 1.0, 1.2, 1.4, 1.6]),
+            (5.2, 13.8, &[6.0, 8.0, 10.0, 12.0]),
             (210.0, 260.0, &[210.0, 220.0, 230.0, 240.0, 250.0, 260.0]),
             (0.5, 2000.0, &[1.0, 10.0, 100.0, 1000.0]),
             (1e-3, 1e9, &[1e-3, 1e-1, 1e1, 1e3, 1e5, 1e7, 1e9]),
