@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use flscale::experiment::table::Column;
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_flscale"));
     c.arg("-q");
@@ -108,7 +110,6 @@ fn finished_runs(dir: &Path) -> usize {
 /// Checks the results table (Parquet or CSV, read back by the library): one row per (run,
 /// observable), and alignment present for every run.
 fn check_results(dir: &Path, runs: usize) {
-    use flscale::experiment::table::Column;
     let t = flscale::experiment::store::load_results(dir).unwrap();
     let Some(Column::Text(obs)) = t.column("observable") else {
         panic!("no observable column: {:?}", t.names)
@@ -116,7 +117,10 @@ fn check_results(dir: &Path, runs: usize) {
     let Some(Column::Float(values)) = t.column("value") else {
         panic!("no value column: {:?}", t.names)
     };
-    assert_eq!(obs.len(), runs * 13);
+    assert_eq!(
+        obs.len(),
+        runs * (flscale::experiment::store::OBSERVABLES.len() + 1)
+    );
     let alignments: Vec<f64> = obs
         .iter()
         .zip(values)
@@ -160,6 +164,10 @@ fn kill_and_resume(t: &Path, out: &str, args: &[&str]) {
         resumed.contains(&format!("{at_kill} already finished")),
         "{resumed}"
     );
+}
+
+fn table(path: &Path) -> flscale::experiment::Table {
+    flscale::experiment::Table::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn check_figure(path: &Path) {
@@ -410,12 +418,80 @@ fn reproduce_fig3a_quick() {
 }
 
 #[test]
-fn reproduce_fig3c_quick_says_what_it_cannot_draw() {
-    let (_tmp, out) = reproduce_quick("fig8");
+fn reproduce_fig3c_quick_draws_the_second_layer_panels() {
+    let (tmp, out) = reproduce_quick("fig8");
+    assert!(!out.contains("not reproduced"), "{out}");
+    let r = tmp.path().join("r");
+    for f in [
+        "layer2_overlap_histograms_phi.png",
+        "layer2_overlap_histograms_he3.svg",
+        "outliers_by_layer_vs_n1.png",
+    ] {
+        assert!(r.join("figures").join(f).exists(), "{f}\n{out}");
+    }
+    // Every run reports finite layer-2 outliers along both features, with their NNGP scale.
+    let results = table(&r.join("results.parquet"));
+    let (Column::Text(obs), Column::Float(values)) = (
+        results.column("observable").unwrap(),
+        results.column("value").unwrap(),
+    ) else {
+        panic!("{:?}", results.names)
+    };
+    for name in ["outliers_layer2_phi", "outliers_layer2_he3"] {
+        let rows: Vec<Option<f64>> = obs
+            .iter()
+            .zip(values)
+            .filter(|(o, _)| *o == name)
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(rows.len(), 2, "{name}");
+        for v in rows {
+            assert!(
+                v.is_some_and(|v| v.is_finite() && v >= 0.0),
+                "{name}: {v:?}"
+            );
+        }
+    }
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r.join("runs/run-00000/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let layer = &summary["deeper_layers"][0];
+    assert_eq!(layer["layer"], 2);
+    for f in layer["features"].as_array().unwrap() {
+        assert!(f["nngp_std"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    let probe = table(&r.join("histograms_probe.parquet"));
+    let Some(Column::Text(names)) = probe.column("histogram") else {
+        panic!("{:?}", probe.names)
+    };
+    assert!(names.iter().any(|n| n == "h2_phi") && names.iter().any(|n| n == "h2_he3"));
+}
+
+#[test]
+fn reproduce_fig7_quick_prints_mu_exponent_beside_the_prediction() {
+    let (tmp, out) = reproduce_quick("fig7");
     assert!(
-        out.contains("not reproduced: the second-layer panels"),
+        out.contains("predicted 1/4") || out.contains("no exponent"),
         "{out}"
     );
+    let r = tmp.path().join("r");
+    assert!(
+        r.join("figures/parity_overlap_histograms.svg").exists(),
+        "{out}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r.join("runs/run-00000/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let acc = summary["test_accuracy"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&acc), "{acc}");
+    let dirs = summary["parity_directions"].as_array().unwrap();
+    assert_eq!(dirs.len(), 2);
+    assert_eq!(dirs[0]["direction"], "e1+e2");
+    assert_eq!(dirs[1]["direction"], "e1-e2");
+    let chains = table(&r.join("chains.parquet"));
+    assert_eq!(chains.names.last().map(String::as_str), Some("mu"));
 }
 
 #[test]
@@ -427,10 +503,7 @@ fn reproduce_blog_quick() {
 #[test]
 fn presets_the_engine_cannot_run_fail_naming_what_is_missing() {
     let tmp = tempfile::tempdir().unwrap();
-    for (name, want) in [
-        ("fig3b", "softmax-attention"),
-        ("fig7", "parity feature directions"),
-    ] {
+    for (name, want) in [("fig3b", "softmax-attention")] {
         let o = run(&["reproduce", name, "--quick", "--out", "r"], tmp.path());
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{name}: {err}");

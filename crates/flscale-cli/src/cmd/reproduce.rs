@@ -123,6 +123,24 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
                 g("outliers_layer1"),
                 g("test_mse")
             );
+            // Deeper-layer (Fig. 8) and parity (Fig. 7) observables, when the run has them.
+            let has = |k: &str| r.summary.get(k).is_some_and(|v| v.is_number());
+            if has("outliers_layer2_phi") {
+                s += &format!(
+                    "           layer-2 outliers (3 NNGP std) along Φ* {}, along Ĥe3(Φ*) {}\n",
+                    g("outliers_layer2_phi"),
+                    g("outliers_layer2_he3")
+                );
+            }
+            if has("test_accuracy") {
+                s += &format!(
+                    "           test accuracy {}  specialising along e1+e2 {}  μ {} ± {}\n",
+                    g("test_accuracy"),
+                    g("specialising"),
+                    g("mu"),
+                    g("mu_err")
+                );
+            }
         }
     }
     if let Some(f) = &an.fit {

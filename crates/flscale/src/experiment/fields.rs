@@ -162,7 +162,11 @@ impl<'de> de::Deserializer<'de> for Tracer<'_> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, DeError> {
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
         self.leaf();
         visitor.visit_seq(Empty)
     }

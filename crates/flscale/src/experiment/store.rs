@@ -9,8 +9,10 @@
 //!                          `.csv` instead with --format csv)
 //! DIR/chains.parquet       one row per (run, chain): per-chain time averages
 //! DIR/histograms.parquet   one row per (run, bin): first-layer overlap histograms
+//! DIR/histograms_probe.parquet  one row per (run, histogram, bin): deeper-layer overlaps
+//!                          (h2_phi, h2_he3, …) and parity-direction overlaps (rho_e1+e2)
 //! DIR/runs/run-00012/      experiment.toml, summary.json, chains.csv, traces.csv,
-//!                          histogram_rho.csv, timing.json
+//!                          histogram_rho.csv, histogram_<name>.csv, timing.json
 //! ```
 //!
 //! A run directory is first written under `runs/.partial-<id>-<pid>` and then renamed, so a
@@ -18,8 +20,8 @@
 //! The aggregate tables are rebuilt from the finished run directories in grid order (never
 //! appended to: a Parquet file cannot be), at the end of every sweep and by every merge, so
 //! resuming, sharding and merging produce the same bytes as one uninterrupted sweep; a kill
-//! before the end leaves no table at all rather than a partial one. Everything that depends on the clock or the machine lives in the
-//! `timing.json` files.
+//! before the end leaves no table at all rather than a partial one. Everything that depends
+//! on the clock or the machine lives in the `timing.json` files.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,7 +38,7 @@ pub const FORMAT: &str = "flscale-results/1";
 
 /// Per-run observables copied from `summary.json` into `results.csv`: (observable, value
 /// key, error key).
-pub const OBSERVABLES: [(&str, &str, Option<&str>); 12] = [
+pub const OBSERVABLES: [(&str, &str, Option<&str>); 17] = [
     ("alignment", "alignment", Some("alignment_err")),
     ("test_mse", "test_mse", Some("test_mse_err")),
     ("test_mse_mean_predictor", "test_mse_mean_predictor", None),
@@ -57,6 +59,19 @@ pub const OBSERVABLES: [(&str, &str, Option<&str>); 12] = [
     ("chains_used", "chains_used", None),
     ("samples_per_chain", "samples_per_chain", None),
     ("suggested_step", "suggested_step", None),
+    ("test_accuracy", "test_accuracy", Some("test_accuracy_err")),
+    ("mu", "mu", Some("mu_err")),
+    ("specialising", "specialising", None),
+    (
+        "outliers_layer2_phi",
+        "outliers_layer2_phi",
+        Some("outliers_layer2_phi_err"),
+    ),
+    (
+        "outliers_layer2_he3",
+        "outliers_layer2_he3",
+        Some("outliers_layer2_he3_err"),
+    ),
 ];
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -254,19 +269,28 @@ impl Store {
             );
         }
         w("traces.csv", &traces)?;
-        let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers\n");
+        let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers,mu\n");
         for c in &r.chains {
             chains += &format!(
-                "{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{}\n",
                 c.chain,
                 c.status,
                 num(c.alignment),
                 num(c.test_mse),
                 num(c.r_overlap2),
-                num(c.outliers)
+                num(c.outliers),
+                num(c.mu)
             );
         }
         w("chains.csv", &chains)?;
+        for ph in &r.probe_histograms {
+            let mut hist = String::from("bin_low,bin_high,count\n");
+            for (i, &c) in ph.counts.iter().enumerate() {
+                hist += &format!("{},{},{}\n", f(ph.edges[i]), f(ph.edges[i + 1]), c);
+            }
+            hist += &format!(",,{}\n", ph.outside);
+            w(&format!("histogram_{}.csv", ph.name), &hist)?;
+        }
         let h = &r.histogram;
         let mut hist = String::from("bin_low,bin_high,count\n");
         for (i, &c) in h.counts.iter().enumerate() {
@@ -298,7 +322,7 @@ impl Store {
         }
     }
 
-    /// Rebuilds the aggregate tables `results`, `chains` and `histograms` (as
+    /// Rebuilds the aggregate tables `results`, `chains`, `histograms` and `histograms_probe` (as
     /// `.parquet` or `.csv`) from the finished runs, in grid order, and removes the tables of
     /// the other format, which would no longer describe the runs. Returns (finished, total).
     pub fn rebuild_aggregates(&self, format: ResultsFormat) -> Result<(usize, usize)> {
@@ -307,6 +331,7 @@ impl Store {
             ("results", results_table(&data)),
             ("chains", chains_table(&data)),
             ("histograms", histograms_table(&data)),
+            ("histograms_probe", probe_histograms_table(&data)),
         ];
         for (name, table) in &tables {
             let path = self.dir.join(format!("{name}.{}", format.ext()));
@@ -390,7 +415,10 @@ pub fn results_table(data: &StoreData) -> Table {
 pub fn chains_table(data: &StoreData) -> Table {
     let mut t = run_columns(data, |r| r.chains.len());
     let all = || data.runs.iter().flat_map(|r| r.chains.iter());
-    t.push("chain", Column::Int(all().map(|c| c.chain as i64).collect()));
+    t.push(
+        "chain",
+        Column::Int(all().map(|c| c.chain as i64).collect()),
+    );
     t.push(
         "status",
         Column::Text(
@@ -399,13 +427,23 @@ pub fn chains_table(data: &StoreData) -> Table {
                 .collect(),
         ),
     );
-    t.push("alignment", Column::Float(all().map(|c| c.alignment).collect()));
-    t.push("test_mse", Column::Float(all().map(|c| c.test_mse).collect()));
+    t.push(
+        "alignment",
+        Column::Float(all().map(|c| c.alignment).collect()),
+    );
+    t.push(
+        "test_mse",
+        Column::Float(all().map(|c| c.test_mse).collect()),
+    );
     t.push(
         "r_overlap2",
         Column::Float(all().map(|c| c.r_overlap2).collect()),
     );
-    t.push("outliers", Column::Float(all().map(|c| c.outliers).collect()));
+    t.push(
+        "outliers",
+        Column::Float(all().map(|c| c.outliers).collect()),
+    );
+    t.push("mu", Column::Float(all().map(|c| c.mu).collect()));
     t
 }
 
@@ -414,8 +452,49 @@ pub fn histograms_table(data: &StoreData) -> Table {
     let mut t = run_columns(data, |r| r.histogram.len());
     let all = || data.runs.iter().flat_map(|r| r.histogram.iter());
     t.push("bin_low", Column::Float(all().map(|b| Some(b.0)).collect()));
-    t.push("bin_high", Column::Float(all().map(|b| Some(b.1)).collect()));
+    t.push(
+        "bin_high",
+        Column::Float(all().map(|b| Some(b.1)).collect()),
+    );
     t.push("count", Column::Int(all().map(|b| b.2 as i64).collect()));
+    t
+}
+
+/// `histograms_probe`: one row per (run, histogram, bin) of the deeper-layer and
+/// parity-direction overlap histograms (h2_phi, h2_he3, rho_e1+e2, …).
+pub fn probe_histograms_table(data: &StoreData) -> Table {
+    let bins = || {
+        data.runs.iter().flat_map(|r| {
+            r.probe_histograms
+                .iter()
+                .flat_map(move |(name, bins)| bins.iter().map(move |b| (r, name, b)))
+        })
+    };
+    let mut t = Table::default();
+    t.push(
+        "run",
+        Column::Text(bins().map(|(r, _, _)| r.id.clone()).collect()),
+    );
+    t.push(
+        "index",
+        Column::Int(bins().map(|(r, _, _)| r.index as i64).collect()),
+    );
+    t.push(
+        "histogram",
+        Column::Text(bins().map(|(_, n, _)| n.clone()).collect()),
+    );
+    t.push(
+        "bin_low",
+        Column::Float(bins().map(|(_, _, b)| Some(b.0)).collect()),
+    );
+    t.push(
+        "bin_high",
+        Column::Float(bins().map(|(_, _, b)| Some(b.1)).collect()),
+    );
+    t.push(
+        "count",
+        Column::Int(bins().map(|(_, _, b)| b.2 as i64).collect()),
+    );
     t
 }
 
@@ -448,6 +527,8 @@ pub struct ChainValues {
     pub r_overlap2: Option<f64>,
     /// First-layer outlier count.
     pub outliers: Option<f64>,
+    /// μ along the first parity direction (paper Fig. 7; null without specialising neurons).
+    pub mu: Option<f64>,
 }
 
 impl ChainValues {
@@ -458,13 +539,14 @@ impl ChainValues {
             "test_mse" => self.test_mse,
             "r_overlap2" => self.r_overlap2,
             "outliers" | "outliers_layer1" => self.outliers,
+            "mu" => self.mu,
             _ => None,
         }
     }
 }
 
 /// Observables with per-chain values (what the bootstrap resamples).
-pub const CHAIN_OBSERVABLES: [&str; 4] = ["alignment", "test_mse", "r_overlap2", "outliers"];
+pub const CHAIN_OBSERVABLES: [&str; 5] = ["alignment", "test_mse", "r_overlap2", "outliers", "mu"];
 
 /// One finished run, read back from its directory.
 #[derive(Debug, Clone)]
@@ -481,6 +563,9 @@ pub struct RunData {
     pub chains: Vec<ChainValues>,
     /// Histogram bins (low, high, count) of the first-layer overlaps ρ.
     pub histogram: Vec<(f64, f64, u64)>,
+    /// The run's other histograms (`histogram_<name>.csv`: h2_phi, h2_he3, rho_e1+e2, …),
+    /// by name.
+    pub probe_histograms: BTreeMap<String, Vec<(f64, f64, u64)>>,
 }
 
 /// Everything the analysis and the figures read from a results directory.
@@ -553,18 +638,37 @@ impl StoreData {
                     test_mse: parse_opt(f[3]),
                     r_overlap2: parse_opt(f[4]),
                     outliers: parse_opt(f[5]),
+                    mu: f.get(6).and_then(|s| parse_opt(s)),
                 });
             }
-            let mut histogram = Vec::new();
-            for line in read_text(&rd.join("histogram_rho.csv"))?.lines().skip(1) {
-                let f: Vec<&str> = line.split(',').collect();
-                if let (Some(lo), Some(hi), Ok(c)) = (
-                    parse_opt(f[0]),
-                    f.get(1).and_then(|s| parse_opt(s)),
-                    f.get(2).map(|s| s.parse::<u64>()).unwrap_or(Ok(0)),
-                ) {
-                    histogram.push((lo, hi, c));
+            let read_bins = |path: &Path| -> Result<Vec<(f64, f64, u64)>> {
+                let mut bins = Vec::new();
+                for line in read_text(path)?.lines().skip(1) {
+                    let f: Vec<&str> = line.split(',').collect();
+                    if let (Some(lo), Some(hi), Ok(c)) = (
+                        parse_opt(f[0]),
+                        f.get(1).and_then(|s| parse_opt(s)),
+                        f.get(2).map(|s| s.parse::<u64>()).unwrap_or(Ok(0)),
+                    ) {
+                        bins.push((lo, hi, c));
+                    }
                 }
+                Ok(bins)
+            };
+            let histogram = read_bins(&rd.join("histogram_rho.csv"))?;
+            let mut probe_histograms = BTreeMap::new();
+            let mut names: Vec<String> = std::fs::read_dir(&rd)
+                .map_err(|e| Error::runtime(format!("cannot read {}: {e}", rd.display())))?
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    n.starts_with("histogram_") && n.ends_with(".csv") && n != "histogram_rho.csv"
+                })
+                .collect();
+            names.sort();
+            for n in names {
+                let name = n["histogram_".len()..n.len() - ".csv".len()].to_string();
+                probe_histograms.insert(name, read_bins(&rd.join(&n))?);
             }
             runs.push(RunData {
                 index,
@@ -573,6 +677,7 @@ impl StoreData {
                 summary,
                 chains,
                 histogram,
+                probe_histograms,
             });
         }
         runs.sort_by_key(|r| r.index);

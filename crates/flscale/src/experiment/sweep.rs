@@ -753,10 +753,20 @@ seed = 1
         }
         // The unknown-field message lists the allowed fields, read from the config types:
         // optional ones (target.parity, priors.sigma2) and derived ones included.
-        let e = Sweep::from_toml(&format!("{BASE}\n[sweep]\ndata.dd = [1]\n"), "exp.toml", false)
-            .unwrap_err()
-            .to_string();
-        for f in ["data.d,", "target.parity", "priors.sigma2", "sampler.adapt_step", "data.p_over_d"] {
+        let e = Sweep::from_toml(
+            &format!("{BASE}\n[sweep]\ndata.dd = [1]\n"),
+            "exp.toml",
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        for f in [
+            "data.d,",
+            "target.parity",
+            "priors.sigma2",
+            "sampler.adapt_step",
+            "data.p_over_d",
+        ] {
             assert!(e.contains(f), "{f}: {e}");
         }
         let e = Sweep::from_toml(&format!("{BASE}\n[sweep]\n"), "exp.toml", false).unwrap_err();

@@ -112,7 +112,7 @@ pub struct Table {
 }
 
 /// Columns whose values are text, by name (for reading CSV back with the writer's types).
-const TEXT_COLUMNS: [&str; 3] = ["run", "observable", "status"];
+const TEXT_COLUMNS: [&str; 4] = ["run", "observable", "status", "histogram"];
 /// Columns whose values are whole numbers, by name.
 const INT_COLUMNS: [&str; 3] = ["index", "chain", "count"];
 
@@ -124,11 +124,9 @@ impl Table {
     /// Appends a column. Non-finite floats become `None`.
     pub fn push(&mut self, name: impl Into<String>, column: Column) {
         let column = match column {
-            Column::Float(v) => Column::Float(
-                v.into_iter()
-                    .map(|x| x.filter(|x| x.is_finite()))
-                    .collect(),
-            ),
+            Column::Float(v) => {
+                Column::Float(v.into_iter().map(|x| x.filter(|x| x.is_finite())).collect())
+            }
             other => other,
         };
         self.names.push(name.into());
@@ -270,8 +268,8 @@ impl Table {
             .set_created_by("flscale".to_string())
             .build();
         let mut buf = Vec::new();
-        let mut writer = SerializedFileWriter::new(&mut buf, Arc::new(schema), Arc::new(props))
-            .map_err(err)?;
+        let mut writer =
+            SerializedFileWriter::new(&mut buf, Arc::new(schema), Arc::new(props)).map_err(err)?;
         let mut rg = writer.next_row_group().map_err(err)?;
         for c in &self.columns {
             let mut col = rg
@@ -292,7 +290,11 @@ impl Table {
                     let levels: Vec<i16> = v.iter().map(|x| i16::from(x.is_some())).collect();
                     w.write_batch(&present, Some(&levels), None).map_err(err)?;
                 }
-                _ => return Err(Error::runtime("Parquet column type differs from the table's")),
+                _ => {
+                    return Err(Error::runtime(
+                        "Parquet column type differs from the table's",
+                    ))
+                }
             }
             col.close().map_err(err)?;
         }
@@ -374,13 +376,21 @@ mod tests {
         let mut t = Table::default();
         t.push(
             "run",
-            Column::Text(vec!["run-00000".into(), "run-00001".into(), "run-00001".into()]),
+            Column::Text(vec![
+                "run-00000".into(),
+                "run-00001".into(),
+                "run-00001".into(),
+            ]),
         );
         t.push("index", Column::Int(vec![0, 1, 1]));
         t.push("d", Column::Float(vec![Some(8.0), Some(12.0), Some(12.0)]));
         t.push(
             "observable",
-            Column::Text(vec!["alignment".into(), "alignment".into(), "test_mse".into()]),
+            Column::Text(vec![
+                "alignment".into(),
+                "alignment".into(),
+                "test_mse".into(),
+            ]),
         );
         t.push(
             "value",

@@ -384,14 +384,21 @@ impl LineChart {
         let legend = if legend_rows == 0 {
             (0.0, 0.0)
         } else {
-            let w = self.labelled().map(|(_, s)| width(&s.label)).max().unwrap_or(0);
+            let w = self
+                .labelled()
+                .map(|(_, s)| width(&s.label))
+                .max()
+                .unwrap_or(0);
             ((w + 44) as f64, (legend_rows * LEGEND_ROW + 8) as f64)
         };
         let notes = if self.notes.is_empty() {
             (0.0, 0.0)
         } else {
             let w = self.notes.iter().map(|n| width(n)).max().unwrap_or(0);
-            ((w + 14) as f64, (self.notes.len() as u32 * NOTE_ROW + 8) as f64)
+            (
+                (w + 14) as f64,
+                (self.notes.len() as u32 * NOTE_ROW + 8) as f64,
+            )
         };
         [legend, notes]
     }
@@ -516,7 +523,12 @@ impl Figure for LineChart {
         // Where the plotting area will be (the builder's margins, label areas and caption),
         // to find the empty corners before anything is drawn.
         let margin = 14.0;
-        let top = margin + if self.title.is_empty() { 0.0 } else { 22.0 + 8.0 };
+        let top = margin
+            + if self.title.is_empty() {
+                0.0
+            } else {
+                22.0 + 8.0
+            };
         let full = (
             margin + 64.0,
             top,
@@ -635,24 +647,31 @@ impl Figure for LineChart {
         match (self.log_x, self.log_y) {
             (false, false) => draw_with!(x0..x1, y0..y1),
             (true, false) => draw_with!(
-                (x0..x1).log_scale().with_key_points(xt).with_light_points(xm),
+                (x0..x1)
+                    .log_scale()
+                    .with_key_points(xt)
+                    .with_light_points(xm),
                 y0..y1
             ),
             (false, true) => draw_with!(
                 x0..x1,
-                (y0..y1).log_scale().with_key_points(yt).with_light_points(ym)
+                (y0..y1)
+                    .log_scale()
+                    .with_key_points(yt)
+                    .with_light_points(ym)
             ),
             (true, true) => draw_with!(
-                (x0..x1).log_scale().with_key_points(xt).with_light_points(xm),
-                (y0..y1).log_scale().with_key_points(yt).with_light_points(ym)
+                (x0..x1)
+                    .log_scale()
+                    .with_key_points(xt)
+                    .with_light_points(xm),
+                (y0..y1)
+                    .log_scale()
+                    .with_key_points(yt)
+                    .with_light_points(ym)
             ),
         }
-        let plot = (
-            area.0 as f64,
-            area.1 as f64,
-            area.2 as f64,
-            area.3 as f64,
-        );
+        let plot = (area.0 as f64, area.1 as f64, area.2 as f64, area.3 as f64);
         let mut strip_y = plot.1 as i32;
         for (i, (&place, &size)) in places.iter().zip(&blocks).enumerate() {
             if size.0 == 0.0 {

@@ -84,6 +84,11 @@ pub struct ModelConfig {
     /// "standard" (default) or "mean-field" readout scaling.
     #[serde(default = "default_parametrization")]
     pub parametrization: Parametrization,
+    /// Layer normalisation of the input of every hidden layer l ≥ 2 (paper App. C.5, Fig. 6):
+    /// per input, over the N_{l−1} neurons, LN(a) = (a − mean)/√(variance + 10⁻⁶), no learned
+    /// gain or bias; the readout sees the un-normalised activations (default false).
+    #[serde(default)]
+    pub layernorm: bool,
 }
 
 fn default_parametrization() -> Parametrization {
@@ -180,8 +185,16 @@ pub enum Precision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SamplerConfig {
-    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1).
+    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1). With
+    /// `likelihood = "cross-entropy"` it divides the cross-entropy instead,
+    /// π ∝ exp(−Σ_μ log(1 + e^{−y_μ f(x_μ)})/κ)·prior: κ = 1 is the Bayesian posterior of the
+    /// logistic likelihood, κ < 1 weighs the data more (a temperature of the data term alone).
     pub kappa: f64,
+    /// "gaussian" (default; the regression posterior of App. A.1) or "cross-entropy" (the
+    /// two-class cross-entropy of App. A.2 with labels y = ±1, i.e. softmax over the logits
+    /// (f/2, −f/2); needs a `target.parity` label).
+    #[serde(default = "default_likelihood")]
+    pub likelihood: Likelihood,
     /// Langevin step η in θ ← θ − η∇U + √(2ηT)ξ.
     pub step: f64,
     /// Total number of steps, burn-in included.
@@ -219,6 +232,20 @@ pub struct SamplerConfig {
     /// that the sampled chain is a fixed Markov kernel. Default false (η = `step` throughout).
     #[serde(default)]
     pub adapt_step: bool,
+}
+
+/// The likelihood of the data term (see [`crate::sim::likelihood`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Likelihood {
+    /// |f − y|²/(2κ) (App. A.1).
+    Gaussian,
+    /// Σ log(1 + e^{−y f})/κ with y = ±1 (App. A.2, E.2).
+    CrossEntropy,
+}
+
+fn default_likelihood() -> Likelihood {
+    Likelihood::Gaussian
 }
 
 /// Initial state of the chains.
@@ -360,6 +387,11 @@ impl ExperimentConfig {
                 "sampler.chains = {} is not allowed; it must be between 1 and 1000000",
                 s.chains
             )));
+        }
+        if s.likelihood == Likelihood::CrossEntropy && self.target.parity.is_none() {
+            return Err(Error::invalid(
+                "sampler.likelihood = \"cross-entropy\" is not allowed with this [target]; it needs ±1 labels: set target.parity = k (App. E.2)",
+            ));
         }
         let layers = m.widths.len() + 1;
         for (i, &l) in s.frozen_layers.iter().enumerate() {

@@ -4,8 +4,11 @@
 //! * [`config`]: the experiment TOML (`[model]`, `[data]`, `[target]`, `[sampler]`, `[priors]`).
 //! * [`data`]: Gaussian / power-law inputs, teacher, Hermite and parity targets.
 //! * [`activation`], [`model`]: FCNs of any depth with analytic gradients, blocked GEMMs.
+//! * [`likelihood`]: the data term — Gaussian (regression) or cross-entropy (±1 labels).
 //! * [`sampler`]: the ensemble of E chains, unadjusted Langevin, per-chain RNG streams,
 //!   divergence detection.
+//! * [`overlaps`]: deeper-layer overlaps with Φ* and Ĥe3(Φ*) (NNGP outliers), parity-direction
+//!   overlaps and the μ-specialisation magnitude, test accuracy.
 //! * [`observables`], [`run`]: alignment, MSE, overlaps, outliers, R, histograms,
 //!   autocorrelation times; [`run::run_experiment`] is the whole of `flscale sample`.
 //! * [`bench`]: the Fig. 2 speed benchmark of `flscale bench`.
@@ -18,8 +21,10 @@ pub mod activation;
 pub mod bench;
 pub mod config;
 pub mod data;
+pub mod likelihood;
 pub mod model;
 pub mod observables;
+pub mod overlaps;
 pub mod real;
 pub mod run;
 pub mod sampler;

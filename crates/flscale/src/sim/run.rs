@@ -10,8 +10,9 @@ use super::observables::{
     finite, hist_range, integrated_autocorrelation_time, mean_and_error, ChainAccumulator,
     GroupStats, Measurement, HIST_BINS,
 };
+use super::overlaps::{summarise, NamedHistogram, Probe, ProbeAccumulator, ProbeSummary};
 use super::real::Real;
-use super::sampler::{predict, Dynamics, Ensemble};
+use super::sampler::{Dynamics, Ensemble};
 use crate::error::{Error, Result};
 
 /// η·λ_max targeted by `adapt_step`: well inside the stability limit 2, with a bias of
@@ -113,6 +114,9 @@ pub struct Summary {
     /// Wall-clock speed: filled in only when the caller asks for timing (it is not
     /// reproducible, so it stays out of the deterministic output by default).
     pub steps_per_second: Option<f64>,
+    /// Deeper-layer overlaps, parity directions and μ, test accuracy ([`super::overlaps`]).
+    #[serde(flatten)]
+    pub probe: ProbeSummary,
 }
 
 /// The main observables of one start, for the cold/hot comparison.
@@ -190,6 +194,9 @@ pub struct ChainRow {
     pub r_overlap2: Option<f64>,
     /// Time-averaged outlier count.
     pub outliers: Option<f64>,
+    /// μ along the first parity direction (null without specialising neurons or parity
+    /// target).
+    pub mu: Option<f64>,
 }
 
 /// Histogram of the first-layer overlaps ρ_i over neurons, chains and samples.
@@ -214,6 +221,8 @@ pub struct RunResult {
     pub chains: Vec<ChainRow>,
     /// ρ histogram.
     pub histogram: Histogram,
+    /// Deeper-layer and parity-direction histograms ([`super::overlaps`]).
+    pub probe_histograms: Vec<NamedHistogram>,
     /// Ensemble-mean predictor on the test set (empty if every chain diverged).
     pub mean_test_prediction: Vec<f64>,
     /// Wall-clock seconds of the sampling loop.
@@ -338,6 +347,11 @@ fn run_once<T: Real>(
         dynamics,
         None,
     );
+    ens.likelihood = s.likelihood;
+    let probe = Probe::new(&model, data, cfg.target.parity);
+    let mut probe_acc: Vec<ProbeAccumulator> = (0..s.chains)
+        .map(|_| ProbeAccumulator::new(&probe))
+        .collect();
     if hot {
         ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
     }
@@ -377,6 +391,8 @@ fn run_once<T: Real>(
                 t > s.burn_in,
                 t,
                 &mut acc,
+                &probe,
+                &mut probe_acc,
             );
         }
         progress(t, s.steps);
@@ -390,6 +406,22 @@ fn run_once<T: Real>(
     let seconds = start.elapsed().as_secs_f64();
     let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
     let mut result = finish(cfg, &ens, data, &model, acc, threshold, range, seconds);
+    let alive: Vec<usize> = (0..s.chains).filter(|&k| ens.alive(k)).collect();
+    let (probe_summary, probe_histograms) = summarise(
+        &probe,
+        &model,
+        &probe_acc,
+        &alive,
+        &result.mean_test_prediction,
+        &data.y_test,
+    );
+    result.summary.probe = probe_summary;
+    result.probe_histograms = probe_histograms;
+    for row in &mut result.chains {
+        if row.status == "ok" {
+            row.mu = probe_acc[row.chain].mu(0).and_then(finite);
+        }
+    }
     let dg = &mut result.summary.diagnostics;
     dg.step = ens.dynamics.step;
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
@@ -411,9 +443,11 @@ fn measure<T: Real>(
     sampling: bool,
     t: usize,
     acc: &mut [ChainAccumulator],
+    probe: &Probe,
+    probe_acc: &mut [ProbeAccumulator],
 ) {
     let n_test = y_test.len();
-    let preds = predict(ens, x_test, n_test);
+    let preds = probe.predict(ens, x_test, n_test);
     let model = &ens.model;
     let d = model.d;
     let n1 = model.widths[0];
@@ -423,7 +457,9 @@ fn measure<T: Real>(
         for c in 0..block.len {
             let chain = k;
             k += 1;
-            let Some(f) = &preds[chain] else { continue };
+            let Some((f, probe_sample)) = &preds[chain] else {
+                continue;
+            };
             let a = &mut acc[chain];
             let mut fy = 0.0;
             let mut sq = 0.0;
@@ -457,6 +493,7 @@ fn measure<T: Real>(
             if !sampling {
                 continue;
             }
+            probe_acc[chain].add(probe, f, y_test, probe_sample);
             a.samples += 1;
             for (s, fv) in a.f_test_sum.iter_mut().zip(f) {
                 *s += fv.f64();
@@ -684,6 +721,7 @@ fn finish<T: Real>(
                 test_mse: v(&|m| m.test_mse),
                 r_overlap2: v(&|m| m.r_overlap2),
                 outliers: v(&|m| m.outliers as f64),
+                mu: None,
             }
         })
         .collect();
@@ -723,6 +761,7 @@ fn finish<T: Real>(
         hot_start: None,
         equilibrated: None,
         steps_per_second: None,
+        probe: ProbeSummary::default(),
     };
     RunResult {
         summary,
@@ -733,6 +772,7 @@ fn finish<T: Real>(
             counts,
             outside,
         },
+        probe_histograms: Vec::new(),
         mean_test_prediction: mean_pred,
         seconds,
         steps: ens.steps_done,

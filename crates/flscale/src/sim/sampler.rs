@@ -1,6 +1,7 @@
 //! The ensemble Langevin sampler (spec 02, "Sampler"; paper App. A.1).
 //!
-//! Unadjusted Langevin on U(θ) = |f(X) − y|²/(2κ) + Σ_l |W^l|²/(2 v_l):
+//! Unadjusted Langevin on U(θ) = L(f(X), y) + Σ_l |W^l|²/(2 v_l), L = |f(X) − y|²/(2κ) or the
+//! cross-entropy of [`super::likelihood`]:
 //! θ ← θ − η∇U(θ) + √(2ηT)·ξ, ξ ~ 𝒩(0, I), whose stationary law (as η → 0) is
 //! π ∝ exp(−U/T); T = 1 is the Bayesian posterior.
 //!
@@ -17,6 +18,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use super::config::Likelihood;
+use super::likelihood::residuals;
 use super::model::{backward, forward, FcnModel, Scratch};
 use super::real::Real;
 
@@ -47,6 +50,8 @@ pub struct ChainBlock<T> {
     pub energy: Vec<f64>,
     /// Σ_μ (f − y)² on the training set at the last gradient evaluation, per chain.
     pub sq_error: Vec<f64>,
+    /// The data term L of U at the last gradient evaluation, per chain.
+    pub data_loss: Vec<f64>,
     /// θ_g·∇_g U at the last gradient evaluation, per chain and group (kinetic/configurational
     /// temperature check: ⟨θ·∇U⟩ = T·#params at equilibrium, by integration by parts).
     pub virial: Vec<Vec<f64>>,
@@ -82,6 +87,8 @@ pub struct Ensemble<T: Real> {
     pub steps_done: usize,
     /// Energy above which a chain is declared diverged.
     pub divergence_threshold: f64,
+    /// The data term (Gaussian unless set after construction).
+    pub likelihood: Likelihood,
 }
 
 /// Chains per block: enough to make the block's first-layer GEMM wide, few enough that a
@@ -146,6 +153,7 @@ impl<T: Real> Ensemble<T> {
                 diverged: vec![None; len],
                 energy: vec![0.0; len],
                 sq_error: vec![0.0; len],
+                data_loss: vec![0.0; len],
                 virial: vec![vec![0.0; n_groups]; len],
             });
             first += len;
@@ -164,6 +172,7 @@ impl<T: Real> Ensemble<T> {
             dynamics,
             steps_done: 0,
             divergence_threshold: 1e4 * scale,
+            likelihood: Likelihood::Gaussian,
         }
     }
 
@@ -194,11 +203,12 @@ impl<T: Real> Ensemble<T> {
         let model = &self.model;
         let (x, y, p) = (&self.x[..], &self.y[..], self.p);
         let kappa = self.dynamics.kappa;
+        let likelihood = self.likelihood;
         let per_block: Vec<Vec<f64>> = self
             .blocks
             .par_iter_mut()
             .map_init(Scratch::<T>::default, |scratch, block| {
-                block.lambda_max(model, x, y, p, kappa, iters, scratch)
+                block.lambda_max(model, x, y, p, kappa, likelihood, iters, scratch)
             })
             .collect();
         per_block.into_iter().flatten().collect()
@@ -215,12 +225,23 @@ impl<T: Real> Ensemble<T> {
         let (x, y, p) = (&self.x[..], &self.y[..], self.p);
         let dynamics = self.dynamics;
         let threshold = self.divergence_threshold;
+        let likelihood = self.likelihood;
         let start = self.steps_done;
         self.blocks
             .par_iter_mut()
             .for_each_init(Scratch::<T>::default, |scratch, block| {
                 for s in 0..n {
-                    block.step(model, x, y, p, dynamics, threshold, start + s + 1, scratch);
+                    block.step(
+                        model,
+                        x,
+                        y,
+                        p,
+                        dynamics,
+                        likelihood,
+                        threshold,
+                        start + s + 1,
+                        scratch,
+                    );
                 }
             });
         self.steps_done += n;
@@ -260,7 +281,8 @@ impl<T: Real> Ensemble<T> {
 }
 
 impl<T: Real> ChainBlock<T> {
-    /// Data-term gradient ∇(|f − y|²/(2κ)) of every chain of the block into `self.grads`.
+    /// Data-term gradient ∇L of every chain of the block into `self.grads`.
+    #[allow(clippy::too_many_arguments)]
     fn data_gradient(
         &mut self,
         model: &FcnModel,
@@ -268,16 +290,23 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         kappa: f64,
+        likelihood: Likelihood,
         scratch: &mut Scratch<T>,
     ) {
         let b = self.len;
         forward(model, &self.params, b, x, p, scratch);
-        let inv_kappa = T::of(1.0 / kappa);
-        for mu in 0..p {
-            for c in 0..b {
-                self.residual[mu * b + c] = (scratch.f[mu * b + c] - y[mu]) * inv_kappa;
-            }
-        }
+        let mut sq = vec![0.0; b];
+        let mut loss = vec![0.0; b];
+        residuals(
+            likelihood,
+            &scratch.f,
+            y,
+            kappa,
+            b,
+            &mut self.residual,
+            &mut sq,
+            &mut loss,
+        );
         backward(
             model,
             &self.params,
@@ -304,6 +333,7 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         kappa: f64,
+        likelihood: Likelihood,
         iters: usize,
         scratch: &mut Scratch<T>,
     ) -> Vec<f64> {
@@ -357,7 +387,7 @@ impl<T: Real> ChainBlock<T> {
                         *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * v[g][i]);
                     }
                 }
-                this.data_gradient(model, x, y, p, kappa, scratch);
+                this.data_gradient(model, x, y, p, kappa, likelihood, scratch);
                 this.grads
                     .iter()
                     .map(|g| g.iter().map(|a| a.f64()).collect())
@@ -412,6 +442,7 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
@@ -421,7 +452,17 @@ impl<T: Real> ChainBlock<T> {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 // SAFETY: AVX-512F is available (checked just above).
                 unsafe {
-                    self.step_avx512(model, x, y, p, dynamics, threshold, global_step, scratch)
+                    self.step_avx512(
+                        model,
+                        x,
+                        y,
+                        p,
+                        dynamics,
+                        likelihood,
+                        threshold,
+                        global_step,
+                        scratch,
+                    )
                 };
                 return;
             }
@@ -430,12 +471,32 @@ impl<T: Real> ChainBlock<T> {
             {
                 // SAFETY: AVX2 and FMA are available (checked just above).
                 unsafe {
-                    self.step_avx2(model, x, y, p, dynamics, threshold, global_step, scratch)
+                    self.step_avx2(
+                        model,
+                        x,
+                        y,
+                        p,
+                        dynamics,
+                        likelihood,
+                        threshold,
+                        global_step,
+                        scratch,
+                    )
                 };
                 return;
             }
         }
-        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+        self.step_body(
+            model,
+            x,
+            y,
+            p,
+            dynamics,
+            likelihood,
+            threshold,
+            global_step,
+            scratch,
+        )
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -448,11 +509,22 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
-        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+        self.step_body(
+            model,
+            x,
+            y,
+            p,
+            dynamics,
+            likelihood,
+            threshold,
+            global_step,
+            scratch,
+        )
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -465,11 +537,22 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
-        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+        self.step_body(
+            model,
+            x,
+            y,
+            p,
+            dynamics,
+            likelihood,
+            threshold,
+            global_step,
+            scratch,
+        )
     }
 
     #[inline(always)]
@@ -481,23 +564,23 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
         let b = self.len;
         forward(model, &self.params, b, x, p, scratch);
-        let inv_kappa = T::of(1.0 / dynamics.kappa);
-        for c in 0..b {
-            self.sq_error[c] = 0.0;
-        }
-        for mu in 0..p {
-            for c in 0..b {
-                let r = scratch.f[mu * b + c] - y[mu];
-                self.residual[mu * b + c] = r * inv_kappa;
-                self.sq_error[c] += (r * r).f64();
-            }
-        }
+        residuals(
+            likelihood,
+            &scratch.f[..p * b],
+            y,
+            dynamics.kappa,
+            b,
+            &mut self.residual,
+            &mut self.sq_error,
+            &mut self.data_loss,
+        );
         backward(
             model,
             &self.params,
@@ -515,7 +598,7 @@ impl<T: Real> ChainBlock<T> {
                 continue;
             }
             // Prior gradient θ/v, energy and virial, in f64 accumulators.
-            let mut energy = self.sq_error[c] / (2.0 * dynamics.kappa);
+            let mut energy = self.data_loss[c];
             for g in 0..model.n_groups() {
                 let n = model.group_len(g);
                 let inv_v = 1.0 / model.prior_var[g];
