@@ -90,7 +90,9 @@ pub const PRESETS: [Preset; 8] = [
         shows: "R = E[ρ²] vs P for y = He1 + 0.3·He3, D = N = 20, T = 0.05",
         text: include_str!("../../../../presets/experiments/blog.toml"),
         missing: None,
-        partial: Some("hot/cold hysteresis is not measured (one start per run)"),
+        partial: Some(
+            "collapsed sampler from cold and hot starts; at the largest P the two starts may still disagree within the run length (flagged \"not equilibrated\")",
+        ),
     },
 ];
 
