@@ -284,3 +284,137 @@ fn every_subcommand_help_has_an_example() {
         );
     }
 }
+
+/// A tiny real Langevin sweep (erf, D = N = 4, T = 0.1, y = He1 + 0.3·He3) overlaid on the
+/// cavity sweep: every row's R is the run's own summary value, the hot start is read, and a
+/// store of another setting is refused with exit code 2.
+#[test]
+fn sweep_overlays_a_langevin_results_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("tiny.toml");
+    std::fs::write(
+        &exp,
+        r#"
+[model]
+kind = "fcn"
+activation = "erf"
+widths = [4]
+[data]
+d = 4
+p = 8
+n_test = 20
+[target]
+terms = [[1, 1.0], [3, 0.3]]
+[sampler]
+kappa = 0.1
+step = 1e-3
+steps = 200
+burn_in = 100
+thin = 10
+chains = 2
+seed = 1
+start = "both"
+[priors]
+sigma2 = [1.0, 1.0]
+[sweep]
+data.p = [8, 16]
+"#,
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let out = flscale(&[
+        "-q",
+        "sweep",
+        exp.to_str().unwrap(),
+        "--out",
+        store.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = dir.path().join("overlay.svg");
+    let v = json_of(&flscale(&[
+        "cavity",
+        "sweep-p",
+        "--d",
+        "4",
+        "--n",
+        "4",
+        "--t",
+        "0.1",
+        "--p-values",
+        "8,16",
+        "--p-test",
+        "40",
+        "--langevin",
+        store.to_str().unwrap(),
+        "--out",
+        svg.to_str().unwrap(),
+        "--json",
+    ]));
+    let rows = v["langevin"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, (run, p)) in rows.iter().zip([("run-00000", 8.0), ("run-00001", 16.0)]) {
+        let summary: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(store.join("runs").join(run).join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(num(row, &["p"]), p);
+        assert_eq!(num(row, &["r_langevin"]), num(&summary, &["r_overlap2"]));
+        assert_eq!(
+            num(row, &["r_langevin_hot"]),
+            num(&summary, &["hot_start", "r_overlap2"])
+        );
+        // The prediction at a swept P is that sweep point's R.
+        let i = if p == 8.0 { 0 } else { 1 };
+        assert!((num(row, &["r_unaligned"]) - num(&v["unaligned"][i], &["r"])).abs() < 1e-12);
+    }
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg_text.starts_with("<svg") && svg_text.contains("Langevin R, hot start"));
+    // Another width than the store's: nothing matches, exit code 2 with the reason.
+    let out = flscale(&[
+        "cavity",
+        "sweep-p",
+        "--d",
+        "4",
+        "--n",
+        "5",
+        "--t",
+        "0.1",
+        "--p-values",
+        "8",
+        "--langevin",
+        store.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("its width is 4, not N = 5"), "{err}");
+}
+
+/// The sweep behind the documented blog overlay (docs/cavity.md) is a valid grid.
+#[test]
+fn blog_overlay_sweep_file_is_valid() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/sweeps/blog-cavity-overlay.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = flscale(&[
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        dir.path().join("s").to_str().unwrap(),
+        "--dry-run",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("6 runs in the grid"), "{text}");
+}

@@ -45,7 +45,7 @@ enum CavityCommand {
     /// R(P), b(P), c(P) and test MSE along both branches (continuation in P), the transition.
     #[command(
         allow_negative_numbers = true,
-        after_help = "Example:\n  flscale cavity sweep-p --p-values 50,100,150,200,300,400 --out sweep.svg"
+        after_help = "Examples:\n  flscale cavity sweep-p --p-values 50,100,150,200,300,400 --out sweep.svg\n  flscale reproduce blog --quick --out runs/blog-quick\n  flscale cavity sweep-p --p-values 10,40,160 --langevin runs/blog-quick --out overlay.svg"
     )]
     SweepP(SweepArgs),
     /// The cubic kernel power λ3 and the fixed-kernel (O(D³)) vs adaptive (O(D)) sample scales.
@@ -216,6 +216,11 @@ struct SweepArgs {
     /// Write the R(P) figure (.svg or .png).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// A results directory of `flscale sweep` / `flscale reproduce` (e.g. the `blog` preset):
+    /// its runs with the same D, N, T, s_a², σ_w², ε are overlaid (R vs P) on the figure and
+    /// listed next to the prediction.
+    #[arg(long, value_name = "DIR")]
+    langevin: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -456,6 +461,16 @@ fn run_solve(a: SolveArgs, _ctx: &Ctx) -> Result<()> {
     s += &branch_text(&rep.unaligned);
     s += &branch_text(&rep.aligned);
     s += &format!(
+        "free energy F (nats): unaligned {:.4}, aligned {:.4}{}\n",
+        rep.unaligned.free_energy.total,
+        rep.aligned.free_energy.total,
+        match rep.preferred {
+            Some(cavity::Branch::Aligned) => "; the aligned solution is preferred",
+            Some(cavity::Branch::Unaligned) => "; the unaligned solution is preferred",
+            None => "",
+        }
+    );
+    s += &format!(
         "{}; aligned means R > {:.4} (σ_w²/√D)\n",
         if rep.two_solutions {
             "two distinct solutions (first-order coexistence)"
@@ -474,6 +489,12 @@ fn run_solve(a: SolveArgs, _ctx: &Ctx) -> Result<()> {
 fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
     let p_max = a.p_values.iter().copied().max().unwrap_or(2);
     let prm = a.model.params(p_max)?;
+    // Read the measurement first: a wrong directory fails before minutes of fixed points.
+    let langevin = a
+        .langevin
+        .as_deref()
+        .map(|dir| cavity::langevin::load_langevin_r(dir, &prm))
+        .transpose()?;
     let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
     } else {
@@ -493,29 +514,104 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
     })?;
     bar.finish_and_clear();
     if let Some(path) = &a.out {
-        write_figure(path, 960, 640, &figures::sweep_chart(&rep))?;
+        write_figure(
+            path,
+            960,
+            640,
+            &figures::sweep_chart(&rep, langevin.as_ref()),
+        )?;
     }
+    let overlay = langevin
+        .as_ref()
+        .map(|c| cavity::langevin::overlay_rows(c, &rep));
     if a.json {
-        return out_json(&to_json(&rep)?);
+        let mut v = to_json(&rep)?;
+        if let (Some(curve), Some(rows), Some(obj)) = (&langevin, &overlay, v.as_object_mut()) {
+            obj.insert(
+                "langevin".into(),
+                serde_json::json!({ "dir": curve.dir, "skipped": curve.skipped, "rows": to_json(rows)? }),
+            );
+        }
+        return out_json(&v);
     }
     let mut s = format!(
-        "# D = {}, N = {}, T = {}, s_a² = {}, σ_w² = {}, ε = {}; R threshold {:.4}\n{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        "# D = {}, N = {}, T = {}, s_a² = {}, σ_w² = {}, ε = {}; R threshold {:.4}; mse = test MSE / E[y²]; ΔF = F_hot − F_cold (nats)\n{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
         prm.d, prm.n, prm.t, prm.s_a2, prm.sigma_w2, prm.eps, rep.r_threshold,
-        "P", "u", "R_cold", "b_cold", "c_cold", "mse_cold", "R_hot", "b_hot", "c_hot"
+        "P", "u", "R_cold", "b_cold", "c_cold", "mse_cold", "R_hot", "b_hot", "c_hot", "mse_hot", "ΔF"
     );
-    for (c, h) in rep.unaligned.iter().zip(&rep.aligned) {
+    for ((c, h), gap) in rep
+        .unaligned
+        .iter()
+        .zip(&rep.aligned)
+        .zip(&rep.free_energy_gap)
+    {
         s += &format!(
-            "{:>6} {:>10.3e} {:>10.5} {:>+10.5} {:>+10.5} {:>10.5} {:>10.5} {:>+10.5} {:>+10.5}\n",
-            c.p, c.u, c.r, c.b, c.c, c.test_mse, h.r, h.b, h.c
+            "{:>6} {:>10.3e} {:>10.5} {:>+10.5} {:>+10.5} {:>10.5} {:>10.5} {:>+10.5} {:>+10.5} {:>10.5} {:>10}\n",
+            c.p, c.u, c.r, c.b, c.c, c.test_mse_relative, h.r, h.b, h.c, h.test_mse_relative,
+            gap.map_or("same".to_string(), |g| format!("{g:+.3}"))
         );
     }
     let show = |v: Option<f64>| v.map_or("none in range".to_string(), |p| format!("{p:.1}"));
+    s += "expected neurons per network with |ρ| > 3σ_w/√D (cold / hot):";
+    for (c, h) in rep.unaligned.iter().zip(&rep.aligned) {
+        s += &format!("  P={}: {:.2} / {:.2}", c.p, c.outliers, h.outliers);
+    }
     s += &format!(
-        "transition: from small alignment at P ≈ {}; from large alignment lost at P ≈ {}; hysteresis: {}\n",
-        show(rep.p_transition_up),
-        show(rep.p_transition_down),
-        rep.hysteresis
+        "\nfirst specialised neuron (cold branch, 1 per network): P ≈ {}\n",
+        show(rep.p_first_specialised)
     );
+    let bracket = |v: Option<(usize, usize)>| {
+        v.map_or("not in range".to_string(), |(a, b)| {
+            format!("between P = {a} and {b}")
+        })
+    };
+    s += &format!(
+        "transition (free energies cross): P ≈ {}\nspinodals: the aligned branch ends {}; the unaligned branch jumps {}; hysteresis: {}\nR threshold crossed: upward by the cold branch at P ≈ {}, downward by the hot branch at P ≈ {}\n",
+        show(rep.p_transition),
+        bracket(rep.spinodal_aligned),
+        bracket(rep.spinodal_unaligned),
+        rep.hysteresis,
+        show(rep.p_threshold_unaligned),
+        show(rep.p_threshold_aligned)
+    );
+    if let (Some(curve), Some(rows)) = (&langevin, &overlay) {
+        s += &format!(
+            "\nLangevin R(P) from {} ({} matching runs{})\n{:>6} {:>18} {:>12} {:>12} {:>12}\n",
+            curve.dir,
+            rows.len(),
+            if curve.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(", {} skipped", curve.skipped.len())
+            },
+            "P",
+            "R_langevin ± se",
+            "R_lv_hot",
+            "R_cold",
+            "R_hot"
+        );
+        s.truncate(s.trim_end().len());
+        s += &format!(
+            " {:>10} {:>10} {:>10} {:>10}\n",
+            "out_lv", "out_lv_hot", "out_cold", "out_hot"
+        );
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.5}"));
+        for r in rows {
+            let short = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+            s += &format!(
+                "{:>6} {:>18} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10}\n",
+                r.p,
+                format!("{:.5} ± {}", r.r_langevin, opt(r.r_langevin_err)),
+                opt(r.r_langevin_hot),
+                opt(r.r_unaligned),
+                opt(r.r_aligned),
+                short(r.outliers_langevin),
+                short(r.outliers_langevin_hot),
+                short(r.outliers_unaligned),
+                short(r.outliers_aligned)
+            );
+        }
+    }
     out(&s)
 }
 

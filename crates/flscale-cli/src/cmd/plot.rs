@@ -58,6 +58,8 @@ pub fn draw(
             .predicted
             .as_ref()
             .filter(|_| fit_y.starts_with("outliers")),
+        mu_fit: an.fit.as_ref().filter(|_| fit_y == "mu"),
+        mu_predicted: an.predicted.as_ref().filter(|_| fit_y == "mu"),
     };
     let files = figures::draw_all(&data, to, &inputs)?;
     Ok((files, an, data))

@@ -16,9 +16,13 @@ use super::{out, out_json, read_file, Ctx};
 #[command(
     after_help = "Example:\n  flscale sample examples/experiments/fig2a-quick.toml --out runs/fig2a --json\n\n\
 Writes DIR/summary.json, DIR/traces.csv (every `thin` steps, burn-in included), DIR/chains.csv,\n\
-DIR/histogram_rho.csv and DIR/experiment.toml. `--json` prints the summary; it is byte-identical\n\
+DIR/histogram_rho.csv, DIR/histogram_<name>.csv (deeper-layer overlaps h2_phi, h2_he3, …; the\n\
+parity direction rho_e1+e2) and DIR/experiment.toml. `--json` prints the summary; it is byte-identical\n\
 for the same file and seed whatever RAYON_NUM_THREADS is, so wall-clock speed is left out\n\
-(`steps_per_second` is null) unless --timing is given. Exit code 1 if every chain diverged."
+(`steps_per_second` is null) unless --timing is given. Exit code 1 if every chain diverged.\n\n\
+[sampler] method = \"collapsed\" integrates the readout out exactly and samples the hidden\n\
+weights only; mala = true adds a Metropolis accept/reject to every step (acceptance rate in\n\
+diagnostics.acceptance_rate). See docs/langevin.md."
 )]
 pub struct SampleArgs {
     /// The experiment file (TOML: [model], [data], [target], [sampler], optional [priors]).
@@ -170,19 +174,29 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
         );
     }
     write_atomic(&dir.join("traces.csv"), &traces)?;
-    let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers\n");
+    let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers,mu\n");
     for c in &r.chains {
         chains += &format!(
-            "{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{}\n",
             c.chain,
             c.status,
             opt(c.alignment),
             opt(c.test_mse),
             opt(c.r_overlap2),
-            opt(c.outliers)
+            opt(c.outliers),
+            opt(c.mu)
         );
     }
     write_atomic(&dir.join("chains.csv"), &chains)?;
+    // Deeper-layer and parity-direction histograms (h2_phi, h2_he3, rho_e1+e2, …).
+    for h in &r.probe_histograms {
+        let mut text = String::from("bin_low,bin_high,count\n");
+        for (i, &c) in h.counts.iter().enumerate() {
+            text += &format!("{},{},{}\n", num(h.edges[i]), num(h.edges[i + 1]), c);
+        }
+        text += &format!(",,{}\n", h.outside);
+        write_atomic(&dir.join(format!("histogram_{}.csv", h.name)), &text)?;
+    }
     let h = &r.histogram;
     let total: u64 = h.counts.iter().sum::<u64>() + h.outside;
     let mut hist = String::from("bin_low,bin_high,count,density,neg_log_density\n");
@@ -239,6 +253,35 @@ fn human(s: &Summary, dir: &Path) -> String {
         pm(s.r_overlap2, s.r_overlap2_err)
     );
     t += &format!("leading dir · w*   {}\n", f(s.leading_direction_overlap));
+    let pr = &s.probe;
+    for layer in &pr.deeper_layers {
+        for ft in &layer.features {
+            t += &format!(
+                "layer {} · {:<4}     outliers {}  (|o| > {}, 3 NNGP std), ⟨o²⟩ {}\n",
+                layer.layer,
+                ft.feature,
+                pm(ft.outliers, ft.outliers_err),
+                f(ft.threshold),
+                f(ft.overlap2)
+            );
+        }
+    }
+    if pr.test_accuracy.is_some() {
+        t += &format!(
+            "test accuracy      {}   (mean predictor {})\n",
+            pm(pr.test_accuracy, pr.test_accuracy_err),
+            f(pr.test_accuracy_mean_predictor)
+        );
+    }
+    for dir in &pr.parity_directions {
+        t += &format!(
+            "along {:<12} specialising {}  μ {}  R {}\n",
+            dir.direction,
+            pm(dir.specialising, dir.specialising_err),
+            pm(dir.mu, dir.mu_err),
+            f(dir.r_overlap2)
+        );
+    }
     let dg = &s.diagnostics;
     t += &format!(
         "energy             {}  (first half {}, second half {})\n",

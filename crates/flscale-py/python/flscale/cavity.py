@@ -56,14 +56,16 @@ def solve(p: int = 150, d: int = 20, n: int = 20, t: float = 0.05, s_a2: Optiona
           sigma_w2: float = 1.0, eps: float = 0.3, seed: int = 0, p_test: int = 1000,
           damping: float = 0.5, max_iter: int = 400, tol: float = 1e-7) -> Dict[str, Any]:
     """The self-consistent adaptive-kernel fixed point on a sampled data set, from a small and a
-    large alignment start (``flscale cavity solve --json``): b, c, R, test MSE and the predicted
-    weight covariance of each branch. Defaults are the blog preset (D = N = 20, T = 0.05).
+    large alignment start (``flscale cavity solve --json``): b, c, R, test MSE, the expected
+    number of specialised neurons, the predicted weight covariance and the adaptive-kernel free
+    energy of each branch, and (with two solutions) the preferred one. Defaults are the blog
+    preset (D = N = 20, T = 0.05).
 
     Example::
 
         >>> r = flscale.cavity.solve(p=60)
         >>> sorted(r)[:3]
-        ['aligned', 'params', 'r_threshold']
+        ['aligned', 'params', 'preferred']
     """
     return json.loads(_native.cavity_solve(p, d, n, t, s_a2, sigma_w2, eps, seed, p_test,
                                            damping, max_iter, tol))

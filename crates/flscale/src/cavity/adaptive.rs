@@ -448,6 +448,11 @@ pub struct OverlapPosterior {
     pub nodes: Vec<(f64, f64)>,
     /// Grid step.
     pub step: f64,
+    /// KL(p(ρ | b, c) ‖ p0(ρ)) to the prior overlap law p0 = 𝒩(0, σ_w²/D), in nats.
+    pub kl_prior: f64,
+    /// P(|ρ| > 3σ_w/√D): the fraction of neurons outside three prior standard deviations
+    /// (the Langevin engine's outlier criterion, paper App. F.0.1).
+    pub outlier_fraction: f64,
 }
 
 impl OverlapPosterior {
@@ -488,6 +493,34 @@ pub fn overlap_posterior(model: &FiniteModel, b: f64, c: f64) -> Result<OverlapP
         }
     }
     let rho_end = scan * (vals.len() - 1) as f64;
+    // P(|ρ| > 3σ_w/√D): Simpson's rule on [0, cut] and [cut, ρ_end] separately (the
+    // integrand is smooth on each), 2·⌈·⌉ intervals of at most a twentieth of the scan step.
+    let outlier_fraction = {
+        let cut = 3.0 * (s2 / d).sqrt();
+        let simpson = |a: f64, b: f64| {
+            if b <= a {
+                return 0.0;
+            }
+            let n = 2 * ((b - a) / (scan / 20.0) / 2.0).ceil().max(1.0) as usize;
+            let h = (b - a) / n as f64;
+            (0..=n)
+                .map(|i| {
+                    let w = if i == 0 || i == n {
+                        1.0
+                    } else if i % 2 == 1 {
+                        4.0
+                    } else {
+                        2.0
+                    };
+                    w * (-(u(a + i as f64 * h) - umin)).exp()
+                })
+                .sum::<f64>()
+                * h
+                / 3.0
+        };
+        let (inner, tail) = (simpson(0.0, cut.min(rho_end)), simpson(cut, rho_end));
+        tail / (inner + tail)
+    };
     // Narrowest well: curvature at the local minima (second differences on the scan grid).
     let mut curvature_max = d / s2;
     for j in 0..vals.len() - 1 {
@@ -525,7 +558,21 @@ pub fn overlap_posterior(model: &FiniteModel, b: f64, c: f64) -> Result<OverlapP
     for n in &mut nodes {
         n.1 /= total;
     }
-    Ok(OverlapPosterior { nodes, step })
+    // KL(q ‖ p0) with q = e^{−U}/Z, log p0 = −Dρ²/(2σ_w²) − ½log(2πσ_w²/D):
+    // KL = E_q[Dρ²/(2σ_w²) − U] − log Z + ½log(2πσ_w²/D), Z = step·e^{−U_min}·total (the same
+    // trapezoid sum over the whole line that normalised the weights).
+    let excess: f64 = nodes
+        .iter()
+        .map(|&(r, w)| w * (d * r * r / (2.0 * s2) - u(r)))
+        .sum();
+    let log_z = step.ln() - umin + total.ln();
+    let kl_prior = excess - log_z + 0.5 * (2.0 * std::f64::consts::PI * s2 / d).ln();
+    Ok(OverlapPosterior {
+        nodes,
+        step,
+        kl_prior,
+        outlier_fraction,
+    })
 }
 
 /// A training set prepared for repeated kernel evaluations.
@@ -550,8 +597,8 @@ impl Prepared {
     }
 }
 
-/// α = (K + T·I)⁻¹y by Cholesky (sequential faer).
-fn ridge_solve(mut k: Mat<f64>, t: f64, y: &[f64]) -> Result<Vec<f64>> {
+/// α = (K + T·I)⁻¹y and log det(K + T·I) by Cholesky (sequential faer).
+fn ridge_solve(mut k: Mat<f64>, t: f64, y: &[f64]) -> Result<(Vec<f64>, f64)> {
     use faer::dyn_stack::{MemBuffer, MemStack};
     use faer::linalg::cholesky::llt;
     let n = k.nrows();
@@ -572,10 +619,12 @@ fn ridge_solve(mut k: Mat<f64>, t: f64, y: &[f64]) -> Result<Vec<f64>> {
         Default::default(),
     )
     .map_err(|e| Error::runtime(format!("K + T·I is not positive definite ({e:?})")))?;
+    // The factor L (K + T·I = LLᵀ) is in the lower triangle: log det = 2·Σ log L_ii.
+    let log_det = 2.0 * (0..n).map(|i| k[(i, i)].ln()).sum::<f64>();
     let mut rhs = Mat::from_fn(n, 1, |i, _| y[i]);
     let mut buf = MemBuffer::new(llt::solve::solve_in_place_scratch::<f64>(n, 1, par));
     llt::solve::solve_in_place(k.as_ref(), rhs.as_mut(), par, MemStack::new(&mut buf));
-    Ok((0..n).map(|i| rhs[(i, 0)]).collect())
+    Ok(((0..n).map(|i| rhs[(i, 0)]).collect(), log_det))
 }
 
 /// Least-squares (b, c) with r ≈ b·H1(z) + c·H3(z) on the sampled z.
@@ -615,6 +664,31 @@ pub struct Covariance {
     pub perpendicular_multiplicity: usize,
 }
 
+/// The adaptive-kernel free energy of a solution, in nats (derived here; the blog gives none).
+///
+/// Integrating out the readouts exactly turns the posterior of the hidden weights W into
+/// p0(W)·𝒩(y; 0, K_W + T·I) with K_W = s_a²Σ_i φ(w_i)φ(w_i)ᵀ (blog §"Score one neuron…", the
+/// same Gaussian integral for all N readouts). With the N neurons i.i.d. from q (the overlap law
+/// p(ρ | b, c), the perpendicular part at its prior) and K_W replaced by its mean
+/// K = N s_a²E_q[φφᵀ] (the adaptive-kernel approximation of blog §"Match the residual…"),
+/// the Gibbs variational free energy −log Z ≤ E_q[−log 𝒩] + N·KL(q ‖ p0) becomes
+/// F[q] = N·KL(q ‖ p0) + ½yᵀ(K + T·I)⁻¹y + ½log det(K + T·I) + (P/2)·log 2π.
+/// Its stationary point in q is q ∝ p0·exp(½s_a²[(φᵀα)² − φᵀ(K + T·I)⁻¹φ]), α = (K + T·I)⁻¹y:
+/// the cavity posterior of the blog with r̄ = Tα and its L-factors linearised (large N).
+/// Evaluated at each branch's fixed point it ranks the branches: the lower F is the preferred
+/// (more probable) phase, and the P where the two cross is the first-order transition.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FreeEnergy {
+    /// F = `kl_neurons` + `data_fit` + `log_det` + (P/2)·log 2π.
+    pub total: f64,
+    /// N·KL(p(ρ | b, c) ‖ 𝒩(0, σ_w²/D)): the prior cost of moving N neurons.
+    pub kl_neurons: f64,
+    /// ½yᵀ(K + T·I)⁻¹y.
+    pub data_fit: f64,
+    /// ½log det(K + T·I).
+    pub log_det: f64,
+}
+
 /// One self-consistent solution.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BranchSolution {
@@ -642,8 +716,14 @@ pub struct BranchSolution {
     pub converged: bool,
     /// The last undamped step max(|b' − b|, |c' − c|).
     pub last_step: f64,
+    /// Expected neurons per network with |ρ| > 3σ_w/√D: N·P(|ρ| > 3σ_w/√D) under p(ρ | b, c),
+    /// comparable with the Langevin engine's `outliers_layer1`. R = E[ρ²] is a population
+    /// mean: a few such neurons raise it only by O(1/N) each.
+    pub outliers: f64,
     /// The predicted weight covariance.
     pub covariance: Covariance,
+    /// The adaptive-kernel free energy at this solution ([`FreeEnergy`]).
+    pub free_energy: FreeEnergy,
     /// Overlap nodes used for p(ρ | b, c).
     pub overlap_nodes: usize,
 }
@@ -654,6 +734,7 @@ struct FixedPoint {
     bc: (f64, f64),
     post: OverlapPosterior,
     alpha: Vec<f64>,
+    log_det: f64,
     iterations: usize,
     converged: bool,
     last_step: f64,
@@ -670,7 +751,7 @@ fn fixed_point(prm: &AdaptiveParams, prep: &Prepared, start: (f64, f64)) -> Resu
     let mut damping = prm.damping;
     for it in 1..=prm.max_iter {
         let post = overlap_posterior(&model, b, c)?;
-        let alpha = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
+        let (alpha, log_det) = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
         let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
         let (nb, nc) = project(&prep.train.z, &resid);
         if !(nb.is_finite() && nc.is_finite()) {
@@ -685,6 +766,7 @@ fn fixed_point(prm: &AdaptiveParams, prep: &Prepared, start: (f64, f64)) -> Resu
                 bc: (nb, nc),
                 post,
                 alpha,
+                log_det,
                 iterations: it,
                 converged: true,
                 last_step: step,
@@ -698,11 +780,12 @@ fn fixed_point(prm: &AdaptiveParams, prep: &Prepared, start: (f64, f64)) -> Resu
         c += damping * (nc - c);
     }
     let post = overlap_posterior(&model, b, c)?;
-    let alpha = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
+    let (alpha, log_det) = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
     Ok(FixedPoint {
         bc: (b, c),
         post,
         alpha,
+        log_det,
         iterations: prm.max_iter,
         converged: false,
         last_step,
@@ -721,6 +804,7 @@ fn finish(
         bc: (b, c),
         post,
         alpha,
+        log_det,
         iterations,
         converged,
         last_step,
@@ -751,6 +835,18 @@ fn finish(
     let train_mse = alpha.iter().map(|a| (prm.t * a).powi(2)).sum::<f64>() / p as f64;
     let r = post.second_moment();
     let model = prm.model(p)?;
+    let kl_neurons = prm.n as f64 * post.kl_prior;
+    let data_fit = 0.5 * prep.y.iter().zip(&alpha).map(|(y, a)| y * a).sum::<f64>();
+    let half_log_det = 0.5 * log_det;
+    let free_energy = FreeEnergy {
+        total: kl_neurons
+            + data_fit
+            + half_log_det
+            + 0.5 * p as f64 * (2.0 * std::f64::consts::PI).ln(),
+        kl_neurons,
+        data_fit,
+        log_det: half_log_det,
+    };
     Ok(BranchSolution {
         branch,
         p,
@@ -769,6 +865,8 @@ fn finish(
             perpendicular: prm.sigma_w2 / (prm.d - 1) as f64,
             perpendicular_multiplicity: prm.d - 1,
         },
+        free_energy,
+        outliers: prm.n as f64 * post.outlier_fraction,
         overlap_nodes: post.nodes.len(),
     })
 }
@@ -785,6 +883,8 @@ pub struct SolveReport {
     /// Whether the two starts reached different fixed points (|ΔR| > 1e-4·max R): the
     /// first-order coexistence region.
     pub two_solutions: bool,
+    /// With two solutions, the one with the lower free energy ([`FreeEnergy`]); `None` with one.
+    pub preferred: Option<Branch>,
     /// R threshold used to call a solution aligned: σ_w²/√D, the geometric mean of the prior
     /// R = σ_w²/D and the O(1) scale σ_w².
     pub r_threshold: f64,
@@ -815,11 +915,17 @@ pub fn solve(prm: &AdaptiveParams) -> Result<SolveReport> {
     );
     let (cold, hot) = (cold?, hot?);
     let two = (cold.r - hot.r).abs() > 1e-4 * cold.r.max(hot.r);
+    let preferred = two.then_some(if hot.free_energy.total < cold.free_energy.total {
+        Branch::Aligned
+    } else {
+        Branch::Unaligned
+    });
     Ok(SolveReport {
         params: prm.clone(),
         unaligned: cold,
         aligned: hot,
         two_solutions: two,
+        preferred,
         r_threshold: r_threshold(prm),
     })
 }
@@ -837,14 +943,65 @@ pub struct SweepReport {
     pub aligned: Vec<BranchSolution>,
     /// The R threshold that calls a solution aligned (σ_w²/√D).
     pub r_threshold: f64,
-    /// P where the branch continued from small alignment crosses the threshold (interpolated
-    /// in log P), i.e. where a cold start first aligns; `None` if it never does.
-    pub p_transition_up: Option<f64>,
-    /// P where the branch continued from large alignment drops below the threshold; `None` if
-    /// it stays aligned at every P.
-    pub p_transition_down: Option<f64>,
+    /// P where the branch continued from small alignment crosses the R threshold upward
+    /// (interpolated in log P); `None` if it never does in the range. Where the two branches
+    /// coincide this is a smooth crossover, not a jump.
+    pub p_threshold_unaligned: Option<f64>,
+    /// P where the branch continued from large alignment drops below the R threshold; `None`
+    /// if it stays aligned at every P.
+    pub p_threshold_aligned: Option<f64>,
+    /// The lower spinodal of the aligned branch, bracketed by the grid: (P where the branch
+    /// from large alignment has merged into the other, the next P where the two still differ);
+    /// `None` when they never differ, or still differ at the smallest P.
+    pub spinodal_aligned: Option<(usize, usize)>,
+    /// The upper spinodal of the unaligned branch: (the last P where the branch from small
+    /// alignment differs from the other, the next P where it has jumped onto it); `None` when
+    /// they never differ, or still differ at the largest P.
+    pub spinodal_unaligned: Option<(usize, usize)>,
+    /// P where the branch from small alignment first expects one neuron per network with
+    /// |ρ| > 3σ_w/√D (`outliers` crosses 1, interpolated in log P): the first specialised
+    /// neuron; `None` if it never does in the range.
+    pub p_first_specialised: Option<f64>,
+    /// F(aligned) − F(unaligned) ([`FreeEnergy`]) at each P where the two branches are
+    /// distinct (|ΔR| > 1e-3·max R), `None` where they coincide.
+    pub free_energy_gap: Vec<Option<f64>>,
+    /// The first-order transition: the P where `free_energy_gap` changes sign from + (the
+    /// unaligned branch preferred) to − (interpolated linearly in log P between grid points);
+    /// `None` when no such sign change lies between two P values with two solutions.
+    pub p_transition: Option<f64>,
     /// Whether the two branches differ at some P (hysteresis, a first-order transition).
     pub hysteresis: bool,
+}
+
+/// The ends of the coexistence window from `gap` (ascending in P, `Some` where the branches
+/// differ): (lower end of the aligned branch, upper end of the unaligned branch), each as the
+/// pair of neighbouring P values between which the branches merge.
+#[allow(clippy::type_complexity)]
+fn spinodal_brackets(
+    ps: &[usize],
+    gap: &[Option<f64>],
+) -> (Option<(usize, usize)>, Option<(usize, usize)>) {
+    let first = gap.iter().position(Option::is_some);
+    let last = gap.iter().rposition(Option::is_some);
+    match (first, last) {
+        (Some(i), Some(j)) => (
+            (i > 0).then(|| (ps[i - 1], ps[i])),
+            (j + 1 < ps.len()).then(|| (ps[j], ps[j + 1])),
+        ),
+        _ => (None, None),
+    }
+}
+
+/// Where `gap` (ascending in P) first changes sign from > 0 to ≤ 0 between two neighbours
+/// that both have a value, interpolated linearly in log P.
+fn gap_crossing(ps: &[usize], gap: &[Option<f64>]) -> Option<f64> {
+    (1..ps.len()).find_map(|i| match (gap[i - 1], gap[i]) {
+        (Some(g0), Some(g1)) if g0 > 0.0 && g1 <= 0.0 => {
+            let (l0, l1) = ((ps[i - 1] as f64).ln(), (ps[i] as f64).ln());
+            Some((l0 + g0 / (g0 - g1) * (l1 - l0)).exp())
+        }
+        _ => None,
+    })
 }
 
 fn crossing(points: &[(f64, f64)], threshold: f64, upward: bool) -> Option<f64> {
@@ -919,15 +1076,32 @@ pub fn sweep_p_observed(
     hot.reverse();
     let thr = r_threshold(prm);
     let curve = |v: &[BranchSolution]| v.iter().map(|s| (s.p as f64, s.r)).collect::<Vec<_>>();
-    let hysteresis = cold
+    let free_energy_gap: Vec<Option<f64>> = cold
         .iter()
         .zip(&hot)
-        .any(|(a, b)| (a.r - b.r).abs() > 1e-3 * a.r.max(b.r));
+        .map(|(a, b)| {
+            ((a.r - b.r).abs() > 1e-3 * a.r.max(b.r))
+                .then_some(b.free_energy.total - a.free_energy.total)
+        })
+        .collect();
+    let hysteresis = free_energy_gap.iter().any(Option::is_some);
     Ok(SweepReport {
+        p_threshold_unaligned: crossing(&curve(&cold), thr, true),
+        p_threshold_aligned: crossing(&curve(&hot), thr, false),
+        spinodal_aligned: spinodal_brackets(&ps, &free_energy_gap).0,
+        spinodal_unaligned: spinodal_brackets(&ps, &free_energy_gap).1,
+        p_first_specialised: crossing(
+            &cold
+                .iter()
+                .map(|s| (s.p as f64, s.outliers))
+                .collect::<Vec<_>>(),
+            1.0,
+            true,
+        ),
+        p_transition: gap_crossing(&ps, &free_energy_gap),
+        free_energy_gap,
         params: top,
         p_values: ps,
-        p_transition_up: crossing(&curve(&cold), thr, true),
-        p_transition_down: crossing(&curve(&hot), thr, false),
         unaligned: cold,
         aligned: hot,
         r_threshold: thr,
@@ -1085,8 +1259,9 @@ mod tests {
                 prm.sigma_w2,
             );
             let post = overlap_posterior(&prm.model(prm.p).unwrap(), s.b, s.c).unwrap();
-            let alpha =
-                ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y).unwrap();
+            let alpha = ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y)
+                .unwrap()
+                .0;
             let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
             let (b2, c2) = project(&prep.train.z, &resid);
             assert!((b2 - s.b).abs() < 1e-6 && (c2 - s.c).abs() < 1e-6);
@@ -1119,9 +1294,153 @@ mod tests {
         assert!(last.r > rep.r_threshold, "R at P=200: {}", last.r);
         assert!(rep.hysteresis);
         let p_down = rep
-            .p_transition_down
+            .p_threshold_aligned
             .expect("the aligned branch loses alignment in range");
         assert!((25.0..=200.0).contains(&p_down), "{p_down}");
+    }
+
+    /// KL(q ‖ p0) of the overlap posterior against an independent dense Simpson integration of
+    /// q log(q/p0) over [−ρ_max, ρ_max], in one well and in two.
+    #[test]
+    fn kl_to_the_prior_matches_dense_quadrature() {
+        let model = FiniteModel::new(10.0, 40.0, 0.05, 0.1, 1.0).unwrap();
+        for (b, c) in [(0.0, 0.0), (0.1, 0.05), (0.3, -0.3), (0.05, 0.4)] {
+            let post = overlap_posterior(&model, b, c).unwrap();
+            let (lo, n) = (-8.0f64, 400_000usize);
+            let h = 2.0 * -lo / n as f64;
+            let rho: Vec<f64> = (0..=n).map(|i| lo + i as f64 * h).collect();
+            let u: Vec<f64> = rho.iter().map(|&r| model.potential(r, b, c)).collect();
+            let umin = u.iter().copied().fold(f64::INFINITY, f64::min);
+            let simpson = |f: &dyn Fn(usize) -> f64| {
+                (0..=n)
+                    .map(|i| {
+                        let w = if i == 0 || i == n {
+                            1.0
+                        } else if i % 2 == 1 {
+                            4.0
+                        } else {
+                            2.0
+                        };
+                        w * f(i)
+                    })
+                    .sum::<f64>()
+                    * h
+                    / 3.0
+            };
+            let z = simpson(&|i| (-(u[i] - umin)).exp());
+            let var0 = model.sigma_w2 / model.d;
+            let kl = simpson(&|i| {
+                let q = (-(u[i] - umin)).exp() / z;
+                let log_p0 = -rho[i] * rho[i] / (2.0 * var0)
+                    - 0.5 * (2.0 * std::f64::consts::PI * var0).ln();
+                if q > 0.0 {
+                    q * (q.ln() - log_p0)
+                } else {
+                    0.0
+                }
+            });
+            assert!(
+                (post.kl_prior - kl).abs() < 1e-7 * kl.max(1.0),
+                "b = {b}, c = {c}: {} vs {kl}",
+                post.kl_prior
+            );
+            let cut = 3.0 * var0.sqrt();
+            let tail = simpson(&|i| {
+                if rho[i].abs() > cut {
+                    (-(u[i] - umin)).exp() / z
+                } else {
+                    0.0
+                }
+            });
+            assert!(
+                (post.outlier_fraction - tail).abs() < 1e-3 * tail + 1e-9,
+                "b = {b}, c = {c}: outliers {} vs {tail}",
+                post.outlier_fraction
+            );
+        }
+    }
+
+    /// log det(K + T·I) and yᵀ(K + T·I)⁻¹y from the Cholesky factor equal an independent
+    /// Gaussian elimination with partial pivoting.
+    #[test]
+    fn log_det_and_solve_match_elimination() {
+        let prep = Prepared::new(Points::sample(5, 15, 2, 0), 0.3, 1.0);
+        let post = overlap_posterior(
+            &FiniteModel::new(5.0, 15.0, 0.05, 0.2, 1.0).unwrap(),
+            0.4,
+            0.1,
+        )
+        .unwrap();
+        let k = prep.kernel(&post, 1.0);
+        let (alpha, log_det) = ridge_solve(k.clone(), 0.05, &prep.y).unwrap();
+        let n = prep.y.len();
+        let mut a: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                let mut row: Vec<f64> = (0..n)
+                    .map(|j| k[(i, j)] + if i == j { 0.05 } else { 0.0 })
+                    .collect();
+                row.push(prep.y[i]);
+                row
+            })
+            .collect();
+        let mut want_log_det = 0.0;
+        for col in 0..n {
+            let piv = (col..n)
+                .max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))
+                .unwrap();
+            a.swap(col, piv);
+            want_log_det += a[col][col].abs().ln();
+            for i in col + 1..n {
+                let f = a[i][col] / a[col][col];
+                for j in col..=n {
+                    a[i][j] -= f * a[col][j];
+                }
+            }
+        }
+        let mut x = vec![0.0; n];
+        for i in (0..n).rev() {
+            let s: f64 = (i + 1..n).map(|j| a[i][j] * x[j]).sum();
+            x[i] = (a[i][n] - s) / a[i][i];
+        }
+        assert!((log_det - want_log_det).abs() < 1e-10 * want_log_det.abs().max(1.0));
+        for (got, want) in alpha.iter().zip(&x) {
+            assert!(
+                (got - want).abs() < 1e-9 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn free_energy_is_the_sum_of_its_parts_and_the_crossing_interpolates() {
+        let rep = solve(&small(40)).unwrap();
+        for s in [&rep.unaligned, &rep.aligned] {
+            let f = s.free_energy;
+            let want =
+                f.kl_neurons + f.data_fit + f.log_det + 20.0 * (2.0 * std::f64::consts::PI).ln();
+            assert!((f.total - want).abs() < 1e-9 * want.abs());
+            assert!(f.kl_neurons >= 0.0 && f.data_fit > 0.0);
+        }
+        // ΔF = +1 at P = 100 and −1 at P = 400: the crossing is the geometric mean, 200.
+        let p = gap_crossing(&[50, 100, 400], &[None, Some(1.0), Some(-1.0)]).unwrap();
+        assert!((p - 200.0).abs() < 1e-9);
+        assert_eq!(gap_crossing(&[50, 100], &[Some(-1.0), Some(-2.0)]), None);
+        assert_eq!(
+            gap_crossing(&[50, 100, 200], &[Some(1.0), None, Some(-2.0)]),
+            None
+        );
+        // Branches differ at P = 100, 200 only: the aligned one ends in (50, 100), the
+        // unaligned one jumps in (200, 400).
+        let gap = [None, Some(1.0), Some(-1.0), None];
+        assert_eq!(
+            spinodal_brackets(&[50, 100, 200, 400], &gap),
+            (Some((50, 100)), Some((200, 400)))
+        );
+        assert_eq!(spinodal_brackets(&[50, 100], &[None, None]), (None, None));
+        assert_eq!(
+            spinodal_brackets(&[50, 100], &[Some(1.0), Some(2.0)]),
+            (None, None)
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::plot::{LineChart, Mark, Series};
 
 use super::adaptive::SweepReport;
+use super::langevin::LangevinCurve;
 use super::phase::PhaseRow;
 
 /// One potential curve: its legend label and (ρ, value) points.
@@ -68,7 +69,9 @@ pub fn phase_diagram_chart(sigma_w2: f64, b: f64, rows: &[PhaseRow]) -> LineChar
 }
 
 /// R(P) and the relative test MSE along both branches, with the alignment threshold.
-pub fn sweep_chart(rep: &SweepReport) -> LineChart {
+/// R(P) and the relative test error along both branches; with `langevin`, the Langevin
+/// engine's measured R(P) (cold and, if measured, hot start) on the same axes.
+pub fn sweep_chart(rep: &SweepReport, langevin: Option<&LangevinCurve>) -> LineChart {
     let pts = |v: &[super::adaptive::BranchSolution],
                f: &dyn Fn(&super::adaptive::BranchSolution) -> f64| {
         v.iter().map(|s| (s.p as f64, f(s))).collect::<Vec<_>>()
@@ -86,56 +89,82 @@ pub fn sweep_chart(rep: &SweepReport) -> LineChart {
         rep.params.sigma_w2,
         rep.params.eps
     )];
-    if let Some(p) = rep.p_transition_up {
-        notes.push(format!("cold start aligns at P ≈ {p:.1}"));
+    if let Some((a, b)) = rep.spinodal_aligned {
+        notes.push(format!("aligned branch ends between P = {a} and {b}"));
     }
-    if let Some(p) = rep.p_transition_down {
-        notes.push(format!("hot start loses alignment at P ≈ {p:.1}"));
+    if let Some((a, b)) = rep.spinodal_unaligned {
+        notes.push(format!("unaligned branch jumps between P = {a} and {b}"));
+    }
+    if let Some(p) = rep.p_transition {
+        notes.push(format!("free energies cross at P ≈ {p:.1}"));
     }
     // A log R axis only when R spans decades (the shared chart labels a log axis by decades).
+    let lv_cold: Vec<(f64, f64)> = langevin
+        .map(|c| c.points.iter().map(|p| (p.p as f64, p.r)).collect())
+        .unwrap_or_default();
+    let lv_hot: Vec<(f64, f64)> = langevin
+        .map(|c| {
+            c.points
+                .iter()
+                .filter_map(|p| p.r_hot.map(|r| (p.p as f64, r)))
+                .collect()
+        })
+        .unwrap_or_default();
     let values: Vec<f64> = rep
         .unaligned
         .iter()
         .chain(&rep.aligned)
         .flat_map(|s| [s.r, s.test_mse_relative])
+        .chain(lv_cold.iter().chain(&lv_hot).map(|p| p.1))
         .filter(|v| *v > 0.0 && v.is_finite())
         .collect();
     let (lo, hi) = values
         .iter()
         .fold((f64::INFINITY, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
+    let mut series = vec![
+        Series::new(
+            "R, from small alignment",
+            pts(&rep.unaligned, &|s| s.r),
+            Mark::LinePoints,
+        ),
+        Series::new(
+            "R, from large alignment",
+            pts(&rep.aligned, &|s| s.r),
+            Mark::LinePoints,
+        ),
+        Series::new(
+            "test MSE, from small",
+            pts(&rep.unaligned, &|s| s.test_mse_relative),
+            Mark::Dashed,
+        ),
+        Series::new(
+            "test MSE, from large",
+            pts(&rep.aligned, &|s| s.test_mse_relative),
+            Mark::Dashed,
+        ),
+        Series::new(
+            "R threshold σ_w²/√D",
+            vec![(p0, rep.r_threshold), (p1, rep.r_threshold)],
+            Mark::Dashed,
+        ),
+    ];
+    if !lv_cold.is_empty() {
+        series.push(Series::new("Langevin R, cold start", lv_cold, Mark::Points));
+    }
+    if !lv_hot.is_empty() {
+        series.push(Series::new("Langevin R, hot start", lv_hot, Mark::Points));
+    }
     LineChart {
-        title: "Adaptive kernel: alignment R = E[ρ²] and test error vs P".into(),
+        title: if langevin.is_some() {
+            "Adaptive kernel vs Langevin: R = E[ρ²] and test error vs P".into()
+        } else {
+            "Adaptive kernel: alignment R = E[ρ²] and test error vs P".into()
+        },
         x_label: "P (training samples)".into(),
         y_label: "R, test MSE / E[y²]".into(),
         log_x: true,
         log_y: hi > 20.0 * lo,
-        series: vec![
-            Series::new(
-                "R, from small alignment",
-                pts(&rep.unaligned, &|s| s.r),
-                Mark::LinePoints,
-            ),
-            Series::new(
-                "R, from large alignment",
-                pts(&rep.aligned, &|s| s.r),
-                Mark::LinePoints,
-            ),
-            Series::new(
-                "test MSE, from small",
-                pts(&rep.unaligned, &|s| s.test_mse_relative),
-                Mark::Dashed,
-            ),
-            Series::new(
-                "test MSE, from large",
-                pts(&rep.aligned, &|s| s.test_mse_relative),
-                Mark::Dashed,
-            ),
-            Series::new(
-                "R threshold σ_w²/√D",
-                vec![(p0, rep.r_threshold), (p1, rep.r_threshold)],
-                Mark::Dashed,
-            ),
-        ],
+        series,
         notes,
     }
 }

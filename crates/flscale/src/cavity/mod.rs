@@ -16,12 +16,14 @@
 //!   (blog §"Match the residual to the network's prediction"), both branches, sweeps over P.
 //! * [`cubic`]: the cubic kernel power λ3 and the fixed-kernel vs adaptive sample scales
 //!   (blog §"Direction learning reduces the sample count").
+//! * [`langevin`]: the Langevin engine's R(P) read from a results store, for the overlay.
 //! * [`figures`]: the potential (blog Fig. 4.1 shape), phase diagram and R(P) figures.
 
 pub mod adaptive;
 pub mod closed_forms;
 pub mod cubic;
 pub mod figures;
+pub mod langevin;
 pub mod phase;
 pub mod potential;
 

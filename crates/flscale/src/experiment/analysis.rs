@@ -709,6 +709,7 @@ mod tests {
                             test_mse: Some(1.0 - a),
                             r_overlap2: Some(a * a),
                             outliers: Some(d.sqrt() * (1.0 + 0.05 * rng.random::<f64>())),
+                            mu: None,
                         }
                     })
                     .collect();
@@ -723,6 +724,7 @@ mod tests {
                     summary: serde_json::Value::Null,
                     chains,
                     histogram: Vec::new(),
+                    probe_histograms: BTreeMap::new(),
                 });
             }
         }

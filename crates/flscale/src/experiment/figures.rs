@@ -9,6 +9,13 @@
 //! * `overlap_histograms`: −log density of the first-layer overlaps ρ = w·w\* (Figs. 2a, 8).
 //! * `mse_vs_alignment`: test MSE against A_f with the bound (1 − A_f)²·⟨y²⟩ that every
 //!   predictor obeys (App. F.2).
+//! * `layer2_overlap_histograms_phi`, `layer2_overlap_histograms_he3`: −log density of the
+//!   second-layer overlaps with Φ\* and Ĥe3(Φ\*), one curve per run (Fig. 8, second-layer
+//!   panels), and `outliers_by_layer_vs_n1`: first-layer outliers and second-layer NNGP
+//!   outliers against N_1 (Fig. 3(c)).
+//! * `mu_vs_n1`: the μ-specialisation magnitude along w_{∗,1+2} against N_1 in log-log with the
+//!   fit and the scaling engine's slope (Fig. 7(b)), and `parity_overlap_histograms`: −log
+//!   density of w·(e1 + e2)/√2 per run (Fig. 7(a)).
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +40,182 @@ pub struct FigureInputs<'a> {
     pub outlier_fit: Option<&'a ExponentFit>,
     /// The engine's outlier (M) exponent.
     pub outlier_predicted: Option<&'a Predicted>,
+    /// The fitted μ exponent (Fig. 7(b)).
+    pub mu_fit: Option<&'a ExponentFit>,
+    /// The engine's μ exponent.
+    pub mu_predicted: Option<&'a Predicted>,
+}
+
+/// −log density curves of the histogram `name` of every run that has it (up to six, spread
+/// over the grid), labelled by the run's d, p, n1.
+fn neg_log_density_series(data: &StoreData, name: &str) -> Vec<Series> {
+    let with: Vec<_> = data
+        .runs
+        .iter()
+        .filter(|r| {
+            r.probe_histograms
+                .get(name)
+                .is_some_and(|h| h.iter().any(|b| b.2 > 0))
+        })
+        .collect();
+    let k = with.len();
+    let picks: Vec<usize> = if k <= 6 {
+        (0..k).collect()
+    } else {
+        let mut v: Vec<usize> = (0..6).map(|i| i * (k - 1) / 5).collect();
+        v.dedup();
+        v
+    };
+    picks
+        .iter()
+        .map(|&i| {
+            let r = with[i];
+            let bins = &r.probe_histograms[name];
+            let total: u64 = bins.iter().map(|b| b.2).sum();
+            let pts = bins
+                .iter()
+                .filter(|b| b.2 > 0)
+                .map(|&(lo, hi, c)| {
+                    let density = c as f64 / (total as f64 * (hi - lo));
+                    (0.5 * (lo + hi), -density.ln())
+                })
+                .collect();
+            let label = ["d", "p", "n1"]
+                .iter()
+                .filter_map(|k| r.coords.get(*k).map(|v| format!("{k}={}", short(*v))))
+                .collect::<Vec<_>>()
+                .join(" ");
+            Series::new(label, pts, Mark::LinePoints)
+        })
+        .collect()
+}
+
+/// The figures of the deeper-layer and parity-direction observables (Figs. 3(c), 7, 8).
+fn draw_probe_figures(
+    data: &StoreData,
+    dir: &Path,
+    inputs: &FigureInputs,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
+    for (feature, what) in [("phi", "Φ*"), ("he3", "Ĥe3(Φ*)")] {
+        let series = neg_log_density_series(data, &format!("h2_{feature}"));
+        if !series.is_empty() {
+            let chart = LineChart {
+                title: format!("second-layer overlaps ⟨h², {what}⟩"),
+                x_label: format!("⟨h², {what}⟩"),
+                y_label: "−log density".into(),
+                log_x: false,
+                log_y: false,
+                series,
+                notes: vec!["outliers: beyond 3 NNGP standard deviations".into()],
+            };
+            save(
+                dir,
+                &format!("layer2_overlap_histograms_{feature}"),
+                &chart,
+                out,
+            )?;
+        }
+    }
+    let by_n1 = |key: &str| -> Vec<(f64, f64)> {
+        let mut pts: Vec<(f64, f64)> = data
+            .runs
+            .iter()
+            .filter_map(|r| {
+                let v = r.summary.get(key).and_then(|v| v.as_f64())?;
+                Some((coordinate(r, "n1")?, v))
+            })
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    };
+    let layer2 = by_n1("outliers_layer2_phi");
+    if distinct(layer2.iter().map(|p| p.0)).len() >= 2 {
+        let series = vec![
+            Series::new(
+                "layer 1, |w·w*| > 3σ1/√d",
+                by_n1("outliers_layer1"),
+                Mark::LinePoints,
+            ),
+            Series::new("layer 2 along Φ*", layer2, Mark::LinePoints),
+            Series::new(
+                "layer 2 along Ĥe3(Φ*)",
+                by_n1("outliers_layer2_he3"),
+                Mark::LinePoints,
+            ),
+        ];
+        let chart = LineChart {
+            title: "outliers per network vs N1 (layer 2: beyond 3 NNGP std)".into(),
+            x_label: "N1".into(),
+            y_label: "outliers per network".into(),
+            log_x: true,
+            log_y: false,
+            series,
+            notes: Vec::new(),
+        };
+        save(dir, "outliers_by_layer_vs_n1", &chart, out)?;
+    }
+    let rho_name = data
+        .runs
+        .iter()
+        .flat_map(|r| r.probe_histograms.keys())
+        .find(|k| k.starts_with("rho_"))
+        .cloned();
+    if let Some(name) = rho_name {
+        let series = neg_log_density_series(data, &name);
+        if !series.is_empty() {
+            let dir_name = &name["rho_".len()..];
+            let chart = LineChart {
+                title: format!("first-layer overlaps along ({dir_name})/√k"),
+                x_label: "w·u".into(),
+                y_label: "−log density".into(),
+                log_x: false,
+                log_y: false,
+                series,
+                notes: vec!["specialising: |w·u| > 3σ1/√d".into()],
+            };
+            save(dir, "parity_overlap_histograms", &chart, out)?;
+        }
+    }
+    let mu = by_n1("mu");
+    if distinct(mu.iter().map(|p| p.0)).len() >= 2 {
+        let mut series = vec![Series::new("measured μ", mu, Mark::Points)];
+        let mut notes = Vec::new();
+        if let Some(f) = inputs.mu_fit {
+            series.push(Series::new(
+                format!("fit, slope {:.2}", f.exponent.value),
+                slope_line(&f.points, f.fit.slope),
+                Mark::Line,
+            ));
+            notes.push(format!(
+                "measured slope {:.3}{}",
+                f.exponent.value,
+                f.exponent
+                    .err
+                    .map(|e| format!(" ± {e:.3}"))
+                    .unwrap_or_default()
+            ));
+            if let Some(p) = inputs.mu_predicted {
+                series.push(Series::new(
+                    format!("predicted slope {}", p.exact),
+                    slope_line(&f.points, p.value),
+                    Mark::Dashed,
+                ));
+                notes.push(format!("predicted {}", p.exact));
+            }
+        }
+        let chart = LineChart {
+            title: "μ-specialisation magnitude along w_{*,1+2} vs N1".into(),
+            x_label: "N1".into(),
+            y_label: "μ (mean |w·u| of specialising neurons)".into(),
+            log_x: true,
+            log_y: true,
+            series,
+            notes,
+        };
+        save(dir, "mu_vs_n1", &chart, out)?;
+    }
+    Ok(())
 }
 
 fn save(dir: &Path, name: &str, chart: &LineChart, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -275,5 +458,6 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
         };
         save(dir, "mse_vs_alignment", &chart, &mut out)?;
     }
+    draw_probe_figures(data, dir, inputs, &mut out)?;
     Ok(out)
 }

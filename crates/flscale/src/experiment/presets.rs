@@ -71,21 +71,17 @@ pub const PRESETS: [Preset; 8] = [
     Preset {
         name: "fig3c",
         paper: "Fig. 3(c) and Fig. 8, App. F.1",
-        shows: "three-layer pattern change Sp-Mag → GP-Sp as N1 grows (first-layer panels)",
+        shows: "three-layer pattern change Sp-Mag → GP-Sp as N1 grows: first- and second-layer overlaps and outliers",
         text: include_str!("../../../../presets/experiments/fig3c.toml"),
         missing: None,
-        partial: Some(
-            "the second-layer panels of Fig. 8 (overlaps of h² with Φ* and Ĥe3(Φ*), outliers at 3 NNGP standard deviations) need deeper-layer overlaps, which the Langevin engine does not measure yet; only the first-layer histograms and outliers are drawn",
-        ),
+        partial: None,
     },
     Preset {
         name: "fig7",
         paper: "Fig. 7, App. E.2",
-        shows: "ReLU parity: μ-specialisation magnitude vs width, predicted ∝ (N/d)^{1/4}",
+        shows: "ReLU parity (cross-entropy): μ-specialisation magnitude vs width, predicted ∝ (N/d)^{1/4}",
         text: include_str!("../../../../presets/experiments/fig7.toml"),
-        missing: Some(
-            "the Langevin engine measures first-layer overlaps only along its teacher w*, not along the parity feature directions (e1 ± e2)/√2, and reports no specialisation magnitude μ; Fig. 7 needs both",
-        ),
+        missing: None,
         partial: None,
     },
     Preset {
@@ -94,7 +90,9 @@ pub const PRESETS: [Preset; 8] = [
         shows: "R = E[ρ²] vs P for y = He1 + 0.3·He3, D = N = 20, T = 0.05",
         text: include_str!("../../../../presets/experiments/blog.toml"),
         missing: None,
-        partial: Some("hot/cold hysteresis is not measured (one start per run)"),
+        partial: Some(
+            "collapsed sampler from cold and hot starts; at the largest P the two starts may still disagree within the run length (flagged \"not equilibrated\")",
+        ),
     },
 ];
 

@@ -86,6 +86,7 @@ pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) 
         activation: Activation::Erf,
         prior_var: vec![1.0 / size.d as f64, 1.0 / size.n as f64],
         frozen: vec![false, false],
+        layernorm: false,
     };
     let dynamics = Dynamics {
         kappa: 1.0,

@@ -22,6 +22,8 @@
 //! thin = 100
 //! chains = 30
 //! seed = 1
+//! method = "plain"          # or "collapsed" (readout integrated out); optional
+//! mala = false              # Metropolis-adjusted steps; optional
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
 //! sigma2 = [1.0, 1.0]
 //! ```
@@ -84,6 +86,11 @@ pub struct ModelConfig {
     /// "standard" (default) or "mean-field" readout scaling.
     #[serde(default = "default_parametrization")]
     pub parametrization: Parametrization,
+    /// Layer normalisation of the input of every hidden layer l ≥ 2 (paper App. C.5, Fig. 6):
+    /// per input, over the N_{l−1} neurons, LN(a) = (a − mean)/√(variance + 10⁻⁶), no learned
+    /// gain or bias; the readout sees the un-normalised activations (default false).
+    #[serde(default)]
+    pub layernorm: bool,
 }
 
 fn default_parametrization() -> Parametrization {
@@ -180,8 +187,16 @@ pub enum Precision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SamplerConfig {
-    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1).
+    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1). With
+    /// `likelihood = "cross-entropy"` it divides the cross-entropy instead,
+    /// π ∝ exp(−Σ_μ log(1 + e^{−y_μ f(x_μ)})/κ)·prior: κ = 1 is the Bayesian posterior of the
+    /// logistic likelihood, κ < 1 weighs the data more (a temperature of the data term alone).
     pub kappa: f64,
+    /// "gaussian" (default; the regression posterior of App. A.1) or "cross-entropy" (the
+    /// two-class cross-entropy of App. A.2 with labels y = ±1, i.e. softmax over the logits
+    /// (f/2, −f/2); needs a `target.parity` label).
+    #[serde(default = "default_likelihood")]
+    pub likelihood: Likelihood,
     /// Langevin step η in θ ← θ − η∇U + √(2ηT)ξ.
     pub step: f64,
     /// Total number of steps, burn-in included.
@@ -219,6 +234,45 @@ pub struct SamplerConfig {
     /// that the sampled chain is a fixed Markov kernel. Default false (η = `step` throughout).
     #[serde(default)]
     pub adapt_step: bool,
+    /// "plain" (default): Langevin on every weight. "collapsed" (spec 02 (b)): the readout
+    /// is integrated out exactly (its posterior given the hidden features is Gaussian),
+    /// Langevin runs on the hidden weights only and readouts are drawn exactly from their
+    /// conditional at every measurement; much less stiff when P/κ is large (docs/langevin.md).
+    #[serde(default = "default_method")]
+    pub method: SamplerMethod,
+    /// Metropolis-adjusted Langevin (MALA, spec 02 (c)): every step is a proposal accepted
+    /// with the Metropolis–Hastings probability, which removes the O(η) bias of the
+    /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
+    #[serde(default)]
+    pub mala: bool,
+}
+
+/// What the Langevin dynamics runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplerMethod {
+    /// Every weight, readout included.
+    Plain,
+    /// Hidden weights only; the readout integrated out and drawn exactly.
+    Collapsed,
+}
+
+fn default_method() -> SamplerMethod {
+    SamplerMethod::Plain
+}
+
+/// The likelihood of the data term (see [`crate::sim::likelihood`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Likelihood {
+    /// |f − y|²/(2κ) (App. A.1).
+    Gaussian,
+    /// Σ log(1 + e^{−y f})/κ with y = ±1 (App. A.2, E.2).
+    CrossEntropy,
+}
+
+fn default_likelihood() -> Likelihood {
+    Likelihood::Gaussian
 }
 
 /// Initial state of the chains.
@@ -361,11 +415,33 @@ impl ExperimentConfig {
                 s.chains
             )));
         }
+        if s.likelihood == Likelihood::CrossEntropy && self.target.parity.is_none() {
+            return Err(Error::invalid(
+                "sampler.likelihood = \"cross-entropy\" is not allowed with this [target]; it needs ±1 labels: set target.parity = k (App. E.2)",
+            ));
+        }
         let layers = m.widths.len() + 1;
         for (i, &l) in s.frozen_layers.iter().enumerate() {
             if l == 0 || l > layers {
                 return Err(Error::invalid(format!(
                     "sampler.frozen_layers[{i}] = {l} is not allowed; layers are numbered 1 … {layers} (readout = {layers})"
+                )));
+            }
+        }
+        if s.method == SamplerMethod::Collapsed {
+            if m.kind != ModelKind::Fcn {
+                return Err(Error::invalid(
+                    "sampler.method = \"collapsed\" is not allowed for this model.kind; it needs a linear readout on the last hidden layer, allowed with model.kind = \"fcn\"",
+                ));
+            }
+            if s.likelihood != Likelihood::Gaussian {
+                return Err(Error::invalid(
+                    "sampler.method = \"collapsed\" with sampler.likelihood = \"cross-entropy\" is not allowed; integrating the readout out exactly needs the Gaussian likelihood (the readout posterior is then Gaussian): use method = \"plain\"",
+                ));
+            }
+            if s.frozen_layers.contains(&layers) {
+                return Err(Error::invalid(format!(
+                    "sampler.method = \"collapsed\" with the readout (layer {layers}) in sampler.frozen_layers is not allowed; the collapsed sampler integrates the readout out, so it cannot be held fixed: use method = \"plain\" or unfreeze layer {layers}"
                 )));
             }
         }

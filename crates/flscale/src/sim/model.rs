@@ -3,6 +3,13 @@
 //!
 //! f(x) = Σ_i w^L_i σ(h^{L−1}_i(x)), h^l_i = Σ_j W^l_ij σ(h^{l−1}_j), h^1_j = W^1_j·x.
 //!
+//! Optional layer normalisation (`model.layernorm`, paper App. C.5 / Fig. 6: "layer
+//! normalization between the two activated layers"): the input of every hidden layer l ≥ 2 is
+//! LN(σ(h^{l−1})) instead of σ(h^{l−1}), where, per input x and per chain, over the N_{l−1}
+//! neurons of the layer, LN(a)_j = (a_j − ā)/√(mean_j (a_j − ā)² + ε), ε = 10⁻⁶ — no learned
+//! gain or bias, the same normalisation as `flscale kernel propagate --layernorm`. The
+//! readout sees the un-normalised σ(h^{L−1}). It keeps K_l(x, x) from fluctuating with |x|.
+//!
 //! Energy (negative log posterior, App. A.1, with temperature handled by the sampler):
 //! U(θ) = |f(X) − y|²/(2κ) + Σ_l |W^l|²/(2 v_l), where v_l is the prior variance of one
 //! entry of layer l: v_1 = σ1²/d, v_l = σ_l²/N_{l−1}, readout v_L = σ_L²/N_{L−1} (standard)
@@ -37,7 +44,13 @@ pub struct FcnModel {
     pub prior_var: Vec<f64>,
     /// Groups held fixed at their initial values.
     pub frozen: Vec<bool>,
+    /// Layer normalisation of the input of every hidden layer l ≥ 2 (module docs).
+    pub layernorm: bool,
 }
+
+/// ε of the layer normalisation (module docs): keeps LN finite when all N_{l−1} activations
+/// of an input coincide (e.g. all ReLUs off).
+pub const LAYERNORM_EPS: f64 = 1e-6;
 
 impl FcnModel {
     /// The model of a validated experiment.
@@ -65,6 +78,20 @@ impl FcnModel {
             activation: cfg.model.activation,
             prior_var,
             frozen,
+            layernorm: cfg.model.layernorm,
+        }
+    }
+
+    /// A two-layer erf network with unit prior variances per entry (for tests).
+    #[cfg(test)]
+    pub fn test_two_layer(d: usize, n: usize) -> FcnModel {
+        FcnModel {
+            d,
+            widths: vec![n],
+            activation: Activation::Erf,
+            prior_var: vec![1.0, 1.0],
+            frozen: vec![false, false],
+            layernorm: false,
         }
     }
 
@@ -130,12 +157,26 @@ pub struct Scratch<T> {
     pub der: Vec<Vec<T>>,
     /// Outputs f, rows × B row-major.
     pub f: Vec<T>,
+    /// With layer normalisation: LN(σ(h^l)) per hidden layer but the last (the input of
+    /// layer l + 1), same layout as `act`.
+    pub normed: Vec<Vec<T>>,
+    /// With layer normalisation: 1/√(var + ε) per input row and chain, rows × B.
+    pub inv_std: Vec<Vec<T>>,
 }
 
 impl<T: Real> Scratch<T> {
     /// Makes sure the buffers fit `rows` inputs and `block` chains.
     pub fn ensure(&mut self, model: &FcnModel, rows: usize, block: usize) {
-        if self.rows == rows && self.block == block && self.h.len() == model.widths.len() {
+        let ln_layers = if model.layernorm {
+            model.widths.len() - 1
+        } else {
+            0
+        };
+        if self.rows == rows
+            && self.block == block
+            && self.h.len() == model.widths.len()
+            && self.normed.len() == ln_layers
+        {
             return;
         }
         self.rows = rows;
@@ -145,6 +186,63 @@ impl<T: Real> Scratch<T> {
         self.act = sizes.iter().map(|&s| vec![T::zero(); s]).collect();
         self.der = sizes.iter().map(|&s| vec![T::zero(); s]).collect();
         self.f = vec![T::zero(); rows * block];
+        self.normed = sizes[..ln_layers]
+            .iter()
+            .map(|&s| vec![T::zero(); s])
+            .collect();
+        self.inv_std = (0..ln_layers)
+            .map(|_| vec![T::zero(); rows * block])
+            .collect();
+    }
+}
+
+/// LN over the n neurons of each (row, chain) of `act` (rows × B·n): writes the normalised
+/// values and 1/√(var + ε) (module docs).
+fn layer_norm_forward<T: Real>(act: &[T], normed: &mut [T], inv_std: &mut [T], n: usize) {
+    let eps = T::of(LAYERNORM_EPS);
+    let inv_n = T::of(1.0 / n as f64);
+    for ((a, out), s) in act
+        .chunks_exact(n)
+        .zip(normed.chunks_exact_mut(n))
+        .zip(inv_std.iter_mut())
+    {
+        let mut mean = T::zero();
+        for &v in a {
+            mean += v;
+        }
+        mean *= inv_n;
+        let mut var = T::zero();
+        for &v in a {
+            var += (v - mean) * (v - mean);
+        }
+        let inv = T::one() / (var * inv_n + eps).sqrt();
+        *s = inv;
+        for (o, &v) in out.iter_mut().zip(a) {
+            *o = (v - mean) * inv;
+        }
+    }
+}
+
+/// Back-propagation through LN: on entry `g` holds ∂U/∂â (â = LN(a)), on exit ∂U/∂a =
+/// s⁻¹·(g − mean(g) − â·mean(g∘â)) per (row, chain) (the derivative of (a − ā)/√(var + ε)).
+fn layer_norm_backward<T: Real>(g: &mut [T], normed: &[T], inv_std: &[T], n: usize) {
+    let inv_n = T::of(1.0 / n as f64);
+    for ((gr, a), &s) in g
+        .chunks_exact_mut(n)
+        .zip(normed.chunks_exact(n))
+        .zip(inv_std)
+    {
+        let mut mg = T::zero();
+        let mut mga = T::zero();
+        for (&gi, &ai) in gr.iter().zip(a) {
+            mg += gi;
+            mga += gi * ai;
+        }
+        mg *= inv_n;
+        mga *= inv_n;
+        for (gi, &ai) in gr.iter_mut().zip(a) {
+            *gi = (*gi - mg - ai * mga) * s;
+        }
     }
 }
 
@@ -177,10 +275,23 @@ pub fn forward<T: Real>(
     }
     for l in 1..hidden {
         let (n_prev, n_l) = (model.widths[l - 1], model.widths[l]);
+        if model.layernorm {
+            layer_norm_forward(
+                &scratch.act[l - 1],
+                &mut scratch.normed[l - 1],
+                &mut scratch.inv_std[l - 1],
+                n_prev,
+            );
+        }
         if rows > 0 {
             for c in 0..block {
+                let input = if model.layernorm {
+                    &scratch.normed[l - 1]
+                } else {
+                    &scratch.act[l - 1]
+                };
                 let a_prev = MatRef::from_row_major_slice_with_stride(
-                    &scratch.act[l - 1][c * n_prev..],
+                    &input[c * n_prev..],
                     rows,
                     n_prev,
                     block * n_prev,
@@ -270,8 +381,8 @@ pub fn backward<T: Real>(
             }
         }
     }
-    // Hidden layers l ≥ 2 (0-based l ≥ 1): ∂U/∂W^l = δ^lᵀ σ(h^{l−1});
-    // δ^{l−1} = (δ^l W^l) ∘ σ′(h^{l−1}).
+    // Hidden layers l ≥ 2 (0-based l ≥ 1): ∂U/∂W^l = δ^lᵀ a^{l−1} with a^{l−1} the layer's
+    // input σ(h^{l−1}) or LN(σ(h^{l−1})); δ^{l−1} = (δ^l W^l, through LN) ∘ σ′(h^{l−1}).
     for l in (1..hidden).rev() {
         let (n_prev, n_l) = (model.widths[l - 1], model.widths[l]);
         for c in 0..block {
@@ -281,8 +392,13 @@ pub fn backward<T: Real>(
                 n_l,
                 block * n_l,
             );
+            let input = if model.layernorm {
+                &scratch.normed[l - 1]
+            } else {
+                &scratch.act[l - 1]
+            };
             let a_prev = MatRef::from_row_major_slice_with_stride(
-                &scratch.act[l - 1][c * n_prev..],
+                &input[c * n_prev..],
                 rows,
                 n_prev,
                 block * n_prev,
@@ -313,6 +429,14 @@ pub fn backward<T: Real>(
                 block * n_prev,
             );
             matmul(tmp, Accum::Replace, delta, w, T::one(), Par::Seq);
+        }
+        if model.layernorm {
+            layer_norm_backward(
+                &mut scratch.h[l - 1],
+                &scratch.normed[l - 1],
+                &scratch.inv_std[l - 1],
+                n_prev,
+            );
         }
         let (tmp, der) = (&scratch.h[l - 1], &mut scratch.der[l - 1]);
         for (di, &ti) in der.iter_mut().zip(tmp.iter()) {
@@ -383,6 +507,12 @@ mod tests {
         for (mu, &yv) in y.iter().enumerate() {
             let mut a: Vec<f64> = x[mu * d..(mu + 1) * d].to_vec();
             for (l, &n) in model.widths.iter().enumerate() {
+                if model.layernorm && l > 0 {
+                    let m = a.iter().sum::<f64>() / a.len() as f64;
+                    let v = a.iter().map(|v| (v - m).powi(2)).sum::<f64>() / a.len() as f64;
+                    let s = (v + LAYERNORM_EPS).sqrt();
+                    a = a.iter().map(|v| (v - m) / s).collect();
+                }
                 let fan = model.fan_in(l);
                 let w = &params[l][c * n * fan..(c + 1) * n * fan];
                 a = (0..n)
@@ -403,15 +533,19 @@ mod tests {
     #[test]
     fn analytic_gradients_match_finite_differences() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
-        for (widths, act) in [
-            (vec![5], Activation::Erf),
-            (vec![5], Activation::Tanh),
-            (vec![4, 3], Activation::Linear),
-            (vec![4, 3], Activation::Tanh),
-            (vec![3, 4, 2], Activation::Erf),
-            (vec![4, 3], Activation::Poly),
-            (vec![5, 3], Activation::Relu),
-            (vec![3], Activation::Linear),
+        for (widths, act, layernorm) in [
+            (vec![5], Activation::Erf, false),
+            (vec![5], Activation::Tanh, false),
+            (vec![4, 3], Activation::Linear, false),
+            (vec![4, 3], Activation::Tanh, false),
+            (vec![3, 4, 2], Activation::Erf, false),
+            (vec![4, 3], Activation::Poly, false),
+            (vec![5, 3], Activation::Relu, false),
+            (vec![3], Activation::Linear, false),
+            (vec![4, 3], Activation::Erf, true),
+            (vec![3, 4, 2], Activation::Tanh, true),
+            (vec![5, 3], Activation::Poly, true),
+            (vec![6, 4], Activation::Relu, true),
         ] {
             let d = 4;
             let rows = 7;
@@ -423,6 +557,7 @@ mod tests {
                 activation: act,
                 prior_var: vec![1.0; widths.len() + 1],
                 frozen: vec![false; widths.len() + 1],
+                layernorm,
             };
             let x: Vec<f64> = (0..rows * d).map(|_| rng.random_range(-1.5..1.5)).collect();
             let y: Vec<f64> = (0..rows).map(|_| rng.random_range(-1.0..1.0)).collect();
@@ -473,7 +608,7 @@ mod tests {
                     let an = grads[g][idx];
                     assert!(
                         (fd - an).abs() <= 1e-6 * (1.0 + fd.abs()),
-                        "{widths:?} {act:?} group {g} index {idx}: fd {fd} analytic {an}"
+                        "{widths:?} {act:?} LN {layernorm} group {g} index {idx}: fd {fd} analytic {an}"
                     );
                 }
             }

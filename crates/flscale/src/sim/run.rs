@@ -3,15 +3,17 @@
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, Precision, Start};
+use super::config::{ExperimentConfig, Precision, SamplerMethod, Start};
 use super::data::Dataset;
+use super::mala::Kernel;
 use super::model::FcnModel;
 use super::observables::{
     finite, hist_range, integrated_autocorrelation_time, mean_and_error, ChainAccumulator,
     GroupStats, Measurement, HIST_BINS,
 };
+use super::overlaps::{summarise, NamedHistogram, Probe, ProbeAccumulator, ProbeSummary};
 use super::real::Real;
-use super::sampler::{predict, Dynamics, Ensemble};
+use super::sampler::{Dynamics, Ensemble};
 use crate::error::{Error, Result};
 
 /// η·λ_max targeted by `adapt_step`: well inside the stability limit 2, with a bias of
@@ -57,6 +59,11 @@ pub struct Diagnostics {
     pub step_times_lambda_max: Option<f64>,
     /// Per parameter group: moments and the configurational temperature ⟨θ·∇U⟩/#entries.
     pub groups: Vec<GroupStats>,
+    /// "plain" or "collapsed" (`sampler.method`).
+    pub method: String,
+    /// With `sampler.mala`: the fraction of accepted Metropolis proposals over all steps of
+    /// the surviving chains (burn-in included); null without MALA.
+    pub acceptance_rate: Option<f64>,
 }
 
 /// The deterministic summary of a run (what `--json` prints): identical for any thread count.
@@ -113,6 +120,9 @@ pub struct Summary {
     /// Wall-clock speed: filled in only when the caller asks for timing (it is not
     /// reproducible, so it stays out of the deterministic output by default).
     pub steps_per_second: Option<f64>,
+    /// Deeper-layer overlaps, parity directions and μ, test accuracy ([`super::overlaps`]).
+    #[serde(flatten)]
+    pub probe: ProbeSummary,
 }
 
 /// The main observables of one start, for the cold/hot comparison.
@@ -190,6 +200,9 @@ pub struct ChainRow {
     pub r_overlap2: Option<f64>,
     /// Time-averaged outlier count.
     pub outliers: Option<f64>,
+    /// μ along the first parity direction (null without specialising neurons or parity
+    /// target).
+    pub mu: Option<f64>,
 }
 
 /// Histogram of the first-layer overlaps ρ_i over neurons, chains and samples.
@@ -214,6 +227,8 @@ pub struct RunResult {
     pub chains: Vec<ChainRow>,
     /// ρ histogram.
     pub histogram: Histogram,
+    /// Deeper-layer and parity-direction histograms ([`super::overlaps`]).
+    pub probe_histograms: Vec<NamedHistogram>,
     /// Ensemble-mean predictor on the test set (empty if every chain diverged).
     pub mean_test_prediction: Vec<f64>,
     /// Wall-clock seconds of the sampling loop.
@@ -338,9 +353,25 @@ fn run_once<T: Real>(
         dynamics,
         None,
     );
+    ens.likelihood = s.likelihood;
+    let probe = Probe::new(&model, data, cfg.target.parity);
+    let mut probe_acc: Vec<ProbeAccumulator> = (0..s.chains)
+        .map(|_| ProbeAccumulator::new(&probe))
+        .collect();
     if hot {
         ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
     }
+    // The collapsed posterior and MALA run on the cached-gradient kernel; plain ULA keeps the
+    // sampler's fused step.
+    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala)
+        .then(|| Kernel::new(&ens, s.method, s.mala));
+    let lambda_max = |ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters| {
+        let per_chain = match kernel {
+            Some(k) => k.lambda_max(ens, iters),
+            None => ens.lambda_max(iters),
+        };
+        per_chain.into_iter().fold(0.0, f64::max)
+    };
     let n_test = data.n_test();
     let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
     let y_test = &data.y_test;
@@ -356,16 +387,26 @@ fn run_once<T: Real>(
     progress(0, s.steps);
     while t < s.steps {
         if s.adapt_step && t <= s.burn_in && (t % s.thin == 0) {
-            // Spec 02 (a): adapt during burn-in only, from the stiffest chain.
-            let lambda = ens.lambda_max(10).into_iter().fold(0.0, f64::max);
+            // Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the
+            // collapsed sampler after its per-neuron preconditioner, also frozen afterwards).
+            if let Some(k) = &mut kernel {
+                k.adapt_preconditioner(&mut ens);
+            }
+            let lambda = lambda_max(&mut ens, &mut kernel, 10);
             if lambda > 0.0 {
                 ens.dynamics.step = s.step.min(ADAPT_FRACTION / lambda);
             }
         }
         let next = ((t / s.thin + 1) * s.thin).min(s.steps);
-        ens.advance(next - t);
+        match &mut kernel {
+            Some(k) => k.advance(&mut ens, next - t),
+            None => ens.advance(next - t),
+        }
         t = next;
         if t % s.thin == 0 {
+            if let Some(k) = &mut kernel {
+                k.prepare_measurement(&mut ens);
+            }
             measure(
                 &ens,
                 &x_test,
@@ -377,6 +418,8 @@ fn run_once<T: Real>(
                 t > s.burn_in,
                 t,
                 &mut acc,
+                &probe,
+                &mut probe_acc,
             );
         }
         progress(t, s.steps);
@@ -388,12 +431,32 @@ fn run_once<T: Real>(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
+    let lambda = lambda_max(&mut ens, &mut kernel, 20);
     let mut result = finish(cfg, &ens, data, &model, acc, threshold, range, seconds);
+    let alive: Vec<usize> = (0..s.chains).filter(|&k| ens.alive(k)).collect();
+    let (probe_summary, probe_histograms) = summarise(
+        &probe,
+        &model,
+        &probe_acc,
+        &alive,
+        &result.mean_test_prediction,
+        &data.y_test,
+    );
+    result.summary.probe = probe_summary;
+    result.probe_histograms = probe_histograms;
+    for row in &mut result.chains {
+        if row.status == "ok" {
+            row.mu = probe_acc[row.chain].mu(0).and_then(finite);
+        }
+    }
     let dg = &mut result.summary.diagnostics;
     dg.step = ens.dynamics.step;
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
+    dg.acceptance_rate = kernel
+        .as_ref()
+        .and_then(|k| k.acceptance_rate(&ens))
+        .and_then(finite);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
     Ok(result)
 }
@@ -411,9 +474,11 @@ fn measure<T: Real>(
     sampling: bool,
     t: usize,
     acc: &mut [ChainAccumulator],
+    probe: &Probe,
+    probe_acc: &mut [ProbeAccumulator],
 ) {
     let n_test = y_test.len();
-    let preds = predict(ens, x_test, n_test);
+    let preds = probe.predict(ens, x_test, n_test);
     let model = &ens.model;
     let d = model.d;
     let n1 = model.widths[0];
@@ -423,7 +488,9 @@ fn measure<T: Real>(
         for c in 0..block.len {
             let chain = k;
             k += 1;
-            let Some(f) = &preds[chain] else { continue };
+            let Some((f, probe_sample)) = &preds[chain] else {
+                continue;
+            };
             let a = &mut acc[chain];
             let mut fy = 0.0;
             let mut sq = 0.0;
@@ -457,6 +524,7 @@ fn measure<T: Real>(
             if !sampling {
                 continue;
             }
+            probe_acc[chain].add(probe, f, y_test, probe_sample);
             a.samples += 1;
             for (s, fv) in a.f_test_sum.iter_mut().zip(f) {
                 *s += fv.f64();
@@ -684,6 +752,7 @@ fn finish<T: Real>(
                 test_mse: v(&|m| m.test_mse),
                 r_overlap2: v(&|m| m.r_overlap2),
                 outliers: v(&|m| m.outliers as f64),
+                mu: None,
             }
         })
         .collect();
@@ -718,11 +787,18 @@ fn finish<T: Real>(
             step: cfg.sampler.step,
             step_times_lambda_max: None,
             groups,
+            method: match cfg.sampler.method {
+                SamplerMethod::Plain => "plain",
+                SamplerMethod::Collapsed => "collapsed",
+            }
+            .to_string(),
+            acceptance_rate: None,
         },
         start: String::new(),
         hot_start: None,
         equilibrated: None,
         steps_per_second: None,
+        probe: ProbeSummary::default(),
     };
     RunResult {
         summary,
@@ -733,6 +809,7 @@ fn finish<T: Real>(
             counts,
             outside,
         },
+        probe_histograms: Vec::new(),
         mean_test_prediction: mean_pred,
         seconds,
         steps: ens.steps_done,

@@ -1,6 +1,7 @@
 //! The ensemble Langevin sampler (spec 02, "Sampler"; paper App. A.1).
 //!
-//! Unadjusted Langevin on U(θ) = |f(X) − y|²/(2κ) + Σ_l |W^l|²/(2 v_l):
+//! Unadjusted Langevin on U(θ) = L(f(X), y) + Σ_l |W^l|²/(2 v_l), L = |f(X) − y|²/(2κ) or the
+//! cross-entropy of [`super::likelihood`]:
 //! θ ← θ − η∇U(θ) + √(2ηT)·ξ, ξ ~ 𝒩(0, I), whose stationary law (as η → 0) is
 //! π ∝ exp(−U/T); T = 1 is the Bayesian posterior.
 //!
@@ -17,6 +18,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use super::config::Likelihood;
+use super::likelihood::residuals;
 use super::model::{backward, forward, FcnModel, Scratch};
 use super::real::Real;
 
@@ -38,15 +41,17 @@ pub struct ChainBlock<T> {
     pub len: usize,
     /// Parameters per group, chain-major (group g of chain c at c·len_g … (c+1)·len_g).
     pub params: Vec<Vec<T>>,
-    grads: Vec<Vec<T>>,
-    residual: Vec<T>,
-    rngs: Vec<ChaCha8Rng>,
+    pub(super) grads: Vec<Vec<T>>,
+    pub(super) residual: Vec<T>,
+    pub(super) rngs: Vec<ChaCha8Rng>,
     /// `Some` once the chain has diverged.
     pub diverged: Vec<Option<Divergence>>,
     /// U at the last gradient evaluation, per chain.
     pub energy: Vec<f64>,
     /// Σ_μ (f − y)² on the training set at the last gradient evaluation, per chain.
     pub sq_error: Vec<f64>,
+    /// The data term L of U at the last gradient evaluation, per chain.
+    pub data_loss: Vec<f64>,
     /// θ_g·∇_g U at the last gradient evaluation, per chain and group (kinetic/configurational
     /// temperature check: ⟨θ·∇U⟩ = T·#params at equilibrium, by integration by parts).
     pub virial: Vec<Vec<f64>>,
@@ -82,6 +87,8 @@ pub struct Ensemble<T: Real> {
     pub steps_done: usize,
     /// Energy above which a chain is declared diverged.
     pub divergence_threshold: f64,
+    /// The data term (Gaussian unless set after construction).
+    pub likelihood: Likelihood,
 }
 
 /// Chains per block: enough to make the block's first-layer GEMM wide, few enough that a
@@ -146,6 +153,7 @@ impl<T: Real> Ensemble<T> {
                 diverged: vec![None; len],
                 energy: vec![0.0; len],
                 sq_error: vec![0.0; len],
+                data_loss: vec![0.0; len],
                 virial: vec![vec![0.0; n_groups]; len],
             });
             first += len;
@@ -164,6 +172,7 @@ impl<T: Real> Ensemble<T> {
             dynamics,
             steps_done: 0,
             divergence_threshold: 1e4 * scale,
+            likelihood: Likelihood::Gaussian,
         }
     }
 
@@ -194,11 +203,12 @@ impl<T: Real> Ensemble<T> {
         let model = &self.model;
         let (x, y, p) = (&self.x[..], &self.y[..], self.p);
         let kappa = self.dynamics.kappa;
+        let likelihood = self.likelihood;
         let per_block: Vec<Vec<f64>> = self
             .blocks
             .par_iter_mut()
             .map_init(Scratch::<T>::default, |scratch, block| {
-                block.lambda_max(model, x, y, p, kappa, iters, scratch)
+                block.lambda_max(model, x, y, p, kappa, likelihood, iters, scratch)
             })
             .collect();
         per_block.into_iter().flatten().collect()
@@ -215,12 +225,23 @@ impl<T: Real> Ensemble<T> {
         let (x, y, p) = (&self.x[..], &self.y[..], self.p);
         let dynamics = self.dynamics;
         let threshold = self.divergence_threshold;
+        let likelihood = self.likelihood;
         let start = self.steps_done;
         self.blocks
             .par_iter_mut()
             .for_each_init(Scratch::<T>::default, |scratch, block| {
                 for s in 0..n {
-                    block.step(model, x, y, p, dynamics, threshold, start + s + 1, scratch);
+                    block.step(
+                        model,
+                        x,
+                        y,
+                        p,
+                        dynamics,
+                        likelihood,
+                        threshold,
+                        start + s + 1,
+                        scratch,
+                    );
                 }
             });
         self.steps_done += n;
@@ -260,24 +281,31 @@ impl<T: Real> Ensemble<T> {
 }
 
 impl<T: Real> ChainBlock<T> {
-    /// Data-term gradient ∇(|f − y|²/(2κ)) of every chain of the block into `self.grads`.
-    fn data_gradient(
+    /// Data-term gradient ∇L of every chain of the block into `self.grads`; L and the training
+    /// squared error go to `self.data_loss` and `self.sq_error`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn data_gradient(
         &mut self,
         model: &FcnModel,
         x: &[T],
         y: &[T],
         p: usize,
         kappa: f64,
+        likelihood: Likelihood,
         scratch: &mut Scratch<T>,
     ) {
         let b = self.len;
         forward(model, &self.params, b, x, p, scratch);
-        let inv_kappa = T::of(1.0 / kappa);
-        for mu in 0..p {
-            for c in 0..b {
-                self.residual[mu * b + c] = (scratch.f[mu * b + c] - y[mu]) * inv_kappa;
-            }
-        }
+        residuals(
+            likelihood,
+            &scratch.f,
+            y,
+            kappa,
+            b,
+            &mut self.residual,
+            &mut self.sq_error,
+            &mut self.data_loss,
+        );
         backward(
             model,
             &self.params,
@@ -304,18 +332,38 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         kappa: f64,
+        likelihood: Likelihood,
         iters: usize,
         scratch: &mut Scratch<T>,
     ) -> Vec<f64> {
+        self.lambda_max_of(model, iters, &model.frozen, None, &mut |block| {
+            block.data_gradient(model, x, y, p, kappa, likelihood, scratch)
+        })
+    }
+
+    /// Power iteration of [`ChainBlock::lambda_max`] for any energy whose non-prior part's
+    /// gradient `data_gradient` writes into `self.grads`; groups with `skip[g]` are left out.
+    /// With `scale` (s = M^{1/2} per parameter, the layout of `params`) it is the top
+    /// eigenvalue of the preconditioned Hessian M^{1/2}HM^{1/2} that limits the step of
+    /// preconditioned Langevin. Shared by the plain and the collapsed sampler.
+    pub(super) fn lambda_max_of(
+        &mut self,
+        model: &FcnModel,
+        iters: usize,
+        skip: &[bool],
+        scale: Option<&[Vec<f64>]>,
+        data_gradient: &mut dyn FnMut(&mut Self),
+    ) -> Vec<f64> {
+        let s = |g: usize, i: usize| scale.map_or(1.0, |sc| sc[g][i]);
         let b = self.len;
         let groups = model.n_groups();
         let saved = self.params.clone();
-        // Start vector: deterministic, alternating signs, zero in frozen groups.
+        // Start vector: deterministic, alternating signs, zero in skipped groups.
         let mut v: Vec<Vec<f64>> = (0..groups)
             .map(|g| {
                 (0..saved[g].len())
                     .map(|i| {
-                        if model.frozen[g] {
+                        if skip[g] {
                             0.0
                         } else if i % 2 == 0 {
                             1.0
@@ -326,70 +374,93 @@ impl<T: Real> ChainBlock<T> {
                     .collect()
             })
             .collect();
-        let mut lambda = vec![0.0; b];
-        for _ in 0..iters {
-            // Normalise v per chain; ε per chain.
-            let mut eps = vec![0.0; b];
-            for c in 0..b {
-                let mut nv = 0.0;
-                let mut nt = 0.0;
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    nv += v[g][c * n..(c + 1) * n].iter().map(|a| a * a).sum::<f64>();
-                    nt += saved[g][c * n..(c + 1) * n]
-                        .iter()
-                        .map(|a| a.f64().powi(2))
-                        .sum::<f64>();
+        let start = v.clone();
+        let mut lambda: Vec<f64> = vec![0.0; b];
+        // Power iteration finds the eigenvalue of largest magnitude. Where that is negative
+        // (a non-convex energy, e.g. the collapsed one), a second round on H − λI (shift per
+        // chain) finds the largest positive eigenvalue, the one that limits the step.
+        let mut shift = vec![0.0; b];
+        for round in 0..2 {
+            if round == 1 {
+                if lambda.iter().all(|&l| l >= 0.0 || !l.is_finite()) {
+                    break;
                 }
-                let nv = nv.sqrt().max(1e-300);
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    for a in &mut v[g][c * n..(c + 1) * n] {
-                        *a /= nv;
-                    }
+                for (sh, &l) in shift.iter_mut().zip(&lambda) {
+                    *sh = if l < 0.0 { l } else { 0.0 };
                 }
-                eps[c] = 1e-3 * (nt.sqrt() + 1e-3);
+                v = start.clone();
             }
-            let mut grad_at = |sign: f64, this: &mut Self| -> Vec<Vec<f64>> {
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    for (i, t) in this.params[g].iter_mut().enumerate() {
-                        *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * v[g][i]);
-                    }
-                }
-                this.data_gradient(model, x, y, p, kappa, scratch);
-                this.grads
-                    .iter()
-                    .map(|g| g.iter().map(|a| a.f64()).collect())
-                    .collect()
-            };
-            let plus = grad_at(1.0, self);
-            let minus = grad_at(-1.0, self);
-            let mut hv: Vec<Vec<f64>> = v.clone();
-            for g in 0..groups {
-                let n = model.group_len(g);
-                for i in 0..hv[g].len() {
-                    hv[g][i] = if model.frozen[g] {
-                        0.0
-                    } else {
-                        (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
-                            + v[g][i] / model.prior_var[g]
-                    };
-                }
-            }
-            for (c, l) in lambda.iter_mut().enumerate() {
-                *l = (0..groups)
-                    .map(|g| {
+            for _ in 0..iters {
+                // Normalise v per chain; ε per chain.
+                let mut eps = vec![0.0; b];
+                for c in 0..b {
+                    let mut nv = 0.0;
+                    let mut nt = 0.0;
+                    for g in 0..groups {
                         let n = model.group_len(g);
-                        (c * n..(c + 1) * n)
-                            .map(|i| v[g][i] * hv[g][i])
-                            .sum::<f64>()
-                    })
-                    .sum();
+                        nv += v[g][c * n..(c + 1) * n].iter().map(|a| a * a).sum::<f64>();
+                        nt += saved[g][c * n..(c + 1) * n]
+                            .iter()
+                            .map(|a| a.f64().powi(2))
+                            .sum::<f64>();
+                    }
+                    let nv = nv.sqrt().max(1e-300);
+                    for g in 0..groups {
+                        let n = model.group_len(g);
+                        for a in &mut v[g][c * n..(c + 1) * n] {
+                            *a /= nv;
+                        }
+                    }
+                    eps[c] = 1e-3 * (nt.sqrt() + 1e-3);
+                }
+                let mut grad_at = |sign: f64, this: &mut Self| -> Vec<Vec<f64>> {
+                    for g in 0..groups {
+                        let n = model.group_len(g);
+                        for (i, t) in this.params[g].iter_mut().enumerate() {
+                            *t = T::of(
+                                saved[g][i].f64() + sign * eps[i / n.max(1)] * s(g, i) * v[g][i],
+                            );
+                        }
+                    }
+                    data_gradient(this);
+                    this.grads
+                        .iter()
+                        .map(|g| g.iter().map(|a| a.f64()).collect())
+                        .collect()
+                };
+                let plus = grad_at(1.0, self);
+                let minus = grad_at(-1.0, self);
+                let mut hv: Vec<Vec<f64>> = v.clone();
+                for g in 0..groups {
+                    let n = model.group_len(g);
+                    for i in 0..hv[g].len() {
+                        hv[g][i] = if skip[g] {
+                            0.0
+                        } else {
+                            let si = s(g, i);
+                            si * (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
+                                + si * si * v[g][i] / model.prior_var[g]
+                                - shift[i / n.max(1)] * v[g][i]
+                        };
+                    }
+                }
+                for (c, l) in lambda.iter_mut().enumerate() {
+                    *l = (0..groups)
+                        .map(|g| {
+                            let n = model.group_len(g);
+                            (c * n..(c + 1) * n)
+                                .map(|i| v[g][i] * hv[g][i])
+                                .sum::<f64>()
+                        })
+                        .sum();
+                }
+                v = hv;
             }
-            v = hv;
         }
         self.params = saved;
+        for (l, sh) in lambda.iter_mut().zip(&shift) {
+            *l += sh;
+        }
         for (c, l) in lambda.iter_mut().enumerate() {
             if self.diverged[c].is_some() || !l.is_finite() {
                 *l = 0.0;
@@ -412,6 +483,7 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
@@ -421,7 +493,17 @@ impl<T: Real> ChainBlock<T> {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 // SAFETY: AVX-512F is available (checked just above).
                 unsafe {
-                    self.step_avx512(model, x, y, p, dynamics, threshold, global_step, scratch)
+                    self.step_avx512(
+                        model,
+                        x,
+                        y,
+                        p,
+                        dynamics,
+                        likelihood,
+                        threshold,
+                        global_step,
+                        scratch,
+                    )
                 };
                 return;
             }
@@ -430,12 +512,32 @@ impl<T: Real> ChainBlock<T> {
             {
                 // SAFETY: AVX2 and FMA are available (checked just above).
                 unsafe {
-                    self.step_avx2(model, x, y, p, dynamics, threshold, global_step, scratch)
+                    self.step_avx2(
+                        model,
+                        x,
+                        y,
+                        p,
+                        dynamics,
+                        likelihood,
+                        threshold,
+                        global_step,
+                        scratch,
+                    )
                 };
                 return;
             }
         }
-        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+        self.step_body(
+            model,
+            x,
+            y,
+            p,
+            dynamics,
+            likelihood,
+            threshold,
+            global_step,
+            scratch,
+        )
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -448,11 +550,22 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
-        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+        self.step_body(
+            model,
+            x,
+            y,
+            p,
+            dynamics,
+            likelihood,
+            threshold,
+            global_step,
+            scratch,
+        )
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -465,11 +578,22 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
-        self.step_body(model, x, y, p, dynamics, threshold, global_step, scratch)
+        self.step_body(
+            model,
+            x,
+            y,
+            p,
+            dynamics,
+            likelihood,
+            threshold,
+            global_step,
+            scratch,
+        )
     }
 
     #[inline(always)]
@@ -481,23 +605,23 @@ impl<T: Real> ChainBlock<T> {
         y: &[T],
         p: usize,
         dynamics: Dynamics,
+        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
         let b = self.len;
         forward(model, &self.params, b, x, p, scratch);
-        let inv_kappa = T::of(1.0 / dynamics.kappa);
-        for c in 0..b {
-            self.sq_error[c] = 0.0;
-        }
-        for mu in 0..p {
-            for c in 0..b {
-                let r = scratch.f[mu * b + c] - y[mu];
-                self.residual[mu * b + c] = r * inv_kappa;
-                self.sq_error[c] += (r * r).f64();
-            }
-        }
+        residuals(
+            likelihood,
+            &scratch.f[..p * b],
+            y,
+            dynamics.kappa,
+            b,
+            &mut self.residual,
+            &mut self.sq_error,
+            &mut self.data_loss,
+        );
         backward(
             model,
             &self.params,
@@ -515,7 +639,7 @@ impl<T: Real> ChainBlock<T> {
                 continue;
             }
             // Prior gradient θ/v, energy and virial, in f64 accumulators.
-            let mut energy = self.sq_error[c] / (2.0 * dynamics.kappa);
+            let mut energy = self.data_loss[c];
             for g in 0..model.n_groups() {
                 let n = model.group_len(g);
                 let inv_v = 1.0 / model.prior_var[g];

@@ -121,6 +121,7 @@ fn frozen_first_layer_gives_bayesian_linear_regression() {
         activation: Activation::Erf,
         prior_var: vec![1.0 / d as f64, v_readout],
         frozen: vec![true, false],
+        layernorm: false,
     };
     let x: Vec<f64> = (0..p * d)
         .map(|i| ((i * 7919 % 113) as f64 / 113.0 - 0.5) * 3.0)
