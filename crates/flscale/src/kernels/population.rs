@@ -287,7 +287,7 @@ pub fn population_propagation(
         }
         let local_slope = points
             .last()
-            .map(|q| (q.inverse_expectation * pop).ln() / (amp / q.amplification).ln() * -1.0);
+            .map(|q| -(q.inverse_expectation * pop).ln() / (amp / q.amplification).ln());
         points.push(PopulationPoint {
             amplification: amp,
             inverse_expectation: 1.0 / pop,
