@@ -599,6 +599,16 @@ impl ExperimentConfig {
                     "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
                 )));
             }
+            if s.method == SamplerMethod::Collapsed {
+                return Err(Error::invalid(format!(
+                    "sampler.method = \"collapsed\" is not allowed with model.kind = \"{kind}\"; the collapsed sampler exists for \"fcn\" only, use \"plain\""
+                )));
+            }
+            if s.mala {
+                return Err(Error::invalid(format!(
+                    "sampler.mala = true is not allowed with model.kind = \"{kind}\"; Metropolis adjustment exists for \"fcn\" only"
+                )));
+            }
             if s.likelihood != Likelihood::Gaussian {
                 return Err(Error::invalid(format!(
                     "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; use \"gaussian\""
@@ -860,6 +870,14 @@ seed = 1
             (
                 cnn.replace("seed = 1", "seed = 1\nlikelihood = \"cross-entropy\""),
                 "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"cnn\"",
+            ),
+            (
+                cnn.replace("seed = 1", "seed = 1\nmethod = \"collapsed\""),
+                "sampler.method = \"collapsed\" is not allowed with model.kind = \"cnn\"",
+            ),
+            (
+                ATTENTION.replace("seed = 1", "seed = 1\nmala = true"),
+                "sampler.mala = true is not allowed with model.kind = \"attention\"",
             ),
         ];
         for (text, want) in cases {
