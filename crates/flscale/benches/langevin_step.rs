@@ -25,12 +25,14 @@ fn ensemble() -> Ensemble<f32> {
             covariance: Covariance::Isotropic,
             power_law_exponent: 1.1,
             teacher: Teacher::Random,
+            tokens: None,
         },
         &TargetConfig {
             hermite: Some(3),
             terms: None,
             parity: None,
             normalize: false,
+            cubic_tokens: false,
         },
         0,
     );

@@ -138,7 +138,15 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
     )?;
     let a = data.analysis.clone();
     let mut boot = Bootstrap::new(args.seed, args.bootstrap);
-    let t = analysis::pstar(&data, &a.x, &a.group, &a.observable, a.threshold, &mut boot)?;
+    let t = analysis::pstar_with_direction(
+        &data,
+        &a.x,
+        &a.group,
+        &a.observable,
+        a.threshold,
+        a.falling,
+        &mut boot,
+    )?;
     let fit = analysis::fit_pstar(&t).ok();
     let predicted = a
         .predict

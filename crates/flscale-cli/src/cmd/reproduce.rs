@@ -17,8 +17,7 @@ use super::{out, out_json, Ctx};
     after_help = "Examples:\n  flscale reproduce fig2b --quick          # about ten seconds on two cores\n  flscale reproduce fig2b --out runs/fig2b # the preset's full sizes (hours; docs/experiments.md)\n\n\
 Presets: fig2a, fig2b, fig2c, fig3a, fig3b, fig3c (= fig8), fig7, blog. Each is an experiment file\n\
 under presets/experiments/ (print it with --show and run it step by step with flscale sweep).\n\
-Re-running the same command resumes. Presets whose model or observable the Langevin engine lacks\n\
-(fig3b: attention; fig7: parity-direction overlaps) stop with a message before running."
+Re-running the same command resumes."
 )]
 pub struct ReproduceArgs {
     /// Preset name.

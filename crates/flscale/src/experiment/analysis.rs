@@ -89,6 +89,16 @@ pub fn threshold_crossing(points: &[(f64, f64)], threshold: f64) -> Option<f64> 
     None
 }
 
+/// The x > 0 at which the curve through `points` first crosses `threshold` downwards (for an
+/// observable that falls as x grows, e.g. A_f against √(L·d³)/P in paper Fig. 3(b)), by
+/// linear interpolation of y in ln x; None when it never does.
+pub fn threshold_crossing_falling(points: &[(f64, f64)], threshold: f64) -> Option<f64> {
+    let mirrored: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (1.0 / x, y)).collect();
+    // A downward crossing in x is an upward one in 1/x, and ln(1/x) = −ln x keeps the
+    // interpolation linear in ln x.
+    threshold_crossing(&mirrored, threshold).map(|x| 1.0 / x)
+}
+
 /// A seeded resampling stream.
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
@@ -310,6 +320,26 @@ pub fn pstar(
     threshold: f64,
     boot: &mut Bootstrap,
 ) -> Result<PstarTable> {
+    pstar_with_direction(data, x, group, observable, threshold, false, boot)
+}
+
+/// [`pstar`] for an observable that rises with `x` (`falling` = false: the first upward
+/// crossing) or falls with it (`falling` = true: the first downward crossing,
+/// `[analysis] falling`).
+pub fn pstar_with_direction(
+    data: &StoreData,
+    x: &str,
+    group: &str,
+    observable: &str,
+    threshold: f64,
+    falling: bool,
+    boot: &mut Bootstrap,
+) -> Result<PstarTable> {
+    let threshold_crossing = if falling {
+        threshold_crossing_falling
+    } else {
+        threshold_crossing
+    };
     let groups = cells(data, Some(group), x, observable)?;
     let mut rows = Vec::new();
     for (g, cs) in groups {
@@ -564,7 +594,15 @@ pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
         v.len() >= 2
     };
     let pstar_table = if xs_vary {
-        match pstar(data, &a.x, &a.group, &a.observable, a.threshold, &mut boot) {
+        match pstar_with_direction(
+            data,
+            &a.x,
+            &a.group,
+            &a.observable,
+            a.threshold,
+            a.falling,
+            &mut boot,
+        ) {
             Ok(t) => Some(t),
             Err(e) => {
                 notes.push(format!("P* not computed: {e}"));
@@ -654,6 +692,19 @@ mod tests {
         assert!((f.intercept - 3f64.ln()).abs() < 1e-12);
         assert!(loglog_fit(&[(1.0, 1.0)]).is_none());
         assert!(loglog_fit(&[(1.0, 1.0), (1.0, 2.0)]).is_none());
+    }
+
+    #[test]
+    fn falling_crossing_is_the_mirror_of_the_rising_one() {
+        // y = 1 − ln x on x ∈ {0.5, 1, 2, 4}: crosses 0.5 downwards at x = e^{0.5}.
+        let pts: Vec<(f64, f64)> = [0.5f64, 1.0, 2.0, 4.0]
+            .iter()
+            .map(|&x| (x, 1.0 - x.ln()))
+            .collect();
+        let x = threshold_crossing_falling(&pts, 0.5).unwrap();
+        assert!((x - 0.5f64.exp()).abs() < 1e-12, "{x}");
+        assert_eq!(threshold_crossing(&pts, 0.5), None);
+        assert_eq!(threshold_crossing_falling(&pts, 5.0), None);
     }
 
     #[test]

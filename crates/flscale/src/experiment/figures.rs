@@ -7,6 +7,8 @@
 //!   scaling engine's slope through the data's centre (Fig. 2b).
 //! * `outliers_vs_n`: first-layer outlier count against N_1 in log-log (Fig. 2c).
 //! * `overlap_histograms`: −log density of the first-layer overlaps ρ = w·w\* (Figs. 2a, 8).
+//! * `test_mse_vs_X`: test MSE against the same x per group, when the observable is A_f
+//!   (the right panel of Fig. 3b).
 //! * `mse_vs_alignment`: test MSE against A_f with the bound (1 − A_f)²·⟨y²⟩ that every
 //!   predictor obeys (App. F.2).
 //! * `layer2_overlap_histograms_phi`, `layer2_overlap_histograms_he3`: −log density of the
@@ -300,6 +302,35 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
                 notes: Vec::new(),
             };
             save(dir, &format!("{obs}_vs_{}", a.x), &chart, &mut out)?;
+        }
+    }
+    // Test MSE vs x per group beside the alignment (the right panel of paper Fig. 3b; App.
+    // F.2: strong alignment goes with low test loss).
+    if obs == "alignment" {
+        if let Ok(groups) = super::analysis::cells(data, Some(&a.group), &a.x, "test_mse") {
+            let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
+            if xs.len() >= 2 {
+                let series = groups
+                    .iter()
+                    .map(|(g, cs)| {
+                        Series::new(
+                            format!("{} = {}", a.group, short(*g)),
+                            cs.iter().map(|c| (c.x, c.mean())).collect(),
+                            Mark::LinePoints,
+                        )
+                    })
+                    .collect();
+                let chart = LineChart {
+                    title: format!("test MSE vs {}", a.x),
+                    x_label: a.x.clone(),
+                    y_label: "test MSE".into(),
+                    log_x: true,
+                    log_y: false,
+                    series,
+                    notes: Vec::new(),
+                };
+                save(dir, &format!("test_mse_vs_{}", a.x), &chart, &mut out)?;
+            }
         }
     }
     // P* vs group.

@@ -39,10 +39,13 @@ use crate::sim::ExperimentConfig;
 const DERIVED: [&str; 2] = ["data.p_over_d", "model.width"];
 
 /// Fields that hold a size (a whole number ≥ 1; `data.p` may be 0, which samples the prior).
-const SIZES: [&str; 9] = [
+const SIZES: [&str; 12] = [
     "data.d",
     "data.p",
     "data.n_test",
+    "data.tokens",
+    "model.patch",
+    "model.heads",
     "model.widths",
     "model.width",
     "sampler.steps",
@@ -116,6 +119,10 @@ pub struct AnalysisSpec {
     /// Threshold (default 0.1, the paper's A_f = 0.1 of App. F.0.1).
     #[serde(default = "default_threshold")]
     pub threshold: f64,
+    /// The observable falls as `x` grows (default false): the crossing is then the first
+    /// downward one — A_f against `sqrt_ld3_over_p` = √(L·d³)/P in paper Fig. 3(b).
+    #[serde(default)]
+    pub falling: bool,
     /// Default fit.
     #[serde(default)]
     pub fit: Option<FitSpec>,
@@ -150,6 +157,7 @@ impl Default for AnalysisSpec {
             group: default_group(),
             observable: default_observable(),
             threshold: default_threshold(),
+            falling: false,
             fit: None,
             predict: None,
         }
@@ -186,6 +194,19 @@ impl RunPlan {
         m.insert("kappa".to_string(), c.sampler.kappa);
         m.insert("seed".to_string(), c.sampler.seed as f64);
         m.insert("temperature".to_string(), c.sampler.temperature);
+        if let (Some(l), Some(h)) = (c.data.tokens, c.model.heads) {
+            // Attention (paper App. E.3, Fig. 3b): context length L, heads H and the scale
+            // √(L·d³)/P at which O(1) alignment appears (P* ∝ √(L·H)·d^{3/2}).
+            let (l, d) = (l as f64, c.data.d as f64);
+            m.insert("tokens".to_string(), l);
+            m.insert("heads".to_string(), h as f64);
+            if c.data.p > 0 {
+                m.insert(
+                    "sqrt_ld3_over_p".to_string(),
+                    (l * d * d * d).sqrt() / c.data.p as f64,
+                );
+            }
+        }
         for (k, v) in &self.point {
             if let Some(x) = as_f64(v) {
                 m.insert(k.clone(), x);

@@ -72,12 +72,14 @@ pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) 
         covariance: Covariance::Isotropic,
         power_law_exponent: 1.1,
         teacher: Teacher::Random,
+        tokens: None,
     };
     let target = TargetConfig {
         hermite: Some(3),
         terms: None,
         parity: None,
         normalize: false,
+        cubic_tokens: false,
     };
     let data = Dataset::generate(&data_cfg, &target, 0);
     let model = FcnModel {

@@ -38,9 +38,11 @@ pub struct CollapsedWork<T> {
     a: Vec<f64>,
     chol: Vec<f64>,
     inverse: Vec<T>,
+    inverse_f64: Vec<f64>,
     phi_inverse: Vec<T>,
     ones: Vec<T>,
     mean: Vec<f64>,
+    mean_t: Vec<T>,
     /// Per chain of the block: why the evaluation failed (`None` when it did not).
     pub failure: Vec<Option<String>>,
 }
@@ -51,9 +53,11 @@ impl<T: Real> CollapsedWork<T> {
         self.a.resize(n * n, 0.0);
         self.chol.resize(n * n, 0.0);
         self.inverse.resize(n * n, T::zero());
+        self.inverse_f64.resize(n * n, 0.0);
         self.phi_inverse.resize(p * n, T::zero());
         self.ones.resize(block * n, T::one());
         self.mean.resize(n, 0.0);
+        self.mean_t.resize(n, T::zero());
         self.failure.resize(block, None);
     }
 }
@@ -107,6 +111,33 @@ pub fn cholesky_solve(l: &[f64], b: &mut [f64], n: usize) {
             s -= l[k * n + i] * b[k];
         }
         b[i] = s / l[i * n + i];
+    }
+}
+
+/// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`): L⁻¹ by forward substitution,
+/// then the product over k ≥ max(i, j) of the lower-triangular L⁻¹.
+pub fn inverse_from_cholesky(l: &[f64], inverse: &mut [f64], n: usize) {
+    // L⁻¹ into the upper triangle's transpose would alias; use a local buffer.
+    let mut li = vec![0.0; n * n];
+    for j in 0..n {
+        li[j * n + j] = 1.0 / l[j * n + j];
+        for i in j + 1..n {
+            let mut s = 0.0;
+            for k in j..i {
+                s += l[i * n + k] * li[k * n + j];
+            }
+            li[i * n + j] = -s / l[i * n + i];
+        }
+    }
+    for i in 0..n {
+        for j in 0..=i {
+            let mut s = 0.0;
+            for k in i..n {
+                s += li[k * n + i] * li[k * n + j];
+            }
+            inverse[i * n + j] = s;
+            inverse[j * n + i] = s;
+        }
     }
 }
 
@@ -175,8 +206,15 @@ fn conditional<T: Real>(
     if !cholesky(&work.a, &mut work.chol, n) {
         return None;
     }
-    for (i, m) in work.mean.iter_mut().enumerate() {
-        *m = (0..p).map(|mu| phi[(mu, i)].f64() * y[mu].f64()).sum();
+    // Φᵀy row by row (each row of Φ is contiguous).
+    work.mean.fill(0.0);
+    let act = &scratch.act[model.widths.len() - 1];
+    for (mu, yv) in y.iter().enumerate().take(p) {
+        let row = &act[mu * block * n + c * n..mu * block * n + (c + 1) * n];
+        let yv = yv.f64();
+        for (m, a) in work.mean.iter_mut().zip(row) {
+            *m += a.f64() * yv;
+        }
     }
     cholesky_solve(&work.chol, &mut work.mean, n);
     Some(2.0 * (0..n).map(|i| work.chol[i * n + i].ln()).sum::<f64>())
@@ -228,15 +266,11 @@ pub fn data_gradient<T: Real>(
             }
             continue;
         };
-        // A⁻¹ from its Cholesky factor (column by column), then ΦA⁻¹ in one GEMM.
-        let mut column = vec![0.0; n];
-        for j in 0..n {
-            column.fill(0.0);
-            column[j] = 1.0;
-            cholesky_solve(&work.chol, &mut column, n);
-            for i in 0..n {
-                work.inverse[i * n + j] = T::of(column[i]);
-            }
+        // A⁻¹ = L⁻ᵀL⁻¹ from the triangular inverse of its Cholesky factor, then ΦA⁻¹ in one
+        // GEMM.
+        inverse_from_cholesky(&work.chol, &mut work.inverse_f64, n);
+        for (dst, &src) in work.inverse.iter_mut().zip(&work.inverse_f64) {
+            *dst = T::of(src);
         }
         if p > 0 {
             let phi = features(scratch, model, b, c, p);
@@ -244,23 +278,22 @@ pub fn data_gradient<T: Real>(
             let out = MatMut::from_row_major_slice_mut(&mut work.phi_inverse[..], p, n);
             matmul(out, Accum::Replace, phi, inv, T::one(), Par::Seq);
         }
-        let mean_t: Vec<T> = work.mean.iter().map(|&m| T::of(m)).collect();
+        for (dst, &src) in work.mean_t.iter_mut().zip(&work.mean) {
+            *dst = T::of(src);
+        }
+        let mean_t = &work.mean_t;
         let mut sq = 0.0;
         let act = &scratch.act[hidden - 1];
         let der = &mut scratch.der[hidden - 1];
         for mu in 0..p {
             let range = mu * b * n + c * n..mu * b * n + (c + 1) * n;
-            let fm: f64 = act[range.clone()]
-                .iter()
-                .zip(&work.mean)
-                .map(|(a, m)| a.f64() * m)
-                .sum();
+            let fm = super::model::dot(&act[range.clone()], mean_t).f64();
             let r = fm - y[mu].f64();
             sq += r * r;
             let r_t = T::of(r * inv_kappa);
             // δ^{L−1} = (∂U_c/∂Φ) ∘ σ′, stored over σ′ for the shared backward pass.
             let pa = &work.phi_inverse[mu * n..(mu + 1) * n];
-            for ((dl, &mi), &pai) in der[range].iter_mut().zip(&mean_t).zip(pa) {
+            for ((dl, &mi), &pai) in der[range].iter_mut().zip(mean_t).zip(pa) {
                 *dl *= r_t * mi + temp * pai;
             }
         }

@@ -4,16 +4,20 @@
 //!
 //! ```toml
 //! [model]
-//! kind = "fcn"              # only "fcn" is available in this build
-//! activation = "erf"        # erf | relu | tanh | linear | poly
-//! widths = [40]             # hidden widths N_1 … N_{L−1}
+//! kind = "fcn"              # fcn | cnn | attention
+//! activation = "erf"        # erf | relu | tanh | linear | poly (default erf; not used by attention)
+//! widths = [40]             # hidden widths N_1 … N_{L−1} (cnn: [N] channels; attention: omit)
 //! parametrization = "standard"   # or "mean-field"
+//! # patch = 5              # cnn only: patch size S (d = N_w·S, N_w non-overlapping patches)
+//! # heads = 2              # attention only: number of heads H
 //! [data]
 //! d = 40
 //! p = 1600
 //! n_test = 4000
+//! # tokens = 16             # attention only: context length L (each input is L × d)
 //! [target]
-//! hermite = 3               # or terms = [[1, 1.0], [3, 0.3]], or parity = 2
+//! hermite = 3               # or terms = [[1, 1.0], [3, 0.3]], or parity = 2,
+//!                           # or cubic_tokens = true (attention; see [`TargetConfig`])
 //! [sampler]
 //! kappa = 1.0
 //! step = 1e-4
@@ -56,9 +60,10 @@ pub struct ExperimentConfig {
 pub enum ModelKind {
     /// Fully connected network of any depth (paper eq. 1).
     Fcn,
-    /// CNN with non-overlapping patches (paper App. E.1.2) — not available in this build.
+    /// CNN with non-overlapping patches (paper App. E.1.2; [`super::cnn`]).
     Cnn,
-    /// Softmax attention layer (paper App. E.3) — not available in this build.
+    /// Softmax attention layer with H heads over L tokens (paper App. E.3;
+    /// [`super::attention`]).
     Attention,
 }
 
@@ -76,12 +81,16 @@ pub enum Parametrization {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// Architecture: "fcn" (the only one available in this build; "cnn" and "attention" are
-    /// recognised and rejected with a clear message).
+    /// Architecture: "fcn", "cnn" (non-overlapping patches, App. E.1.2) or "attention"
+    /// (softmax attention, App. E.3).
     pub kind: ModelKind,
-    /// Hidden-layer activation: erf | relu | tanh | linear | poly (σ = 1 + h + h²).
+    /// Hidden-layer activation: erf | relu | tanh | linear | poly (σ = 1 + h + h²); default
+    /// erf. The attention model has no such activation (its non-linearity is the softmax).
+    #[serde(default = "default_activation")]
     pub activation: Activation,
     /// Hidden widths N_1 … N_{L−1}; `[40]` is a two-layer network with 40 hidden neurons.
+    /// CNN: exactly one entry, the number of channels N. Attention: leave it out.
+    #[serde(default)]
     pub widths: Vec<usize>,
     /// "standard" (default) or "mean-field" readout scaling.
     #[serde(default = "default_parametrization")]
@@ -91,6 +100,17 @@ pub struct ModelConfig {
     /// gain or bias; the readout sees the un-normalised activations (default false).
     #[serde(default)]
     pub layernorm: bool,
+    /// CNN only: the patch size S. The input x ∈ R^d is cut into N_w = d/S non-overlapping
+    /// patches x_i of S consecutive coordinates (S must divide d).
+    #[serde(default)]
+    pub patch: Option<usize>,
+    /// Attention only: the number of heads H.
+    #[serde(default)]
+    pub heads: Option<usize>,
+}
+
+fn default_activation() -> Activation {
+    Activation::Erf
 }
 
 fn default_parametrization() -> Parametrization {
@@ -138,6 +158,10 @@ pub struct DataConfig {
     /// "random" (default) or "e1".
     #[serde(default = "default_teacher")]
     pub teacher: Teacher,
+    /// Attention only: the context length L. Each input is a sequence X of L tokens
+    /// x^a ~ 𝒩(0, I_d), stored as L × d.
+    #[serde(default)]
+    pub tokens: Option<usize>,
 }
 
 fn default_n_test() -> usize {
@@ -167,6 +191,13 @@ pub struct TargetConfig {
     /// y = sign(Π_{j≤k} x_j) (paper App. E.2), labels ±1.
     #[serde(default)]
     pub parity: Option<usize>,
+    /// The attention model's cubic token target (paper App. E.3; the only target of
+    /// `model.kind = "attention"`): y(X) = (1/L)·(Σ_a x^a_1)·(Σ_b x^b_2 x^b_3), unit variance
+    /// for Gaussian tokens. It is the term that one attention entry (A_h)_12 together with
+    /// a readout spike (w_h)_3 produces in the expansion of the softmax around uniform
+    /// attention (App. E.3, the specialising pattern q_sp.); see [`super::attention`].
+    #[serde(default)]
+    pub cubic_tokens: bool,
     /// Rescale y to unit variance under the data measure (default false; `hermite` targets
     /// already have unit variance).
     #[serde(default)]
@@ -330,20 +361,8 @@ impl ExperimentConfig {
     /// Checks every field against what the engine supports.
     pub fn validate(&self) -> Result<()> {
         let m = &self.model;
-        match m.kind {
-            ModelKind::Fcn => {}
-            ModelKind::Cnn | ModelKind::Attention => {
-                let name = if m.kind == ModelKind::Cnn {
-                    "cnn"
-                } else {
-                    "attention"
-                };
-                return Err(Error::invalid(format!(
-                    "model.kind = \"{name}\" is not available in this build; allowed: \"fcn\""
-                )));
-            }
-        }
-        if m.widths.is_empty() {
+        self.validate_kind()?;
+        if m.widths.is_empty() && m.kind != ModelKind::Attention {
             return Err(Error::invalid(
                 "model.widths = [] is not allowed; give at least one hidden width, e.g. [40]",
             ));
@@ -368,7 +387,8 @@ impl ExperimentConfig {
             ));
         }
         for (name, rows) in [("data.p", d.p), ("data.n_test", d.n_test)] {
-            let widest = m.widths.iter().copied().max().unwrap_or(1).max(d.d);
+            let widest =
+                m.widths.iter().copied().max().unwrap_or(1).max(d.d) * d.tokens.unwrap_or(1).max(1);
             if rows.saturating_mul(widest) > MAX_ELEMENTS {
                 return Err(Error::invalid(format!(
                     "{name} = {rows} is not allowed; {name} × max(d, widths) must stay below {MAX_ELEMENTS}"
@@ -420,7 +440,7 @@ impl ExperimentConfig {
                 "sampler.likelihood = \"cross-entropy\" is not allowed with this [target]; it needs ±1 labels: set target.parity = k (App. E.2)",
             ));
         }
-        let layers = m.widths.len() + 1;
+        let layers = self.n_groups();
         for (i, &l) in s.frozen_layers.iter().enumerate() {
             if l == 0 || l > layers {
                 return Err(Error::invalid(format!(
@@ -462,13 +482,35 @@ impl ExperimentConfig {
 
     fn validate_target(&self) -> Result<()> {
         let t = &self.target;
-        let given = [t.hermite.is_some(), t.terms.is_some(), t.parity.is_some()]
-            .iter()
-            .filter(|&&b| b)
-            .count();
+        let given = [
+            t.hermite.is_some(),
+            t.terms.is_some(),
+            t.parity.is_some(),
+            t.cubic_tokens,
+        ]
+        .iter()
+        .filter(|&&b| b)
+        .count();
         if given != 1 {
             return Err(Error::invalid(format!(
-                "[target] sets {given} of hermite, terms, parity, which is not allowed; set exactly one (e.g. hermite = 3)"
+                "[target] sets {given} of hermite, terms, parity, cubic_tokens, which is not allowed; set exactly one (e.g. hermite = 3)"
+            )));
+        }
+        let attention = self.model.kind == ModelKind::Attention;
+        if attention && !t.cubic_tokens {
+            return Err(Error::invalid(
+                "[target] of model.kind = \"attention\" must be cubic_tokens = true (paper App. E.3); hermite, terms and parity are targets of single inputs",
+            ));
+        }
+        if !attention && t.cubic_tokens {
+            return Err(Error::invalid(
+                "target.cubic_tokens = true is not allowed here; it is the target of model.kind = \"attention\" only",
+            ));
+        }
+        if attention && self.data.d < 3 {
+            return Err(Error::invalid(format!(
+                "data.d = {} is not allowed with target.cubic_tokens; the target uses token coordinates 1, 2, 3, so d must be at least 3",
+                self.data.d
             )));
         }
         const MAX_DEGREE: usize = 20;
@@ -510,7 +552,137 @@ impl ExperimentConfig {
         self.priors
             .sigma2
             .clone()
-            .unwrap_or_else(|| vec![1.0; self.model.widths.len() + 1])
+            .unwrap_or_else(|| vec![1.0; self.n_groups()])
+    }
+
+    /// Number of parameter groups ("layers" of `priors.sigma2` and `sampler.frozen_layers`):
+    /// FCN: hidden layers + readout; CNN: filters W¹ and readout W²; attention: the
+    /// attention matrices A_h and the value vectors w_h.
+    pub fn n_groups(&self) -> usize {
+        match self.model.kind {
+            ModelKind::Fcn => self.model.widths.len() + 1,
+            ModelKind::Cnn | ModelKind::Attention => 2,
+        }
+    }
+
+    /// The fields that belong to one architecture only (`model.patch`, `model.heads`,
+    /// `data.tokens`), the shapes each architecture needs, and the sampler options that only
+    /// the FCN engine has.
+    fn validate_kind(&self) -> Result<()> {
+        let (m, d, s) = (&self.model, &self.data, &self.sampler);
+        let kind = match m.kind {
+            ModelKind::Fcn => "fcn",
+            ModelKind::Cnn => "cnn",
+            ModelKind::Attention => "attention",
+        };
+        let only = |field: &str, value: usize, owner: &str| {
+            Error::invalid(format!(
+                "{field} = {value} is not allowed with model.kind = \"{kind}\"; it belongs to model.kind = \"{owner}\" only"
+            ))
+        };
+        if m.kind != ModelKind::Cnn {
+            if let Some(v) = m.patch {
+                return Err(only("model.patch", v, "cnn"));
+            }
+        }
+        if m.kind != ModelKind::Attention {
+            if let Some(v) = m.heads {
+                return Err(only("model.heads", v, "attention"));
+            }
+            if let Some(v) = d.tokens {
+                return Err(only("data.tokens", v, "attention"));
+            }
+        }
+        if m.kind != ModelKind::Fcn {
+            if m.layernorm {
+                return Err(Error::invalid(format!(
+                    "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
+                )));
+            }
+            if s.likelihood != Likelihood::Gaussian {
+                return Err(Error::invalid(format!(
+                    "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; use \"gaussian\""
+                )));
+            }
+            if s.start != Start::Cold {
+                return Err(Error::invalid(format!(
+                    "sampler.start = \"{}\" is not allowed with model.kind = \"{kind}\"; hot starts exist for \"fcn\" only, use \"cold\"",
+                    if s.start == Start::Hot { "hot" } else { "both" }
+                )));
+            }
+            if d.covariance != Covariance::Isotropic {
+                return Err(Error::invalid(format!(
+                    "data.covariance = \"power-law\" is not allowed with model.kind = \"{kind}\"; use \"isotropic\""
+                )));
+            }
+        }
+        match m.kind {
+            ModelKind::Fcn => {}
+            ModelKind::Cnn => {
+                if m.widths.len() != 1 {
+                    return Err(Error::invalid(format!(
+                        "model.widths = {:?} is not allowed with model.kind = \"cnn\"; give one entry, the number of channels N, e.g. [20]",
+                        m.widths
+                    )));
+                }
+                let Some(patch) = m.patch else {
+                    return Err(Error::invalid(
+                        "model.patch is missing; model.kind = \"cnn\" needs the patch size S (d = N_w·S), e.g. patch = 5",
+                    ));
+                };
+                if patch == 0 || d.d % patch != 0 {
+                    return Err(Error::invalid(format!(
+                        "model.patch = {patch} is not allowed; it must be at least 1 and divide data.d = {}",
+                        d.d
+                    )));
+                }
+                if let Some(k) = self.target.parity {
+                    return Err(Error::invalid(format!(
+                        "target.parity = {k} is not allowed with model.kind = \"cnn\"; its target is a sum over patches of hermite or terms"
+                    )));
+                }
+            }
+            ModelKind::Attention => {
+                if !m.widths.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "model.widths = {:?} is not allowed with model.kind = \"attention\"; leave it out and set model.heads",
+                        m.widths
+                    )));
+                }
+                match m.heads {
+                    None => {
+                        return Err(Error::invalid(
+                            "model.heads is missing; model.kind = \"attention\" needs the number of heads H, e.g. heads = 2",
+                        ))
+                    }
+                    Some(h) if h == 0 || h > MAX_DIM => {
+                        return Err(Error::invalid(format!(
+                            "model.heads = {h} is not allowed; it must be between 1 and {MAX_DIM}"
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                match d.tokens {
+                    None => {
+                        return Err(Error::invalid(
+                            "data.tokens is missing; model.kind = \"attention\" needs the context length L, e.g. tokens = 16",
+                        ))
+                    }
+                    Some(l) if l == 0 || l > MAX_DIM => {
+                        return Err(Error::invalid(format!(
+                            "data.tokens = {l} is not allowed; it must be between 1 and {MAX_DIM}"
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                if m.parametrization != Parametrization::Standard {
+                    return Err(Error::invalid(
+                        "model.parametrization = \"mean-field\" is not allowed with model.kind = \"attention\"; its priors are fixed by App. E.3, use \"standard\"",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -575,7 +747,7 @@ seed = 1
         let e = ExperimentConfig::from_toml(&bad, "exp.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("model.kind = \"cnn\""), "{e}");
+        assert!(e.contains("model.patch is missing"), "{e}");
         let bad = EXAMPLE.replace("activation = \"erf\"", "activation = \"gelu\"");
         let e = ExperimentConfig::from_toml(&bad, "exp.toml")
             .unwrap_err()
@@ -596,6 +768,107 @@ seed = 1
             .unwrap_err()
             .to_string();
         assert!(e.contains("priors.sigma2"), "{e}");
+    }
+
+    const ATTENTION: &str = r#"
+[model]
+kind = "attention"
+heads = 2
+[data]
+d = 8
+tokens = 16
+p = 100
+[target]
+cubic_tokens = true
+[sampler]
+kappa = 0.1
+step = 1e-4
+steps = 100
+burn_in = 50
+thin = 10
+chains = 2
+seed = 1
+"#;
+
+    #[test]
+    fn cnn_and_attention_fields_are_checked_per_architecture() {
+        let cfg = ExperimentConfig::from_toml(ATTENTION, "a.toml").unwrap();
+        assert_eq!(cfg.n_groups(), 2);
+        assert_eq!(cfg.sigma2(), vec![1.0, 1.0]);
+        let cnn = EXAMPLE.replace("kind = \"fcn\"", "kind = \"cnn\"\npatch = 8");
+        let cfg = ExperimentConfig::from_toml(&cnn, "c.toml").unwrap();
+        assert_eq!((cfg.model.patch, cfg.n_groups()), (Some(8), 2));
+        let cases = [
+            (
+                ATTENTION.replace("heads = 2\n", ""),
+                "model.heads is missing",
+            ),
+            (
+                ATTENTION.replace("heads = 2", "heads = 0"),
+                "model.heads = 0",
+            ),
+            (
+                ATTENTION.replace("tokens = 16\n", ""),
+                "data.tokens is missing",
+            ),
+            (
+                ATTENTION.replace("tokens = 16", "tokens = 0"),
+                "data.tokens = 0",
+            ),
+            (
+                ATTENTION.replace("cubic_tokens = true", "hermite = 3"),
+                "must be cubic_tokens = true",
+            ),
+            (
+                ATTENTION.replace("heads = 2", "heads = 2\nwidths = [4]"),
+                "model.widths = [4] is not allowed",
+            ),
+            (ATTENTION.replace("d = 8", "d = 2"), "data.d = 2"),
+            (
+                ATTENTION.replace("seed = 1", "seed = 1\nstart = \"hot\""),
+                "sampler.start = \"hot\"",
+            ),
+            (
+                EXAMPLE.replace("hermite = 3", "cubic_tokens = true"),
+                "target.cubic_tokens = true is not allowed",
+            ),
+            (
+                EXAMPLE.replace("d = 40", "d = 40\ntokens = 4"),
+                "data.tokens = 4 is not allowed with model.kind = \"fcn\"",
+            ),
+            (
+                EXAMPLE.replace("kind = \"fcn\"", "kind = \"fcn\"\nheads = 2"),
+                "model.heads = 2",
+            ),
+            (
+                EXAMPLE.replace("kind = \"fcn\"", "kind = \"fcn\"\npatch = 4"),
+                "model.patch = 4",
+            ),
+            (
+                cnn.replace("patch = 8", "patch = 7"),
+                "model.patch = 7 is not allowed; it must be at least 1 and divide data.d = 40",
+            ),
+            (cnn.replace("widths = [40]", "widths = [4, 4]"), "one entry"),
+            (
+                cnn.replace("hermite = 3", "parity = 2"),
+                "target.parity = 2",
+            ),
+            (
+                ATTENTION.replace("heads = 2", "heads = 2\nlayernorm = true"),
+                "model.layernorm = true is not allowed",
+            ),
+            (
+                cnn.replace("seed = 1", "seed = 1\nlikelihood = \"cross-entropy\""),
+                "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"cnn\"",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = ExperimentConfig::from_toml(&text, "x.toml").unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{want}");
+            let msg = e.to_string();
+            assert!(msg.contains(want), "want `{want}` in: {msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
     }
 
     proptest! {

@@ -18,7 +18,7 @@ use super::config::{Covariance, DataConfig, TargetConfig, Teacher};
 use crate::hermite;
 
 /// Distinguishes the data streams' key from the chains' key (same user seed).
-const DATA_KEY_TAG: u64 = 0x6461_7461_5eed_0001;
+pub(crate) const DATA_KEY_TAG: u64 = 0x6461_7461_5eed_0001;
 
 /// A train/test data set with its teacher.
 #[derive(Debug, Clone)]
@@ -212,6 +212,7 @@ mod tests {
             covariance: Covariance::Isotropic,
             power_law_exponent: 1.1,
             teacher: Teacher::Random,
+            tokens: None,
         }
     }
 
@@ -221,6 +222,7 @@ mod tests {
             terms: None,
             parity: None,
             normalize: false,
+            cubic_tokens: false,
         }
     }
 
@@ -253,6 +255,7 @@ mod tests {
             terms: Some(vec![(1, 1.0)]),
             parity: None,
             normalize: false,
+            cubic_tokens: false,
         };
         let data = Dataset::generate(&c, &t, 3);
         let (mean, var) = moments(&data.y_test);
@@ -269,6 +272,7 @@ mod tests {
             terms: Some(vec![(1, 1.0), (3, 0.3)]),
             parity: None,
             normalize: true,
+            cubic_tokens: false,
         };
         let data = Dataset::generate(&cfg(8, 5), &t, 3);
         let (_, var) = moments(&data.y_test);
@@ -282,6 +286,7 @@ mod tests {
             terms: None,
             parity: Some(2),
             normalize: false,
+            cubic_tokens: false,
         };
         let data = Dataset::generate(&cfg(4, 50), &t, 1);
         for (row, y) in data.x_train.chunks(4).zip(&data.y_train) {

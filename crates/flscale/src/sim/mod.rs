@@ -4,6 +4,9 @@
 //! * [`config`]: the experiment TOML (`[model]`, `[data]`, `[target]`, `[sampler]`, `[priors]`).
 //! * [`data`]: Gaussian / power-law inputs, teacher, Hermite and parity targets.
 //! * [`activation`], [`model`]: FCNs of any depth with analytic gradients, blocked GEMMs.
+//! * [`cnn`], [`attention`]: the CNN with non-overlapping patches (App. E.1.2) and the
+//!   softmax attention layer (App. E.3), sampled by the flat-parameter ensemble of
+//!   [`generic`].
 //! * [`likelihood`]: the data term — Gaussian (regression) or cross-entropy (±1 labels).
 //! * [`sampler`]: the ensemble of E chains, unadjusted Langevin, per-chain RNG streams,
 //!   divergence detection.
@@ -22,10 +25,13 @@
 //! `RAYON_NUM_THREADS`.
 
 pub mod activation;
+pub mod attention;
 pub mod bench;
 pub mod collapsed;
+pub mod cnn;
 pub mod config;
 pub mod data;
+pub mod generic;
 pub mod likelihood;
 pub mod mala;
 pub mod model;

@@ -160,6 +160,9 @@ pub fn nngp_overlap_variances(
         .collect()
 }
 
+/// One chain's test outputs and probe sample (None for a diverged chain).
+pub type ChainProbe<T> = Option<(Vec<T>, ProbeSample)>;
+
 /// What is measured at every sampling time besides the engine's first-layer observables.
 #[derive(Debug, Clone)]
 pub struct Probe {
@@ -248,11 +251,11 @@ impl Probe {
         ens: &Ensemble<T>,
         x_test: &[T],
         n: usize,
-    ) -> Vec<Option<(Vec<T>, ProbeSample)>> {
+    ) -> Vec<ChainProbe<T>> {
         let model = &ens.model;
         let d = model.d;
         let n1 = model.widths[0];
-        let per_block: Vec<Vec<Option<(Vec<T>, ProbeSample)>>> = ens
+        let per_block: Vec<Vec<ChainProbe<T>>> = ens
             .blocks
             .par_iter()
             .map_init(Scratch::<T>::default, |scratch, block| {

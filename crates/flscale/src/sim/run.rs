@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, Precision, SamplerMethod, Start};
+use super::config::{ExperimentConfig, ModelKind, Precision, SamplerMethod, Start};
 use super::data::Dataset;
 use super::mala::Kernel;
 use super::model::FcnModel;
@@ -32,7 +32,7 @@ pub struct DivergedChain {
 }
 
 /// Equilibration diagnostics.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Diagnostics {
     /// Mean energy U after burn-in (per chain, averaged).
     pub energy_mean: Option<f64>,
@@ -67,7 +67,7 @@ pub struct Diagnostics {
 }
 
 /// The deterministic summary of a run (what `--json` prints): identical for any thread count.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Summary {
     /// Alignment A_f of the ensemble-mean predictor on the test set (= mean of the per-chain,
     /// per-sample alignments, since A_f is linear in f).
@@ -261,6 +261,12 @@ pub fn run_experiment_interruptible(
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
     cfg.validate()?;
+    if cfg.model.kind != ModelKind::Fcn {
+        return match cfg.sampler.precision {
+            Precision::F32 => super::generic::run_model::<f32>(cfg, progress, interrupted),
+            Precision::F64 => super::generic::run_model::<f64>(cfg, progress, interrupted),
+        };
+    }
     match cfg.sampler.precision {
         Precision::F32 => run_typed::<f32>(cfg, progress, interrupted),
         Precision::F64 => run_typed::<f64>(cfg, progress, interrupted),

@@ -1,0 +1,425 @@
+//! The CNN with non-overlapping patches (paper App. E.1.2; spec 02 "Models"), with exact
+//! analytic gradients.
+//!
+//! The input x ∈ R^d is cut into N_w = d/S patches x_i = (x_{iS+1}, …, x_{(i+1)S}) and
+//!
+//!   f(x) = Σ_{i≤N_w} Σ_{j≤N} w²_ij σ(w¹_j·x_i)                          (App. E.1.2)
+//!
+//! with N shared filters w¹_j ∈ R^S and a readout w²_ij per (patch, channel). Priors, by
+//! the paper's fan-in convention (§2, spec 02 "Models"): w¹_j ~ 𝒩(0, σ1²/S I_S), w²_ij ~
+//! 𝒩(0, σ2²/(N·N_w)) (standard) or 𝒩(0, σ2²/(N·N_w)²) (mean-field).
+//!
+//! Data (the target of ringel_applications_2025 that App. E.1.2 recovers): x ~ 𝒩(0, I_d), a
+//! teacher filter w* ∈ R^S (unit; random from the seed or e_1) and
+//! y(x) = N_w^{−1/2} Σ_i g(w*·x_i), with g the configured `[target]` (Ĥe_m or a Hermite sum),
+//! so that y has the variance of g. The overlaps ρ_j = w¹_j·w* (GP standard deviation
+//! σ1/√S) give the outliers, R = E[ρ²] and the leading direction of E[w¹w¹ᵀ]. With one patch
+//! (S = d) the model, its prior, the data and the chains' streams coincide with a two-layer
+//! FCN's, which a test uses.
+//!
+//! Layout of one chain's θ: W¹ (N × S, row-major), then W² (N_w × N, row-major, w²_ij at
+//! i·N + j). The first layer of all patches of all inputs is one GEMM: the n × d input
+//! matrix *is* the (n·N_w) × S patch matrix, so H = X_p·W¹ᵀ and ∇_{W¹} = Δᵀ·X_p.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use super::activation::Activation;
+use super::config::{ExperimentConfig, Parametrization, Teacher};
+use super::data::{TargetFn, DATA_KEY_TAG};
+use super::generic::{FlatData, FlatModel, ParamGroup};
+use super::real::Real;
+
+/// A CNN with non-overlapping patches (no weights: those live in the chains).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CnnModel {
+    /// Input dimension d = N_w·S.
+    pub d: usize,
+    /// Patch size S.
+    pub patch: usize,
+    /// Number of patches N_w.
+    pub windows: usize,
+    /// Number of channels (filters) N.
+    pub channels: usize,
+    /// σ.
+    pub activation: Activation,
+    /// Filters W¹ and readout W².
+    pub groups: Vec<ParamGroup>,
+}
+
+impl CnnModel {
+    /// The model of a validated `model.kind = "cnn"` experiment.
+    pub fn from_config(cfg: &ExperimentConfig) -> CnnModel {
+        let d = cfg.data.d;
+        let patch = cfg.model.patch.unwrap_or(d);
+        let windows = d / patch;
+        let channels = cfg.model.widths[0];
+        let sigma2 = cfg.sigma2();
+        let fan_in = (channels * windows) as f64;
+        let readout_var = match cfg.model.parametrization {
+            Parametrization::Standard => sigma2[1] / fan_in,
+            Parametrization::MeanField => sigma2[1] / (fan_in * fan_in),
+        };
+        let frozen = |l: usize| cfg.sampler.frozen_layers.contains(&l);
+        CnnModel {
+            d,
+            patch,
+            windows,
+            channels,
+            activation: cfg.model.activation,
+            groups: vec![
+                ParamGroup {
+                    name: "layer1".into(),
+                    len: channels * patch,
+                    prior_var: sigma2[0] / patch as f64,
+                    frozen: frozen(1),
+                },
+                ParamGroup {
+                    name: "readout".into(),
+                    len: windows * channels,
+                    prior_var: readout_var,
+                    frozen: frozen(2),
+                },
+            ],
+        }
+    }
+
+    /// Train and test sets of the experiment (see the module doc): the same ChaCha8 key
+    /// and streams as [`super::data::Dataset::generate`] (teacher 0, train 1, test 2), so
+    /// that S = d reproduces the FCN's data exactly.
+    pub fn dataset(&self, cfg: &ExperimentConfig) -> FlatData {
+        let (d, s) = (self.d, self.patch);
+        let key = cfg.sampler.seed ^ DATA_KEY_TAG;
+        let stream = |k: u64| {
+            let mut rng = ChaCha8Rng::seed_from_u64(key);
+            rng.set_stream(k);
+            rng
+        };
+        let teacher: Vec<f64> = match cfg.data.teacher {
+            Teacher::E1 => (0..s).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect(),
+            Teacher::Random => {
+                let mut rng = stream(0);
+                loop {
+                    let w: Vec<f64> = (0..s).map(|_| StandardNormal.sample(&mut rng)).collect();
+                    let norm = w.iter().map(|v| v * v).sum::<f64>().sqrt();
+                    if norm > 1e-12 {
+                        break w.iter().map(|v| v / norm).collect();
+                    }
+                }
+            }
+        };
+        // |w*| as the FCN's data computes it (its teacher_scale for isotropic inputs).
+        let scale = teacher.iter().map(|w| w * w).sum::<f64>().sqrt();
+        let draw = |n: usize, k: u64| -> Vec<f64> {
+            let mut rng = stream(k);
+            (0..n * d)
+                .map(|_| StandardNormal.sample(&mut rng))
+                .collect()
+        };
+        let target = TargetFn::new(&cfg.target);
+        let norm = 1.0 / (self.windows as f64).sqrt();
+        let labels = |x: &[f64]| -> Vec<f64> {
+            x.chunks_exact(d)
+                .map(|row| {
+                    let sum: f64 = row
+                        .chunks_exact(s)
+                        .map(|xi| {
+                            let phi =
+                                xi.iter().zip(&teacher).map(|(a, b)| a * b).sum::<f64>() / scale;
+                            target.eval(phi, xi)
+                        })
+                        .sum();
+                    if self.windows == 1 {
+                        sum
+                    } else {
+                        norm * sum
+                    }
+                })
+                .collect()
+        };
+        let x_train = draw(cfg.data.p, 1);
+        let x_test = draw(cfg.data.n_test, 2);
+        FlatData {
+            y_train: labels(&x_train),
+            y_test: labels(&x_test),
+            x_train,
+            x_test,
+            teacher,
+        }
+    }
+
+    fn forward<T: Real>(&self, theta: &[T], x: &[T], n: usize, sc: &mut CnnScratch<T>) {
+        let (s, nw, nc) = (self.patch, self.windows, self.channels);
+        let rows = n * nw;
+        sc.h.resize(rows * nc, T::zero());
+        sc.act.resize(rows * nc, T::zero());
+        sc.der.resize(rows * nc, T::zero());
+        sc.f.resize(n, T::zero());
+        if rows > 0 {
+            let xp = MatRef::from_row_major_slice(&x[..rows * s], rows, s);
+            let w1 = MatRef::from_row_major_slice(&theta[..nc * s], nc, s);
+            let h = MatMut::from_row_major_slice_mut(&mut sc.h[..], rows, nc);
+            matmul(h, Accum::Replace, xp, w1.transpose(), T::one(), Par::Seq);
+        }
+        self.activation.apply(&sc.h, &mut sc.act, &mut sc.der);
+        let w2 = &theta[nc * s..];
+        for (mu, f) in sc.f.iter_mut().enumerate() {
+            let a = &sc.act[mu * nw * nc..(mu + 1) * nw * nc];
+            *f = a
+                .iter()
+                .zip(w2)
+                .fold(T::zero(), |acc, (&ai, &wi)| acc + ai * wi);
+        }
+    }
+}
+
+/// Work buffers of one chain's CNN evaluation.
+#[derive(Debug, Default)]
+pub struct CnnScratch<T> {
+    h: Vec<T>,
+    act: Vec<T>,
+    der: Vec<T>,
+    f: Vec<T>,
+    delta: Vec<T>,
+}
+
+impl<T: Real> FlatModel<T> for CnnModel {
+    type Scratch = CnnScratch<T>;
+
+    fn groups(&self) -> &[ParamGroup] {
+        &self.groups
+    }
+
+    fn sample_len(&self) -> usize {
+        self.d
+    }
+
+    fn predict(&self, theta: &[T], x: &[T], n: usize, f: &mut [T], sc: &mut CnnScratch<T>) {
+        self.forward(theta, x, n, sc);
+        f.copy_from_slice(&sc.f[..n]);
+    }
+
+    /// ∂f/∂w²_ij = σ(h_ij), ∂f/∂w¹_j = Σ_i w²_ij σ′(h_ij) x_i with h_ij = w¹_j·x_i.
+    fn data_gradient(
+        &self,
+        theta: &[T],
+        x: &[T],
+        y: &[T],
+        n: usize,
+        inv_kappa: T,
+        grad: &mut [T],
+        sc: &mut CnnScratch<T>,
+    ) -> f64 {
+        let (s, nw, nc) = (self.patch, self.windows, self.channels);
+        self.forward(theta, x, n, sc);
+        let rows = n * nw;
+        let (g1, g2) = grad.split_at_mut(nc * s);
+        g2.fill(T::zero());
+        let w2 = &theta[nc * s..];
+        sc.delta.resize(rows * nc, T::zero());
+        let mut sq = 0.0;
+        for mu in 0..n {
+            let e = sc.f[mu] - y[mu];
+            sq += (e * e).f64();
+            let r = e * inv_kappa;
+            let span = mu * nw * nc..(mu + 1) * nw * nc;
+            let a = &sc.act[span.clone()];
+            let der = &sc.der[span.clone()];
+            let delta = &mut sc.delta[span];
+            for k in 0..nw * nc {
+                g2[k] += r * a[k];
+                delta[k] = r * w2[k] * der[k];
+            }
+        }
+        if rows > 0 {
+            let xp = MatRef::from_row_major_slice(&x[..rows * s], rows, s);
+            let delta = MatRef::from_row_major_slice(&sc.delta[..], rows, nc);
+            let g = MatMut::from_row_major_slice_mut(g1, nc, s);
+            matmul(g, Accum::Replace, delta.transpose(), xp, T::one(), Par::Seq);
+        } else {
+            g1.fill(T::zero());
+        }
+        sq
+    }
+
+    /// ρ_j = w¹_j·w* for every filter.
+    fn overlaps(&self, theta: &[T], teacher: &[f64]) -> Vec<f64> {
+        theta[..self.channels * self.patch]
+            .chunks_exact(self.patch)
+            .map(|w| w.iter().zip(teacher).map(|(a, b)| a.f64() * b).sum())
+            .collect()
+    }
+
+    /// σ1/√S, the prior standard deviation of ρ_j (outliers beyond 3σ1/√S, App. F.0.1).
+    fn overlap_scale(&self) -> f64 {
+        self.groups[0].prior_var.sqrt()
+    }
+
+    fn filters<'a>(&self, theta: &'a [T]) -> Option<(&'a [T], usize)> {
+        Some((&theta[..self.channels * self.patch], self.patch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::ExperimentConfig;
+    use super::super::generic::gradient_error;
+    use super::super::run::run_experiment;
+    use super::*;
+
+    fn config(text: &str) -> ExperimentConfig {
+        ExperimentConfig::from_toml(text, "test.toml").unwrap()
+    }
+
+    fn cnn_toml(d: usize, patch: usize, n: usize, p: usize, activation: &str) -> String {
+        format!(
+            r#"
+[model]
+kind = "cnn"
+activation = "{activation}"
+widths = [{n}]
+patch = {patch}
+[data]
+d = {d}
+p = {p}
+n_test = 300
+[target]
+hermite = 3
+[sampler]
+kappa = 0.5
+step = 0.002
+steps = 300
+burn_in = 100
+thin = 20
+chains = 4
+seed = 5
+precision = "f64"
+"#
+        )
+    }
+
+    #[test]
+    fn analytic_gradients_match_finite_differences() {
+        for act in ["erf", "tanh", "poly"] {
+            let cfg = config(&cnn_toml(12, 4, 5, 7, act));
+            let model = CnnModel::from_config(&cfg);
+            let data = model.dataset(&cfg);
+            let mut rng = ChaCha8Rng::seed_from_u64(3);
+            let theta: Vec<f64> = (0..FlatModel::<f64>::n_params(&model))
+                .map(|_| StandardNormal.sample(&mut rng))
+                .collect();
+            let err = gradient_error(&model, &theta, &data.x_train, &data.y_train, 1e-3);
+            assert!(err < 1e-6, "{act}: relative gradient error {err}");
+        }
+    }
+
+    /// f(x) = Σ_i Σ_j w²_ij σ(w¹_j·x_i) evaluated by the definition, one term at a time.
+    #[test]
+    fn forward_is_the_patch_sum_of_app_e12() {
+        let cfg = config(&cnn_toml(6, 2, 3, 4, "erf"));
+        let model = CnnModel::from_config(&cfg);
+        let data = model.dataset(&cfg);
+        let theta: Vec<f64> = (0..FlatModel::<f64>::n_params(&model))
+            .map(|i| ((i * 7 % 11) as f64 - 5.0) / 9.0)
+            .collect();
+        let mut f = vec![0.0; 4];
+        model.predict(&theta, &data.x_train, 4, &mut f, &mut CnnScratch::default());
+        for (mu, x) in data.x_train.chunks(6).enumerate() {
+            let mut want = 0.0;
+            for i in 0..3 {
+                for j in 0..3 {
+                    let h: f64 = (0..2).map(|k| theta[j * 2 + k] * x[i * 2 + k]).sum();
+                    want += theta[6 + i * 3 + j] * libm::erf(h);
+                }
+            }
+            assert!((f[mu] - want).abs() < 1e-12, "{} vs {want}", f[mu]);
+        }
+        // The target is N_w^{-1/2} Σ_i Ĥe3(w*·x_i): unit variance.
+        let n = data.y_test.len() as f64;
+        let var = data.y_test.iter().map(|v| v * v).sum::<f64>() / n;
+        assert!((var - 1.0).abs() < 0.35, "{var}");
+    }
+
+    /// With one patch (S = d) the CNN is the two-layer FCN: same prior, data, streams and
+    /// dynamics, so the whole run — alignment, MSEs, overlaps, moments — agrees with the FCN
+    /// engine's to rounding (the two evaluate the same sums through differently shaped GEMMs).
+    #[test]
+    fn one_patch_reproduces_the_two_layer_fcn_run() {
+        let cnn = config(&cnn_toml(6, 6, 5, 30, "erf"));
+        let fcn_text = cnn_toml(6, 6, 5, 30, "erf")
+            .replace("kind = \"cnn\"", "kind = \"fcn\"")
+            .replace("patch = 6\n", "");
+        let fcn = config(&fcn_text);
+        let a = run_experiment(&cnn, &mut |_, _| {}).unwrap().summary;
+        let b = run_experiment(&fcn, &mut |_, _| {}).unwrap().summary;
+        let close = |x: Option<f64>, y: Option<f64>, what: &str| {
+            let (x, y) = (x.unwrap(), y.unwrap());
+            assert!(
+                (x - y).abs() <= 1e-8 * (1.0 + y.abs()),
+                "{what}: cnn {x} vs fcn {y}"
+            );
+        };
+        close(a.alignment, b.alignment, "alignment");
+        close(a.test_mse, b.test_mse, "test_mse");
+        close(a.train_mse, b.train_mse, "train_mse");
+        close(a.r_overlap2, b.r_overlap2, "r_overlap2");
+        close(a.outliers_layer1, b.outliers_layer1, "outliers");
+        close(
+            a.leading_direction_overlap,
+            b.leading_direction_overlap,
+            "leading direction",
+        );
+        for (g, h) in a.diagnostics.groups.iter().zip(&b.diagnostics.groups) {
+            assert_eq!(g.group, h.group);
+            close(g.second_moment, h.second_moment, &g.group);
+            close(g.temperature, h.temperature, &g.group);
+        }
+        close(
+            Some(a.outlier_threshold),
+            Some(b.outlier_threshold),
+            "threshold",
+        );
+    }
+
+    /// P = 0 samples the prior: second and fourth moments of w¹ (σ1²/S) and w² (σ2²/(N·N_w),
+    /// mean-field σ2²/(N·N_w)²) within Monte Carlo error.
+    #[test]
+    fn p_zero_recovers_the_prior_moments() {
+        for param in ["standard", "mean-field"] {
+            let text = cnn_toml(6, 2, 4, 0, "erf")
+                .replace("step = 0.002", "step = 1e-4")
+                .replace("steps = 300", "steps = 6000")
+                .replace("burn_in = 100", "burn_in = 1000")
+                .replace("chains = 4", "chains = 24")
+                .replace(
+                    "patch = 2\n",
+                    &format!("patch = 2\nparametrization = \"{param}\"\n"),
+                )
+                + "[priors]\nsigma2 = [0.02, 0.5]\n";
+            let cfg = config(&text);
+            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+            // η/(2v) ≤ 1.5 % ULA bias; correlation times v/η ≤ 100 steps.
+            let want = [
+                0.02 / 2.0,
+                if param == "standard" {
+                    0.5 / 12.0
+                } else {
+                    0.5 / 144.0
+                },
+            ];
+            for (stats, v) in r.summary.diagnostics.groups.iter().zip(want) {
+                assert_eq!(stats.prior_variance, Some(v));
+                let m2 = stats.second_moment.unwrap() / v;
+                let m4 = stats.fourth_moment.unwrap() / (3.0 * v * v);
+                assert!((m2 - 1.0).abs() < 0.12, "{param} {}: {m2}", stats.group);
+                assert!((m4 - 1.0).abs() < 0.3, "{param} {}: {m4}", stats.group);
+            }
+            // R = E[ρ²] = σ1²/S under the prior.
+            let r2 = r.summary.r_overlap2.unwrap() / 0.01;
+            assert!((r2 - 1.0).abs() < 0.15, "{param}: R = {r2}");
+        }
+    }
+}
