@@ -27,8 +27,8 @@
 pub mod activation;
 pub mod attention;
 pub mod bench;
-pub mod collapsed;
 pub mod cnn;
+pub mod collapsed;
 pub mod config;
 pub mod data;
 pub mod generic;
