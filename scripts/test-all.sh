@@ -2,7 +2,8 @@
 # The whole test suite, as the README's test command: the Rust workspace (unit, property, paper
 # reference and CLI tests), then the Python bindings built into a fresh virtual environment and
 # checked against the CLI with pytest. Needs Rust (1.85+) and Python 3.9+ with venv; it installs
-# maturin, pytest and numpy into .venv-test from PyPI.
+# maturin, pytest, numpy and pyarrow (an independent Parquet reader for the results tables)
+# into .venv-test from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +13,7 @@ cargo test --workspace
 rm -rf .venv-test
 python3 -m venv .venv-test
 .venv-test/bin/python -m pip install --quiet --upgrade pip
-.venv-test/bin/python -m pip install --quiet "maturin>=1.7,<2" pytest numpy
+.venv-test/bin/python -m pip install --quiet "maturin>=1.7,<2" pytest numpy pyarrow
 VIRTUAL_ENV="$PWD/.venv-test" .venv-test/bin/maturin develop --quiet \
     --manifest-path crates/flscale-py/Cargo.toml
 FLSCALE_BIN="$PWD/target/debug/flscale" .venv-test/bin/python -m pytest -q crates/flscale-py/tests

@@ -285,16 +285,23 @@ fn every_subcommand_help_has_an_example() {
     }
 }
 
-/// A tiny real Langevin sweep (erf, D = N = 4, T = 0.1, y = He1 + 0.3·He3) overlaid on the
-/// cavity sweep: every row's R is the run's own summary value, the hot start is read, and a
-/// store of another setting is refused with exit code 2.
+/// A tiny real Langevin sweep (erf, D = N = 4, T = 0.1, y = He1 + 0.3·He3), with the plain and
+/// the collapsed sampler, overlaid on the cavity sweep: every row's R is the run's own summary
+/// value, the hot start is read, and a store of another setting is refused with exit code 2.
 #[test]
 fn sweep_overlays_a_langevin_results_store() {
+    for method in ["plain", "collapsed"] {
+        overlay_store_with(method);
+    }
+}
+
+fn overlay_store_with(method: &str) {
     let dir = tempfile::tempdir().unwrap();
     let exp = dir.path().join("tiny.toml");
     std::fs::write(
         &exp,
-        r#"
+        format!(
+            r#"
 [model]
 kind = "fcn"
 activation = "erf"
@@ -314,11 +321,13 @@ thin = 10
 chains = 2
 seed = 1
 start = "both"
+method = "{method}"
 [priors]
 sigma2 = [1.0, 1.0]
 [sweep]
 data.p = [8, 16]
-"#,
+"#
+        ),
     )
     .unwrap();
     let store = dir.path().join("store");

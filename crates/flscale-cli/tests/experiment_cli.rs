@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use flscale::experiment::table::Column;
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_flscale"));
     c.arg("-q");
@@ -105,28 +107,67 @@ fn finished_runs(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// Checks results.csv: one row per (run, observable), every present value finite, and
-/// alignment present for every run.
+/// Checks the results table (Parquet or CSV, read back by the library): one row per (run,
+/// observable), and alignment present for every run.
 fn check_results(dir: &Path, runs: usize) {
-    let text = std::fs::read_to_string(dir.join("results.csv")).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let obs = header.iter().position(|h| *h == "observable").unwrap();
-    let mut alignments = 0;
-    for line in lines {
-        let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), header.len(), "{line}");
-        for v in &f[obs + 1..] {
-            if !v.is_empty() {
-                assert!(v.parse::<f64>().unwrap().is_finite(), "{line}");
-            }
-        }
-        if f[obs] == "alignment" {
-            assert!(!f[obs + 1].is_empty(), "alignment missing: {line}");
-            alignments += 1;
-        }
+    let t = flscale::experiment::store::load_results(dir).unwrap();
+    let Some(Column::Text(obs)) = t.column("observable") else {
+        panic!("no observable column: {:?}", t.names)
+    };
+    let Some(Column::Float(values)) = t.column("value") else {
+        panic!("no value column: {:?}", t.names)
+    };
+    assert_eq!(
+        obs.len(),
+        runs * (flscale::experiment::store::OBSERVABLES.len() + 1)
+    );
+    let alignments: Vec<f64> = obs
+        .iter()
+        .zip(values)
+        .filter(|(o, _)| *o == "alignment")
+        .map(|(_, v)| v.expect("alignment missing"))
+        .collect();
+    assert_eq!(alignments.len(), runs);
+    assert!(alignments.iter().all(|a| a.is_finite()));
+}
+
+/// Starts `flscale sweep exp.toml --out OUT ARGS`, SIGKILLs it right after its first run
+/// directory appears, checks that no results table was written, and re-runs it to the end.
+fn kill_and_resume(t: &Path, out: &str, args: &[&str]) {
+    let mut child = bin()
+        .args(["sweep", "exp.toml", "--out", out])
+        .args(args)
+        .current_dir(t)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while finished_runs(&t.join(out)) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no run finished"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(alignments, runs);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let at_kill = finished_runs(&t.join(out));
+    assert!(at_kill < 6, "the sweep finished before it could be killed");
+    for ext in ["parquet", "csv"] {
+        assert!(!t.join(out).join(format!("results.{ext}")).exists());
+    }
+    let mut resume = vec!["sweep", "exp.toml", "--out", out];
+    resume.extend(args);
+    let resumed = ok(&resume, t);
+    assert!(
+        resumed.contains(&format!("{at_kill} already finished")),
+        "{resumed}"
+    );
+}
+
+fn table(path: &Path) -> flscale::experiment::Table {
+    flscale::experiment::Table::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn check_figure(path: &Path) {
@@ -153,33 +194,20 @@ fn killed_sweep_resumes_to_the_uninterrupted_result_and_shards_merge_to_it() {
     // Uninterrupted.
     ok(&["sweep", "exp.toml", "--out", "a"], t);
     check_results(&t.join("a"), 6);
+    assert!(t.join("a/results.parquet").exists() && !t.join("a/results.csv").exists());
     // Killed (SIGKILL) right after its first run directory appears, then re-run.
-    let mut child = bin()
-        .args(["sweep", "exp.toml", "--out", "b"])
-        .current_dir(t)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while finished_runs(&t.join("b")) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "no run finished"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let at_kill = finished_runs(&t.join("b"));
-    assert!(at_kill < 6, "the sweep finished before it could be killed");
-    assert!(!t.join("b/results.csv").exists());
-    let resumed = ok(&["sweep", "exp.toml", "--out", "b"], t);
-    assert!(
-        resumed.contains(&format!("{at_kill} already finished")),
-        "{resumed}"
-    );
+    kill_and_resume(t, "b", &[]);
     assert_same(&t.join("a"), &t.join("b"));
+    // The same with CSV tables: the same runs, the same table in the other format.
+    ok(&["sweep", "exp.toml", "--out", "c", "--format", "csv"], t);
+    assert!(t.join("c/results.csv").exists() && !t.join("c/results.parquet").exists());
+    check_results(&t.join("c"), 6);
+    assert_eq!(
+        flscale::experiment::store::load_results(&t.join("a")).unwrap(),
+        flscale::experiment::store::load_results(&t.join("c")).unwrap()
+    );
+    kill_and_resume(t, "d", &["--format", "csv"]);
+    assert_same(&t.join("c"), &t.join("d"));
     // Two shards in separate directories, with different thread counts, merged.
     for (i, threads) in [(0, "1"), (1, "2")] {
         let o = bin()
@@ -197,6 +225,13 @@ fn killed_sweep_resumes_to_the_uninterrupted_result_and_shards_merge_to_it() {
     ok(&["merge", "m", "s0", "s1"], t);
     ok(&["merge", "m"], t);
     assert_same(&t.join("a"), &t.join("m"));
+    // Merging into CSV gives the CSV sweep's bytes; merging that again keeps CSV.
+    ok(&["merge", "mc", "s0", "s1", "--format", "csv"], t);
+    assert_same(&t.join("c"), &t.join("mc"));
+    ok(&["merge", "mc"], t);
+    assert_same(&t.join("c"), &t.join("mc"));
+    let o = run(&["merge", "mc", "--format", "xlsx"], t);
+    assert_eq!(o.status.code(), Some(2));
     // Merging a different sweep is refused.
     std::fs::write(t.join("other.toml"), EXP.replace("seed = 3", "seed = 4")).unwrap();
     ok(&["sweep", "other.toml", "--out", "o", "--shard", "0/6"], t);
@@ -424,13 +459,26 @@ fn reproduce_fig3c_quick_draws_the_second_layer_panels() {
         assert!(r.join("figures").join(f).exists(), "{f}\n{out}");
     }
     // Every run reports finite layer-2 outliers along both features, with their NNGP scale.
-    let results = std::fs::read_to_string(r.join("results.csv")).unwrap();
-    for obs in ["outliers_layer2_phi", "outliers_layer2_he3"] {
-        let rows: Vec<&str> = results.lines().filter(|l| l.contains(obs)).collect();
-        assert_eq!(rows.len(), 2, "{obs}");
-        for row in rows {
-            let v: f64 = row.split(',').rev().nth(1).unwrap().parse().unwrap();
-            assert!(v.is_finite() && v >= 0.0, "{row}");
+    let results = table(&r.join("results.parquet"));
+    let (Column::Text(obs), Column::Float(values)) = (
+        results.column("observable").unwrap(),
+        results.column("value").unwrap(),
+    ) else {
+        panic!("{:?}", results.names)
+    };
+    for name in ["outliers_layer2_phi", "outliers_layer2_he3"] {
+        let rows: Vec<Option<f64>> = obs
+            .iter()
+            .zip(values)
+            .filter(|(o, _)| *o == name)
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(rows.len(), 2, "{name}");
+        for v in rows {
+            assert!(
+                v.is_some_and(|v| v.is_finite() && v >= 0.0),
+                "{name}: {v:?}"
+            );
         }
     }
     let summary: serde_json::Value = serde_json::from_str(
@@ -442,8 +490,11 @@ fn reproduce_fig3c_quick_draws_the_second_layer_panels() {
     for f in layer["features"].as_array().unwrap() {
         assert!(f["nngp_std"].as_f64().unwrap() > 0.0, "{f}");
     }
-    let probe = std::fs::read_to_string(r.join("histograms_probe.csv")).unwrap();
-    assert!(probe.contains(",h2_phi,") && probe.contains(",h2_he3,"));
+    let probe = table(&r.join("histograms_probe.parquet"));
+    let Some(Column::Text(names)) = probe.column("histogram") else {
+        panic!("{:?}", probe.names)
+    };
+    assert!(names.iter().any(|n| n == "h2_phi") && names.iter().any(|n| n == "h2_he3"));
 }
 
 #[test]
@@ -468,8 +519,8 @@ fn reproduce_fig7_quick_prints_mu_exponent_beside_the_prediction() {
     assert_eq!(dirs.len(), 2);
     assert_eq!(dirs[0]["direction"], "e1+e2");
     assert_eq!(dirs[1]["direction"], "e1-e2");
-    let chains = std::fs::read_to_string(r.join("chains.csv")).unwrap();
-    assert!(chains.lines().next().unwrap().ends_with(",mu"));
+    let chains = table(&r.join("chains.parquet"));
+    assert_eq!(chains.names.last().map(String::as_str), Some("mu"));
 }
 
 #[test]

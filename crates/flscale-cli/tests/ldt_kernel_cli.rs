@@ -166,6 +166,21 @@ fn bad_input_exits_with_code_2() {
     assert_bad_input(&["ldt", "scaling", "--d-values", "40"]);
     assert_bad_input(&["ldt", "scaling", "--nu", "9"]);
     assert_bad_input(&["ldt", "rate", "--out", "figure.pdf"]);
+    // Valid but out of f64 reach: rejected up front, not a quadrature failure.
+    assert_bad_input(&["ldt", "rate", "--alpha", "1000"]);
+    assert_bad_input(&["ldt", "rate", "--d", "1e6", "--n", "1"]);
+    assert_bad_input(&["ldt", "rate", "--d", "1e7", "--n", "1e7", "--perp", "exact"]);
+    assert_bad_input(&["ldt", "rate", "--sigma1-sq", "1e-6"]);
+    assert_bad_input(&["ldt", "tilted", "--t", "1e9"]);
+    assert_bad_input(&["ldt", "scaling", "--d-values", "1e6,1e7"]);
+    assert_bad_input(&["kernel", "population", "--d", "4"]);
+    assert_bad_input(&["kernel", "population", "--activation", "erf"]);
+    assert_bad_input(&[
+        "ldt",
+        "tilted",
+        "--histogram",
+        "/nonexistent/flscale-results",
+    ]);
     assert_bad_input(&["kernel", "propagate", "--quick", "--data", "uniform"]);
     assert_bad_input(&["kernel", "propagate", "--quick", "--activation", "tanh"]);
     assert_bad_input(&[
@@ -192,6 +207,7 @@ fn every_subcommand_has_help_with_an_example() {
         vec!["ldt", "tilted"],
         vec!["ldt", "scaling"],
         vec!["kernel", "propagate"],
+        vec!["kernel", "population"],
         vec!["kernel", "nngp"],
         vec!["kernel", "eigh-bench"],
     ] {
@@ -203,4 +219,53 @@ fn every_subcommand_has_help_with_an_example() {
         assert!(text.contains("Example"), "{sub:?}: {text}");
         assert!(text.contains("flscale "), "{sub:?}");
     }
+}
+
+/// Fig. 2(a): the tilted law over a sampled overlap histogram from `reproduce fig2a --quick`.
+#[test]
+fn ldt_tilted_overlays_a_sampled_histogram() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("fig2a");
+    let d = dir.to_str().unwrap();
+    let o = flscale(&["-q", "reproduce", "fig2a", "--quick", "--out", d]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fig = tmp.path().join("overlay.svg");
+    let v = json_of(&[
+        "ldt",
+        "tilted",
+        "--histogram",
+        d,
+        "--d",
+        "10",
+        "--n",
+        "10",
+        "--json",
+        "--out",
+        fig.to_str().unwrap(),
+    ]);
+    let h = &v["histogram"];
+    let alignment = h["measured_alignment"].as_f64().unwrap();
+    // Without --alpha the law is taken at the run's measured alignment.
+    assert_eq!(v["alpha"].as_f64().unwrap(), alignment);
+    for key in ["sampled_outlier_fraction", "predicted_outlier_fraction"] {
+        let f = h[key].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&f), "{key} = {f}");
+    }
+    let density = h["density"].as_array().unwrap();
+    assert!(density.len() > 10);
+    assert!(std::fs::read_to_string(&fig).unwrap().starts_with("<svg"));
+    // The model must be the run's.
+    assert_bad_input(&["ldt", "tilted", "--histogram", d, "--d", "40", "--n", "10"]);
+    assert_bad_input(&[
+        "ldt",
+        "tilted",
+        "--histogram",
+        d,
+        "--d",
+        "10",
+        "--n",
+        "10",
+        "--run",
+        "7",
+    ]);
 }

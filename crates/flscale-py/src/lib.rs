@@ -386,17 +386,20 @@ impl flscale::experiment::SweepObserver for PySweepObserver<'_> {
     }
 }
 
-/// sweep(text, out, quick, shard) -> JSON text of the sweep's outcome (runs computed,
-/// skipped, finished, all-diverged runs), running `flscale sweep` into `out`.
+/// sweep(text, out, quick, shard, format) -> JSON text of the sweep's outcome (runs computed,
+/// skipped, finished, all-diverged runs), running `flscale sweep` into `out`; `format` is
+/// "parquet" or "csv".
 #[pyfunction]
-#[pyo3(signature = (text, out, quick=false, shard=None))]
+#[pyo3(signature = (text, out, quick=false, shard=None, format="parquet"))]
 fn sweep(
     py: Python<'_>,
     text: String,
     out: String,
     quick: bool,
     shard: Option<(usize, usize)>,
+    format: &str,
 ) -> PyResult<String> {
+    let format: flscale::experiment::ResultsFormat = format.parse().map_err(to_py_err)?;
     let pending: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
     let outcome = py.detach(|| {
         let plan = flscale::experiment::Sweep::from_toml(&text, "experiment", quick)?;
@@ -407,6 +410,7 @@ fn sweep(
             &text,
             std::path::Path::new(&out),
             shard,
+            format,
             None,
             &command,
             &mut observer,
@@ -416,6 +420,26 @@ fn sweep(
         return Err(e);
     }
     serde_json_text(&outcome.map_err(to_py_err)?)
+}
+
+/// load_results(dir) -> {column: list} of the sweep's `results` table, read from
+/// `results.parquet` or `results.csv`: text as str, whole numbers as int, measurements as
+/// float or None.
+#[pyfunction]
+fn load_results<'py>(py: Python<'py>, dir: String) -> PyResult<Bound<'py, PyDict>> {
+    use flscale::experiment::table::Column;
+    let table = py
+        .detach(|| flscale::experiment::store::load_results(std::path::Path::new(&dir)))
+        .map_err(to_py_err)?;
+    let out = PyDict::new(py);
+    for (name, column) in table.names.iter().zip(table.columns) {
+        match column {
+            Column::Text(v) => out.set_item(name, v)?,
+            Column::Int(v) => out.set_item(name, v)?,
+            Column::Float(v) => out.set_item(name, v)?,
+        }
+    }
+    Ok(out)
 }
 
 /// The `flscale._native` module.
@@ -432,6 +456,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ldt_rate, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_propagate, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(load_results, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

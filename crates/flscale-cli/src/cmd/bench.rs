@@ -2,6 +2,7 @@
 //! engine in the paper's Fig. 2 setting (spec 02, "Performance bar").
 
 use flscale::sim::bench::{bench_case, BenchSize};
+use flscale::sim::sampling_bench::{compare, SamplingSetting};
 use flscale::{Error, Result};
 
 use super::{out, out_json, Ctx};
@@ -12,7 +13,11 @@ use super::{out, out_json, Ctx};
     after_help = "Example:\n  flscale bench            # E = 30 and 300, d = N = 40, P = 1600, f32\n  \
 flscale bench --json --chains 300 --steps 50 --repeats 7\n\n\
 Prints {\"cases\": [{\"chains\": 30, \"steps_per_second\": …, \"gflops\": …}, …]} with --json.\n\
-GFLOP/s counts 6PdN + 6PN per network-step. Use RAYON_NUM_THREADS to set the thread count."
+GFLOP/s counts 6PdN + 6PN per network-step. Use RAYON_NUM_THREADS to set the thread count.\n\n\
+--sampling instead measures the time to an equilibrated answer: effective samples per second\n\
+(ESS/s) of the alignment and of R = E[ρ²], plain vs collapsed sampler (each with adapt_step), at\n\
+the blog setting D = N = 20, y = He1 + 0.3·He3, κ = 0.05, f32:\n  \
+flscale bench --sampling --p 160 --steps 40000 --json"
 )]
 pub struct BenchArgs {
     /// Ensemble sizes E to time.
@@ -28,6 +33,18 @@ pub struct BenchArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Measure sampling efficiency (ESS/s, plain vs collapsed) instead of raw speed.
+    #[arg(long)]
+    pub sampling: bool,
+    /// With --sampling: training-set size P of the blog setting.
+    #[arg(long, default_value_t = SamplingSetting::default().p)]
+    pub p: usize,
+    /// With --sampling: Langevin steps per run, half of them burn-in (default 40000).
+    #[arg(long = "sampling-steps", default_value_t = SamplingSetting::default().steps)]
+    pub sampling_steps: usize,
+    /// With --sampling: ensemble size.
+    #[arg(long = "sampling-chains", default_value_t = SamplingSetting::default().chains)]
+    pub sampling_chains: usize,
 }
 
 /// Runs `flscale bench`.
@@ -40,6 +57,9 @@ pub fn run(args: BenchArgs, ctx: &Ctx) -> Result<()> {
     }
     if args.repeats == 0 || args.steps == Some(0) {
         return Err(Error::invalid("--repeats and --steps must be at least 1"));
+    }
+    if args.sampling {
+        return run_sampling(&args, ctx);
     }
     let size = BenchSize::default();
     let mut cases = Vec::new();
@@ -76,6 +96,67 @@ pub fn run(args: BenchArgs, ctx: &Ctx) -> Result<()> {
             c.chains, c.steps_per_second, c.range[0], c.range[1], c.gflops, cpu
         );
     }
+    out(&t)
+}
+
+/// `flscale bench --sampling`.
+fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
+    let thin = SamplingSetting::default().thin;
+    if args.sampling_steps < 4 * thin || args.sampling_steps > 100_000_000 {
+        return Err(Error::invalid(format!(
+            "--sampling-steps {} is not allowed; it must be between {} and 100000000",
+            args.sampling_steps,
+            4 * thin
+        )));
+    }
+    if args.sampling_chains < 2 || args.sampling_chains > 100_000 {
+        return Err(Error::invalid(format!(
+            "--sampling-chains {} is not allowed; it must be between 2 and 100000",
+            args.sampling_chains
+        )));
+    }
+    let setting = SamplingSetting {
+        p: args.p,
+        steps: args.sampling_steps,
+        thin,
+        chains: args.sampling_chains,
+    };
+    if !ctx.quiet && !args.json {
+        eprintln!(
+            "sampling P = {}, {} chains × {} steps, plain then collapsed …",
+            setting.p, setting.chains, setting.steps
+        );
+    }
+    let c = compare(setting)?;
+    if args.json {
+        return out_json(&serde_json::to_value(&c).map_err(|e| Error::runtime(e.to_string()))?);
+    }
+    let f = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+    let mut t = format!(
+        "blog setting: D = N = 20, He1 + 0.3·He3, κ = 0.05, P = {}, {} chains × {} steps, {} threads\n",
+        setting.p,
+        setting.chains,
+        setting.steps,
+        rayon_threads()
+    );
+    t += "method     step       steps/s   τ_align(steps)  τ_R(steps)  ESS/s align  ESS/s R\n";
+    for e in [&c.plain, &c.collapsed] {
+        t += &format!(
+            "{:<9}  {:<9.3e}  {:>7.1}  {:>14}  {:>10}  {:>11}  {:>7}\n",
+            e.method,
+            e.step,
+            e.steps_per_second,
+            f(e.iat_alignment_steps),
+            f(e.iat_r_overlap2_steps),
+            f(e.ess_per_second_alignment),
+            f(e.ess_per_second_r_overlap2)
+        );
+    }
+    t += &format!(
+        "collapsed / plain ESS/s: alignment {}, R {}\n",
+        f(c.speedup_alignment),
+        f(c.speedup_r_overlap2)
+    );
     out(&t)
 }
 

@@ -561,7 +561,7 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
         show(rep.p_first_specialised)
     );
     let bracket = |v: Option<(usize, usize)>| {
-        v.map_or("not in range".to_string(), |(a, b)| {
+        v.map_or("outside the range".to_string(), |(a, b)| {
             format!("between P = {a} and {b}")
         })
     };

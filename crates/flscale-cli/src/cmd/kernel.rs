@@ -28,6 +28,12 @@ enum KernelCommand {
         after_help = "Examples:\n  flscale kernel propagate --quick --out fig5-quick.svg\n  flscale kernel propagate --out fig5.svg                       # Fig. 5 sizes (d=120, N1=2000, N2=1000, P=6000)\n  flscale kernel propagate --data powerlaw --layernorm --json    # Fig. 6 top left (d=250, N1=N2=3000, P=4000)\n  flscale kernel propagate --activation poly --layernorm --quick"
     )]
     Propagate(PropagateArgs),
+    /// The propagation procedure at infinite width (closed-form kernels, Gaussian data):
+    /// ⟨f, K3, f⟩⁻¹ against D with and without finite-P sampling noise, and its slopes.
+    #[command(
+        after_help = "Examples:\n  flscale kernel population --d 120 --p 6000            # what Fig. 5's procedure predicts at its sizes\n  flscale kernel population --d 100000 --fit-min 32 --fit-max 512 --json   # the D^-2 asymptote"
+    )]
+    Population(PopulationArgs),
     /// Empirical finite-width kernels against the closed forms (arcsine, arc-cosine 1, poly).
     #[command(
         after_help = "Example:\n  flscale kernel nngp --activation relu --widths 100,1000,10000 --json"
@@ -92,6 +98,31 @@ struct PropagateArgs {
 }
 
 #[derive(Debug, Args)]
+struct PopulationArgs {
+    /// Input dimension d.
+    #[arg(long, default_value_t = 120)]
+    d: usize,
+    /// Activation of both layers: relu or poly (1 + z + z²).
+    #[arg(long, default_value = "relu")]
+    activation: String,
+    /// Sample size for the finite-P column (omit for the population limit only).
+    #[arg(long)]
+    p: Option<usize>,
+    /// Amplifications D (comma-separated, increasing, ≥ 1); default 1, 2, 4, …, 1024.
+    #[arg(long, value_delimiter = ',')]
+    amplifications: Option<Vec<f64>>,
+    /// Lower end of the slope-fit window in D.
+    #[arg(long, default_value_t = 8.0)]
+    fit_min: f64,
+    /// Upper end of the slope-fit window in D.
+    #[arg(long, default_value_t = 64.0)]
+    fit_max: f64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 struct NngpArgs {
     /// Activation: erf, relu or poly.
     #[arg(long, default_value = "erf")]
@@ -130,6 +161,7 @@ struct EighBenchArgs {
 pub fn run(args: KernelArgs, ctx: &Ctx) -> Result<()> {
     match args.command {
         KernelCommand::Propagate(a) => propagate(a, ctx),
+        KernelCommand::Population(a) => population(a),
         KernelCommand::Nngp(a) => nngp(a),
         KernelCommand::EighBench(a) => eigh_bench(a),
     }
@@ -225,6 +257,52 @@ fn propagate(a: PropagateArgs, ctx: &Ctx) -> Result<()> {
     s += &format!(
         "slope over D in [{}, {}]: RKHS norm {:.3}, inverse expectation {:.3} (Claim (ii): −2)\n",
         cfg.fit_window.0, cfg.fit_window.1, res.slope_rkhs, res.slope_inverse_expectation
+    );
+    out(&s)
+}
+
+fn population(a: PopulationArgs) -> Result<()> {
+    let act: Activation = a.activation.parse()?;
+    let amps = a
+        .amplifications
+        .unwrap_or_else(kernels::default_amplifications);
+    let res = kernels::population_propagation(act, a.d, &amps, a.p, (a.fit_min, a.fit_max))?;
+    if a.json {
+        return out_json(&to_json(&res)?);
+    }
+    let mut s = format!(
+        "Feature propagation at infinite width ({:?}, Gaussian data, d = {}): λ* = {:.5e}\n{:>10} {:>16} {:>16} {:>12}\n",
+        act,
+        a.d,
+        res.phi_star_eigenvalue,
+        "D",
+        "<f,K3,f>^-1",
+        match a.p {
+            Some(p) => format!("at P = {p}"),
+            None => "(no P)".into(),
+        },
+        "local slope"
+    );
+    for q in &res.points {
+        s += &format!(
+            "{:>10} {:>16.6e} {:>16} {:>12}\n",
+            q.amplification,
+            q.inverse_expectation,
+            q.inverse_expectation_finite_p
+                .map_or("-".into(), |v| format!("{v:.6e}")),
+            q.local_slope.map_or("-".into(), |v| format!("{v:.3}"))
+        );
+    }
+    s += &format!(
+        "slope over D in [{}, {}]: {:.3}{}; steepest local slope {:.3} (Claim (ii): −2)\n",
+        a.fit_min,
+        a.fit_max,
+        res.slope,
+        res.slope_finite_p.map_or(String::new(), |v| format!(
+            " ({v:.3} at P = {})",
+            a.p.unwrap_or(0)
+        )),
+        res.steepest_local_slope
     );
     out(&s)
 }

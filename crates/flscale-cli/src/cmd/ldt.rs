@@ -93,12 +93,22 @@ struct RateArgs {
 struct TiltedArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// Alignment threshold α; the law is taken at its maximiser t*(α).
-    #[arg(long, default_value_t = 1.0)]
-    alpha: f64,
+    /// Alignment threshold α; the law is taken at its maximiser t*(α). Default 1, or with
+    /// --histogram the run's measured alignment A_f.
+    #[arg(long)]
+    alpha: Option<f64>,
     /// Use this tilt t instead of t*(α) (e.g. P/κ, the posterior's effective tilt).
     #[arg(long)]
     t: Option<f64>,
+    /// Overlay the law on the first-layer overlap histogram of a sweep/sample results
+    /// directory (e.g. from `flscale reproduce fig2a`), as −log densities (Fig. 2(a)). The
+    /// run's d and N1 must equal --d and --n.
+    #[arg(long)]
+    histogram: Option<PathBuf>,
+    /// Which finished run of the --histogram directory (grid index); default the first one
+    /// with a histogram.
+    #[arg(long)]
+    run: Option<usize>,
     /// Half-width of the tabulated β window.
     #[arg(long, default_value_t = 3.0)]
     beta_max: f64,
@@ -164,7 +174,7 @@ fn rate(a: RateArgs) -> Result<()> {
         return out_json(&json!({
             "model": to_json(&model)?,
             "kappa": a.kappa,
-            "quadrature": "adaptive Gauss–Kronrod (7,15), relative tolerance 1e-12",
+            "quadrature": "adaptive Gauss–Kronrod (7,15), relative tolerance max(1e-12, 32·ε·L) ≤ 1e-10 (L: the log-integrand scale)",
             "points": to_json(&points)?,
             "figure": a.out.as_ref().map(|p| p.display().to_string()),
         }));
@@ -183,8 +193,89 @@ fn rate(a: RateArgs) -> Result<()> {
     out(&s)
 }
 
+/// The sampled run to overlay: its id, bins and measured alignment.
+struct SampledHistogram {
+    id: String,
+    bins: Vec<(f64, f64, u64)>,
+    alignment: Option<f64>,
+}
+
+fn sampled_histogram(
+    dir: &std::path::Path,
+    run: Option<usize>,
+    model: &LdtModel,
+) -> Result<SampledHistogram> {
+    let data = flscale::experiment::StoreData::load(dir)?;
+    let r = match run {
+        Some(i) => data.runs.iter().find(|r| r.index == i).ok_or_else(|| {
+            Error::invalid(format!(
+                "--run {i} is not allowed: {} has no finished run with that index ({} finished)",
+                dir.display(),
+                data.runs.len()
+            ))
+        })?,
+        None => data
+            .runs
+            .iter()
+            .find(|r| r.histogram.iter().any(|b| b.2 > 0))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} has no finished run with an overlap histogram",
+                    dir.display()
+                ))
+            })?,
+    };
+    for (key, flag, want) in [("d", "--d", model.d), ("n1", "--n", model.n)] {
+        match r.coords.get(key) {
+            Some(&v) if v == want => {}
+            Some(&v) => {
+                return Err(Error::invalid(format!(
+                "{flag} {want} does not match run {} of {}, which has {key} = {v}; pass {flag} {v}",
+                r.id,
+                dir.display()
+            )))
+            }
+            None => {
+                return Err(Error::invalid(format!(
+                    "run {} of {} does not record {key}; it is not a two-layer network run",
+                    r.id,
+                    dir.display()
+                )))
+            }
+        }
+    }
+    Ok(SampledHistogram {
+        id: r.id.clone(),
+        bins: r.histogram.clone(),
+        alignment: r.summary.get("alignment").and_then(|v| v.as_f64()),
+    })
+}
+
 fn tilted(a: TiltedArgs) -> Result<()> {
     let model = a.model.model()?;
+    let sampled = match &a.histogram {
+        Some(dir) => Some(sampled_histogram(dir, a.run, &model)?),
+        None => None,
+    };
+    let alpha_arg = match (a.alpha, &sampled) {
+        (Some(x), _) => x,
+        (
+            None,
+            Some(SampledHistogram {
+                alignment: Some(x),
+                id,
+                ..
+            }),
+        ) => {
+            if !(x.is_finite() && *x > 0.0) {
+                return Err(Error::invalid(format!(
+                    "run {id} has measured alignment {x}; the law needs α > 0, pass --alpha or --t"
+                )));
+            }
+            *x
+        }
+        _ => 1.0,
+    };
     let (t, alpha) = match a.t {
         Some(t) => {
             if !(t.is_finite() && t >= 0.0) {
@@ -194,15 +285,60 @@ fn tilted(a: TiltedArgs) -> Result<()> {
             }
             (t, None)
         }
-        None => (model.rate(a.alpha, 1.0)?.t_star, Some(a.alpha)),
+        None => (model.rate(alpha_arg, 1.0)?.t_star, Some(alpha_arg)),
     };
-    let dist = model.tilted(t, a.beta_max, a.grid)?;
+    // With a histogram, tabulate over its range (and finely enough for the tail masses).
+    let (beta_max, grid) = match &sampled {
+        Some(h) => (
+            h.bins
+                .iter()
+                .map(|b| b.0.abs().max(b.1.abs()))
+                .fold(a.beta_max.min(0.0), f64::max),
+            a.grid.max(2001),
+        ),
+        None => (a.beta_max, a.grid),
+    };
+    let dist = model.tilted(t, beta_max, grid)?;
+    // The paper's outlier threshold 3σ₁/√d (App. F.0.1).
+    let threshold = 3.0 * (model.sigma1_sq / model.d).sqrt();
+    let overlay = match &sampled {
+        Some(h) => {
+            let density = ldt::histogram_density(&h.bins)?;
+            Some((
+                density,
+                ldt::histogram_tail_fraction(&h.bins, threshold),
+                ldt::tilted_tail_fraction(&dist, threshold),
+            ))
+        }
+        None => None,
+    };
     if let Some(path) = &a.out {
-        let label = format!("{:?}", model.perp).to_lowercase();
-        write_figure(path, 800, 560, &ldt::tilted_chart(&[(label, &dist)]))?;
+        let label = format!("tilted law, perp {:?}", model.perp).to_lowercase();
+        let chart = match (&overlay, &sampled) {
+            (Some((density, _, _)), Some(h)) => ldt::tilted_overlay_chart(
+                &dist,
+                &label,
+                density,
+                &format!("Langevin histogram, run {}", h.id),
+            ),
+            _ => ldt::tilted_chart(&[(label, &dist)]),
+        };
+        write_figure(path, 800, 560, &chart)?;
     }
+    let histogram_json = match (&overlay, &sampled) {
+        (Some((density, sampled_tail, predicted_tail)), Some(h)) => json!({
+            "run": h.id,
+            "measured_alignment": h.alignment,
+            "outlier_threshold": threshold,
+            "sampled_outlier_fraction": sampled_tail,
+            "predicted_outlier_fraction": predicted_tail,
+            "density": density.iter().map(|(b, p)| json!([b, p])).collect::<Vec<_>>(),
+        }),
+        _ => serde_json::Value::Null,
+    };
     if a.json {
         return out_json(&json!({
+            "histogram": histogram_json,
             "model": to_json(&model)?,
             "alpha": alpha,
             "t": t,
@@ -230,6 +366,16 @@ fn tilted(a: TiltedArgs) -> Result<()> {
         "  bimodal: {}, beta* = {:.4}, mass beyond the minimum {:.4} (≈ {:.2} specialised neurons)\n",
         dist.bimodal, dist.beta_star, dist.side_mass, dist.specialised_neurons
     );
+    if let (Some((_, sampled_tail, predicted_tail)), Some(h)) = (&overlay, &sampled) {
+        s += &format!(
+            "  histogram of run {} (alpha = measured A_f {}): fraction of overlaps beyond 3σ1/√d = {:.4}: sampled {:.5}, tilted law {:.5}\n",
+            h.id,
+            h.alignment.map_or("n/a".into(), |x| format!("{x:.4}")),
+            threshold,
+            sampled_tail,
+            predicted_tail
+        );
+    }
     out(&s)
 }
 

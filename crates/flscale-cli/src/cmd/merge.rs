@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use flscale::experiment::store;
+use flscale::experiment::{store, ResultsFormat};
 use flscale::Result;
 
 use super::{out, out_json, Ctx};
@@ -13,14 +13,18 @@ use super::{out, out_json, Ctx};
 #[command(
     after_help = "Examples:\n  flscale merge runs/fig2b runs/shard-0 runs/shard-1   # copy both shards into runs/fig2b\n  flscale merge runs/fig2b                             # shards that shared one directory\n\n\
 Every input must hold the same experiment and grid (manifest.json). Runs are copied once; a run\n\
-present in two inputs must have identical files. results.csv, chains.csv and histograms.csv are\n\
-rebuilt in grid order, so two merged shards equal the unsharded sweep byte for byte."
+present in two inputs must have identical files. The tables results, chains and histograms are\n\
+rebuilt in grid order (in --format, else the format OUT or the first input already has), so two\n\
+merged shards equal the unsharded sweep byte for byte."
 )]
 pub struct MergeArgs {
     /// The merged results directory (created if missing).
     pub out: PathBuf,
     /// Shard directories to merge into it; none: re-aggregate OUT in place.
     pub inputs: Vec<PathBuf>,
+    /// File format of the rebuilt tables: parquet or csv (default: the one already there).
+    #[arg(long, value_parser = super::sweep::parse_format)]
+    pub format: Option<ResultsFormat>,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
@@ -28,7 +32,7 @@ pub struct MergeArgs {
 
 /// Runs `flscale merge`.
 pub fn run(args: MergeArgs, ctx: &Ctx) -> Result<()> {
-    let (copied, finished, total) = store::merge(&args.out, &args.inputs)?;
+    let (copied, finished, total) = store::merge(&args.out, &args.inputs, args.format)?;
     if args.json {
         return out_json(&serde_json::json!({
             "dir": args.out.display().to_string(),

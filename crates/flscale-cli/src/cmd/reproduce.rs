@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use flscale::experiment::analysis;
 use flscale::experiment::presets::preset;
-use flscale::experiment::Sweep;
+use flscale::experiment::{ResultsFormat, Sweep};
 use flscale::{Error, Result};
 
 use super::{out, out_json, Ctx};
@@ -28,6 +28,9 @@ pub struct ReproduceArgs {
     /// Results directory (default runs/NAME, or runs/NAME-quick with --quick).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// File format of the results tables: parquet or csv.
+    #[arg(long, default_value = "parquet", value_parser = super::sweep::parse_format)]
+    pub format: ResultsFormat,
     /// Print the preset's experiment file and exit.
     #[arg(long)]
     pub show: bool,
@@ -66,7 +69,7 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
         })
     });
     let start = Instant::now();
-    let outcome = super::sweep::execute(&sweep, p.text, &dir, None, ctx)?;
+    let outcome = super::sweep::execute(&sweep, p.text, &dir, None, args.format, ctx)?;
     let figdir = dir.join("figures");
     let (files, an, data) = super::plot::draw(&dir, &figdir, args.bootstrap)?;
     let seconds = start.elapsed().as_secs_f64();

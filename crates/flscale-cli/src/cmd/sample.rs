@@ -19,7 +19,10 @@ Writes DIR/summary.json, DIR/traces.csv (every `thin` steps, burn-in included), 
 DIR/histogram_rho.csv, DIR/histogram_<name>.csv (deeper-layer overlaps h2_phi, h2_he3, …; the\n\
 parity direction rho_e1+e2) and DIR/experiment.toml. `--json` prints the summary; it is byte-identical\n\
 for the same file and seed whatever RAYON_NUM_THREADS is, so wall-clock speed is left out\n\
-(`steps_per_second` is null) unless --timing is given. Exit code 1 if every chain diverged."
+(`steps_per_second` is null) unless --timing is given. Exit code 1 if every chain diverged.\n\n\
+[sampler] method = \"collapsed\" integrates the readout out exactly and samples the hidden\n\
+weights only; mala = true adds a Metropolis accept/reject to every step (acceptance rate in\n\
+diagnostics.acceptance_rate). See docs/langevin.md."
 )]
 pub struct SampleArgs {
     /// The experiment file (TOML: [model], [data], [target], [sampler], optional [priors]).

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use flscale::experiment::store;
-use flscale::experiment::{run_sweep, Sweep, SweepObserver, SweepOutcome};
+use flscale::experiment::{run_sweep, ResultsFormat, Sweep, SweepObserver, SweepOutcome};
 use flscale::{Error, Result};
 
 use super::{out, out_json, read_file, Ctx};
@@ -17,9 +17,10 @@ use super::{out, out_json, read_file, Ctx};
 The experiment file is the one of `flscale sample` plus [sweep] (lists over any field; the grid\n\
 is their product), [analysis] and [quick]; see docs/experiments.md. Every grid point is validated\n\
 before the first run starts. Re-running the same command skips finished runs and ends with\n\
-exactly the files of an uninterrupted run. DIR gets manifest.json, results.csv (one row per run\n\
-and observable; pandas.read_csv), chains.csv, histograms.csv, runs/run-NNNNN/ and timing.json\n\
-(clock times and machine: the only file that differs between identical sweeps).\n\
+exactly the files of an uninterrupted run. DIR gets manifest.json, results.parquet (one row per\n\
+run and observable; pandas.read_parquet, polars.read_parquet), chains.parquet,\n\
+histograms.parquet (.csv instead with --format csv), runs/run-NNNNN/ and timing.json (clock\n\
+times and machine: the only file that differs between identical sweeps).\n\
 Shards: --shard 0/4 … --shard 3/4 run disjoint quarters (into one shared DIR or separate ones;\n\
 then `flscale merge`). --emit-slurm 4 writes DIR/sweep.sbatch for a Slurm job array instead\n\
 of running."
@@ -36,6 +37,9 @@ pub struct SweepArgs {
     /// Apply the file's [quick] overrides (tiny sizes).
     #[arg(long)]
     pub quick: bool,
+    /// File format of the aggregate tables: parquet or csv.
+    #[arg(long, default_value = "parquet", value_parser = parse_format)]
+    pub format: ResultsFormat,
     /// Write an sbatch script for a job array of N shards into DIR and exit.
     #[arg(long, value_name = "N")]
     pub emit_slurm: Option<usize>,
@@ -45,6 +49,11 @@ pub struct SweepArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Parses `--format` (parquet | csv).
+pub fn parse_format(s: &str) -> std::result::Result<ResultsFormat, String> {
+    s.parse().map_err(|e: Error| e.to_string())
 }
 
 /// Parses `i/n` with 0 ≤ i < n.
@@ -109,13 +118,14 @@ impl SweepObserver for BarObserver {
     }
 }
 
-/// Runs `sweep` (or shard `shard`) into `dir` with a progress bar; `text` is the experiment
-/// file's text.
+/// Runs `sweep` (or shard `shard`) into `dir` with a progress bar, writing the tables in
+/// `format`; `text` is the experiment file's text.
 pub fn execute(
     sweep: &Sweep,
     text: &str,
     dir: &Path,
     shard: Option<(usize, usize)>,
+    format: ResultsFormat,
     ctx: &Ctx,
 ) -> Result<SweepOutcome> {
     let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
@@ -141,6 +151,7 @@ pub fn execute(
         text,
         dir,
         shard,
+        format,
         git_revision().as_deref(),
         &command,
         &mut observer,
@@ -174,6 +185,7 @@ fn slurm_script(args: &SweepArgs, n: usize) -> Result<String> {
         .display()
         .to_string();
     let quick = if args.quick { " --quick" } else { "" };
+    let format = args.format;
     Ok(format!(
         "#!/bin/bash\n\
 # Slurm job array for `flscale sweep` ({n} shards). Submit with: sbatch {dir}/sweep.sbatch\n\
@@ -185,7 +197,7 @@ fn slurm_script(args: &SweepArgs, n: usize) -> Result<String> {
 #SBATCH --output={dir}/slurm-%A_%a.out\n\
 set -euo pipefail\n\
 export RAYON_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-1}}\"\n\
-'{exe}' -q sweep '{exp}' --out '{dir}'{quick} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\"\n",
+'{exe}' -q sweep '{exp}' --out '{dir}'{quick} --format {format} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\"\n",
         last = n - 1
     ))
 }
@@ -233,7 +245,7 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         }
         return out(&t);
     }
-    let outcome = execute(&sweep, &text, &args.out, shard, ctx)?;
+    let outcome = execute(&sweep, &text, &args.out, shard, args.format, ctx)?;
     if args.json {
         return out_json(
             &serde_json::to_value(&outcome)
@@ -242,12 +254,13 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     }
     out(&format!(
         "{} runs computed, {} already finished; {}/{} runs of the grid are in {}\n\
-results: {}/results.csv (one row per run and observable), chains.csv, histograms.csv\n",
+results: {}/results.{ext} (one row per run and observable), chains.{ext}, histograms.{ext}\n",
         outcome.computed,
         outcome.skipped,
         outcome.finished,
         outcome.grid_runs,
         outcome.dir,
-        outcome.dir
+        outcome.dir,
+        ext = args.format.ext()
     ))
 }

@@ -155,9 +155,11 @@ def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"]) -> Dict[st
 def load_results(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, List[Any]]:
     """The rows of a sweep's results store (``flscale sweep --out DIR``) as columns.
 
-    Returns ``{column: [values]}`` from ``DIR/results.csv`` (one row per run and observable;
-    numbers as floats, empty cells as None), which ``pandas.DataFrame(...)`` and
-    ``polars.DataFrame(...)`` take directly.
+    Returns ``{column: [values]}`` from ``DIR/results.parquet`` (or ``DIR/results.csv`` for a
+    sweep run with ``--format csv``): one row per run and observable; run ids and observable
+    names as str, the grid index as int, coordinates and values as float, missing values as
+    None. ``pandas.DataFrame(...)`` and ``polars.DataFrame(...)`` take it directly;
+    ``pandas.read_parquet("DIR/results.parquet")`` reads the same table.
 
     Example::
 
@@ -165,35 +167,17 @@ def load_results(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, List[An
         >>> df = pd.DataFrame(flscale.load_results("sweep-out"))  # doctest: +SKIP
         >>> df[df.observable == "alignment"].pivot(index="p", columns="d", values="value")  # doctest: +SKIP
     """
-    import csv
-
-    path = os.path.join(os.fspath(directory), "results.csv")
-    if not os.path.exists(path):
-        raise ValueError(f"{path} does not exist; give a directory written by `flscale sweep --out DIR`")
-
-    def cell(text: str) -> Any:
-        if text == "":
-            return None
-        try:
-            return float(text)
-        except ValueError:
-            return text
-
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        columns: Dict[str, List[Any]] = {name: [] for name in (reader.fieldnames or [])}
-        for row in reader:
-            for name in columns:
-                columns[name].append(cell(row.get(name, "")))
-    return columns
+    return dict(_native.load_results(os.fspath(directory)))
 
 
 def sweep(config: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"],
-          quick: bool = False, shard: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
+          quick: bool = False, shard: Optional[Tuple[int, int]] = None,
+          format: str = "parquet") -> Dict[str, Any]:
     """Run a sweep (an experiment file with a ``[sweep]`` grid) into the results store ``out``,
     like ``flscale sweep CONFIG --out OUT``: resumable (finished runs are skipped), shardable
-    (``shard=(i, n)``, 0-based), Ctrl-C stops it cleanly. Returns the outcome (runs computed,
-    skipped, finished, all-diverged). Read the results with :func:`load_results`.
+    (``shard=(i, n)``, 0-based), Ctrl-C stops it cleanly; the tables are written as
+    ``format`` ("parquet" or "csv"). Returns the outcome (runs computed, skipped, finished,
+    all-diverged). Read the results with :func:`load_results`.
 
     Example::
 
@@ -207,4 +191,6 @@ def sweep(config: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[s
         text = config
     else:
         raise ValueError(f"config must be TOML text or a path, not {type(config).__name__}")
-    return json.loads(_native.sweep(text, os.fspath(out), quick, shard))
+    if format not in ("parquet", "csv"):
+        raise ValueError(f"format must be \"parquet\" or \"csv\", not {format!r}")
+    return json.loads(_native.sweep(text, os.fspath(out), quick, shard, format))

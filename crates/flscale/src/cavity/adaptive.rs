@@ -674,7 +674,8 @@ pub struct Covariance {
 /// the Gibbs variational free energy −log Z ≤ E_q[−log 𝒩] + N·KL(q ‖ p0) becomes
 /// F[q] = N·KL(q ‖ p0) + ½yᵀ(K + T·I)⁻¹y + ½log det(K + T·I) + (P/2)·log 2π.
 /// Its stationary point in q is q ∝ p0·exp(½s_a²[(φᵀα)² − φᵀ(K + T·I)⁻¹φ]), α = (K + T·I)⁻¹y:
-/// the cavity posterior of the blog with r̄ = Tα and its L-factors linearised (large N).
+/// the blog's cavity exponent s_a²(φᵀr̄)²/(2T²L) with r̄ = Tα and L → 1, and ½log L replaced by
+/// ½(L̃ − 1), L̃ = 1 + s_a²φᵀ(K + T·I)⁻¹φ (all readouts integrated): its large-N linearisation.
 /// Evaluated at each branch's fixed point it ranks the branches: the lower F is the preferred
 /// (more probable) phase, and the P where the two cross is the first-order transition.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

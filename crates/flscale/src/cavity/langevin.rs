@@ -20,7 +20,7 @@ use super::adaptive::AdaptiveParams;
 use crate::error::{Error, Result};
 use crate::experiment::store::{Store, StoreData};
 use crate::sim::activation::Activation;
-use crate::sim::config::{ExperimentConfig, Likelihood, Parametrization};
+use crate::sim::config::{ExperimentConfig, Likelihood, ModelKind, Parametrization};
 
 /// One Langevin run's R.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -61,6 +61,9 @@ fn close(a: f64, b: f64) -> bool {
 /// Why the run's configuration is not the cavity setting `prm` (None when it is).
 fn mismatch(cfg: &ExperimentConfig, prm: &AdaptiveParams) -> Option<String> {
     let m = &cfg.model;
+    if m.kind != ModelKind::Fcn {
+        return Some("its model.kind is not \"fcn\"".into());
+    }
     if m.activation != Activation::Erf {
         return Some("its activation is not erf".into());
     }

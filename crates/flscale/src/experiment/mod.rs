@@ -5,9 +5,10 @@
 //!   into one [`crate::sim::ExperimentConfig`] per point, each validated by the Langevin
 //!   engine's own loader before any run starts.
 //! * [`store`]: the results directory — a deterministic `manifest.json`, one directory per
-//!   finished run (written atomically), the long-format `results.csv` (one row per run and
-//!   observable), `chains.csv`, `histograms.csv`, and `timing.json` for everything that is not
-//!   reproducible (clock times, machine). Resume, shards and merge live here.
+//!   finished run (written atomically), the long-format `results` table (one row per run and
+//!   observable), `chains`, `histograms` — as Parquet, or CSV on request ([`table`]) — and
+//!   `timing.json` for everything that is not reproducible (clock times, machine). Resume,
+//!   shards and merge live here.
 //! * [`analysis`]: threshold crossing in log P (P\*), least-squares log-log exponents and the
 //!   bootstrap over chains; the scaling engine's prediction for the same architecture.
 //! * [`figures`]: alignment vs P, P\* vs d, outliers vs N, −log overlap histograms, test MSE vs
@@ -20,13 +21,16 @@
 //! same bytes as one uninterrupted run. The bootstrap uses a fixed-seed ChaCha8 stream.
 
 pub mod analysis;
+pub mod fields;
 pub mod figures;
 pub mod presets;
 pub mod runner;
 pub mod store;
 pub mod sweep;
+pub mod table;
 
 pub use analysis::{loglog_fit, threshold_crossing, Bootstrap, LinearFit};
 pub use runner::{run_sweep, Silent, SweepObserver, SweepOutcome};
 pub use store::{Store, StoreData};
 pub use sweep::{AnalysisSpec, RunPlan, Sweep};
+pub use table::{ResultsFormat, Table};

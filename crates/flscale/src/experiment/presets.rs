@@ -88,7 +88,9 @@ pub const PRESETS: [Preset; 8] = [
         shows: "R = E[ρ²] vs P for y = He1 + 0.3·He3, D = N = 20, T = 0.05",
         text: include_str!("../../../../presets/experiments/blog.toml"),
         missing: None,
-        partial: Some("hot/cold hysteresis is not measured (one start per run)"),
+        partial: Some(
+            "cold and hot starts (collapsed sampler) may still disagree at the largest P within the run length; such runs are flagged \"not equilibrated\"",
+        ),
     },
 ];
 

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::store::{self, Store};
 use super::sweep::show_value;
+use super::table::ResultsFormat;
 use super::Sweep;
 use crate::error::{Error, Result};
 use crate::sim::run::run_experiment_interruptible;
@@ -53,13 +54,16 @@ pub struct Silent;
 
 impl SweepObserver for Silent {}
 
-/// Runs `sweep` (or shard `shard` = (i, n)) into `dir`; `text` is the experiment file's text,
-/// `git_revision` goes into the manifest, `command` into the timing file.
+/// Runs `sweep` (or shard `shard` = (i, n)) into `dir`, writing the aggregate tables in
+/// `format`; `text` is the experiment file's text, `git_revision` goes into the manifest,
+/// `command` into the timing file.
+#[allow(clippy::too_many_arguments)]
 pub fn run_sweep(
     sweep: &Sweep,
     text: &str,
     dir: &Path,
     shard: Option<(usize, usize)>,
+    format: ResultsFormat,
     git_revision: Option<&str>,
     command: &[String],
     observer: &mut dyn SweepObserver,
@@ -121,7 +125,7 @@ pub fn run_sweep(
         store.write_run(plan, &result)?;
         observer.run_finished(k, &plan.id, &label, result.all_diverged());
     }
-    let (finished, total) = store.rebuild_aggregates()?;
+    let (finished, total) = store.rebuild_aggregates(format)?;
     write_timing(timing(Some(store::utc_now()), todo.len()))?;
     Ok(SweepOutcome {
         dir: dir.display().to_string(),

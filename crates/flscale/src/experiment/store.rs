@@ -4,11 +4,12 @@
 //! DIR/manifest.json        the full experiment text, the grid, every run's point and seed,
 //!                          flscale version, git revision — deterministic, written once
 //! DIR/timing.json          start/end times, machine, threads, shard — never compared
-//! DIR/results.csv          one row per (run, observable): run, index, coordinates, observable,
-//!                          value, err  (long format; pandas.read_csv / polars.read_csv)
-//! DIR/chains.csv           one row per (run, chain): per-chain time averages
-//! DIR/histograms.csv       one row per (run, bin): first-layer overlap histograms
-//! DIR/histograms_probe.csv one row per (run, histogram, bin): deeper-layer overlaps
+//! DIR/results.parquet      one row per (run, observable): run, index, coordinates, observable,
+//!                          value, err  (long format; pandas.read_parquet / polars.read_parquet;
+//!                          `.csv` instead with --format csv)
+//! DIR/chains.parquet       one row per (run, chain): per-chain time averages
+//! DIR/histograms.parquet   one row per (run, bin): first-layer overlap histograms
+//! DIR/histograms_probe.parquet  one row per (run, histogram, bin): deeper-layer overlaps
 //!                          (h2_phi, h2_he3, …) and parity-direction overlaps (rho_e1+e2)
 //! DIR/runs/run-00012/      experiment.toml, summary.json, chains.csv, traces.csv,
 //!                          histogram_rho.csv, histogram_<name>.csv, timing.json
@@ -16,10 +17,11 @@
 //!
 //! A run directory is first written under `runs/.partial-<id>-<pid>` and then renamed, so a
 //! kill leaves either a complete run or a partial directory that the next start removes.
-//! The aggregate files are rebuilt from the finished run directories in grid order (never
-//! appended to), so resuming, sharding and merging produce the same bytes as one
-//! uninterrupted sweep. Everything that depends on the clock or the machine lives in the
-//! `timing.json` files.
+//! The aggregate tables are rebuilt from the finished run directories in grid order (never
+//! appended to: a Parquet file cannot be), at the end of every sweep and by every merge, so
+//! resuming, sharding and merging produce the same bytes as one uninterrupted sweep; a kill
+//! before the end leaves no table at all rather than a partial one. Everything that depends
+//! on the clock or the machine lives in the `timing.json` files.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value as Json};
 
 use super::sweep::{toml_to_json, AnalysisSpec, RunPlan, Sweep};
+use super::table::{Column, ResultsFormat, Table};
 use crate::error::{Error, Result};
 use crate::sim::RunResult;
 
@@ -308,85 +311,205 @@ impl Store {
         std::fs::rename(&tmp, &dest).map_err(|e| io_err(&dest, e))
     }
 
-    /// Rebuilds `results.csv`, `chains.csv` and `histograms.csv` from the finished runs, in
-    /// grid order. Returns (finished, total).
-    pub fn rebuild_aggregates(&self) -> Result<(usize, usize)> {
+    /// The format of the aggregate tables already in the directory: CSV when only
+    /// `results.csv` is there, Parquet otherwise (also for a directory without tables).
+    pub fn aggregate_format(&self) -> ResultsFormat {
+        let has = |f: ResultsFormat| self.dir.join(format!("results.{}", f.ext())).exists();
+        if has(ResultsFormat::Csv) && !has(ResultsFormat::Parquet) {
+            ResultsFormat::Csv
+        } else {
+            ResultsFormat::Parquet
+        }
+    }
+
+    /// Rebuilds the aggregate tables `results`, `chains`, `histograms` and `histograms_probe` (as
+    /// `.parquet` or `.csv`) from the finished runs, in grid order, and removes the tables of
+    /// the other format, which would no longer describe the runs. Returns (finished, total).
+    pub fn rebuild_aggregates(&self, format: ResultsFormat) -> Result<(usize, usize)> {
         let data = StoreData::load(&self.dir)?;
-        let mut coord_names: Vec<String> = data
-            .runs
-            .iter()
-            .flat_map(|r| r.coords.keys().cloned())
-            .collect();
-        coord_names.sort();
-        coord_names.dedup();
-        let mut results = format!("run,index,{},observable,value,err\n", coord_names.join(","));
-        let mut chains =
-            String::from("run,index,chain,status,alignment,test_mse,r_overlap2,outliers,mu\n");
-        let mut hists = String::from("run,index,bin_low,bin_high,count\n");
-        let mut probe_hists = String::from("run,index,histogram,bin_low,bin_high,count\n");
-        for r in &data.runs {
-            let coords: Vec<String> = coord_names
-                .iter()
-                .map(|k| num(r.coords.get(k).copied()))
-                .collect();
-            let prefix = format!("{},{},{}", r.id, r.index, coords.join(","));
-            for (name, vkey, ekey) in OBSERVABLES {
-                let v = r.summary.get(vkey).and_then(Json::as_f64);
-                let e = ekey.and_then(|k| r.summary.get(k)).and_then(Json::as_f64);
-                results += &format!("{prefix},{name},{},{}\n", num(v), num(e));
-            }
-            let diverged = r
-                .summary
-                .get("diverged_chains")
-                .and_then(Json::as_array)
-                .map(|a| a.len() as f64);
-            results += &format!("{prefix},diverged_chains,{},\n", num(diverged));
-            for c in &r.chains {
-                chains += &format!(
-                    "{},{},{},{},{},{},{},{},{}\n",
-                    r.id,
-                    r.index,
-                    c.chain,
-                    if c.ok { "ok" } else { "diverged" },
-                    num(c.alignment),
-                    num(c.test_mse),
-                    num(c.r_overlap2),
-                    num(c.outliers),
-                    num(c.mu)
-                );
-            }
-            for b in &r.histogram {
-                hists += &format!(
-                    "{},{},{},{},{}\n",
-                    r.id,
-                    r.index,
-                    num(Some(b.0)),
-                    num(Some(b.1)),
-                    b.2
-                );
-            }
-            for (name, bins) in &r.probe_histograms {
-                for b in bins {
-                    probe_hists += &format!(
-                        "{},{},{name},{},{},{}\n",
-                        r.id,
-                        r.index,
-                        num(Some(b.0)),
-                        num(Some(b.1)),
-                        b.2
-                    );
+        let tables = [
+            ("results", results_table(&data)),
+            ("chains", chains_table(&data)),
+            ("histograms", histograms_table(&data)),
+            ("histograms_probe", probe_histograms_table(&data)),
+        ];
+        for (name, table) in &tables {
+            let path = self.dir.join(format!("{name}.{}", format.ext()));
+            let bytes = match format {
+                ResultsFormat::Parquet => table.to_parquet()?,
+                ResultsFormat::Csv => table.to_csv()?.into_bytes(),
+            };
+            write_atomic(&path, &bytes)?;
+            for other in ResultsFormat::ALL.iter().filter(|f| **f != format) {
+                let stale = self.dir.join(format!("{name}.{}", other.ext()));
+                if stale.exists() {
+                    std::fs::remove_file(&stale).map_err(|e| io_err(&stale, e))?;
                 }
             }
         }
-        write_atomic(&self.dir.join("results.csv"), results.as_bytes())?;
-        write_atomic(&self.dir.join("chains.csv"), chains.as_bytes())?;
-        write_atomic(&self.dir.join("histograms.csv"), hists.as_bytes())?;
-        write_atomic(
-            &self.dir.join("histograms_probe.csv"),
-            probe_hists.as_bytes(),
-        )?;
         Ok((data.runs.len(), data.total))
     }
+}
+
+/// The run id and grid index columns, one entry per row (`rows_per_run[k]` rows for run k).
+fn run_columns(data: &StoreData, rows_per_run: impl Fn(&RunData) -> usize) -> Table {
+    let mut ids = Vec::new();
+    let mut idx = Vec::new();
+    for r in &data.runs {
+        for _ in 0..rows_per_run(r) {
+            ids.push(r.id.clone());
+            idx.push(r.index as i64);
+        }
+    }
+    let mut t = Table::default();
+    t.push("run", Column::Text(ids));
+    t.push("index", Column::Int(idx));
+    t
+}
+
+/// `results`: one row per (run, observable) — run, index, every coordinate, observable,
+/// value, err (long format).
+pub fn results_table(data: &StoreData) -> Table {
+    let mut coord_names: Vec<String> = data
+        .runs
+        .iter()
+        .flat_map(|r| r.coords.keys().cloned())
+        .collect();
+    coord_names.sort();
+    coord_names.dedup();
+    let per_run = OBSERVABLES.len() + 1;
+    let mut t = run_columns(data, |_| per_run);
+    for k in &coord_names {
+        let col = data
+            .runs
+            .iter()
+            .flat_map(|r| std::iter::repeat_n(r.coords.get(k).copied(), per_run))
+            .collect();
+        t.push(k.clone(), Column::Float(col));
+    }
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    let mut errs = Vec::new();
+    for r in &data.runs {
+        for (name, vkey, ekey) in OBSERVABLES {
+            names.push(name.to_string());
+            values.push(r.summary.get(vkey).and_then(Json::as_f64));
+            errs.push(ekey.and_then(|k| r.summary.get(k)).and_then(Json::as_f64));
+        }
+        names.push("diverged_chains".to_string());
+        values.push(
+            r.summary
+                .get("diverged_chains")
+                .and_then(Json::as_array)
+                .map(|a| a.len() as f64),
+        );
+        errs.push(None);
+    }
+    t.push("observable", Column::Text(names));
+    t.push("value", Column::Float(values));
+    t.push("err", Column::Float(errs));
+    t
+}
+
+/// `chains`: one row per (run, chain) — the per-chain time averages the bootstrap resamples.
+pub fn chains_table(data: &StoreData) -> Table {
+    let mut t = run_columns(data, |r| r.chains.len());
+    let all = || data.runs.iter().flat_map(|r| r.chains.iter());
+    t.push(
+        "chain",
+        Column::Int(all().map(|c| c.chain as i64).collect()),
+    );
+    t.push(
+        "status",
+        Column::Text(
+            all()
+                .map(|c| if c.ok { "ok" } else { "diverged" }.to_string())
+                .collect(),
+        ),
+    );
+    t.push(
+        "alignment",
+        Column::Float(all().map(|c| c.alignment).collect()),
+    );
+    t.push(
+        "test_mse",
+        Column::Float(all().map(|c| c.test_mse).collect()),
+    );
+    t.push(
+        "r_overlap2",
+        Column::Float(all().map(|c| c.r_overlap2).collect()),
+    );
+    t.push(
+        "outliers",
+        Column::Float(all().map(|c| c.outliers).collect()),
+    );
+    t.push("mu", Column::Float(all().map(|c| c.mu).collect()));
+    t
+}
+
+/// `histograms`: one row per (run, bin) of the first-layer overlap histograms.
+pub fn histograms_table(data: &StoreData) -> Table {
+    let mut t = run_columns(data, |r| r.histogram.len());
+    let all = || data.runs.iter().flat_map(|r| r.histogram.iter());
+    t.push("bin_low", Column::Float(all().map(|b| Some(b.0)).collect()));
+    t.push(
+        "bin_high",
+        Column::Float(all().map(|b| Some(b.1)).collect()),
+    );
+    t.push("count", Column::Int(all().map(|b| b.2 as i64).collect()));
+    t
+}
+
+/// `histograms_probe`: one row per (run, histogram, bin) of the deeper-layer and
+/// parity-direction overlap histograms (h2_phi, h2_he3, rho_e1+e2, …).
+pub fn probe_histograms_table(data: &StoreData) -> Table {
+    let bins = || {
+        data.runs.iter().flat_map(|r| {
+            r.probe_histograms
+                .iter()
+                .flat_map(move |(name, bins)| bins.iter().map(move |b| (r, name, b)))
+        })
+    };
+    let mut t = Table::default();
+    t.push(
+        "run",
+        Column::Text(bins().map(|(r, _, _)| r.id.clone()).collect()),
+    );
+    t.push(
+        "index",
+        Column::Int(bins().map(|(r, _, _)| r.index as i64).collect()),
+    );
+    t.push(
+        "histogram",
+        Column::Text(bins().map(|(_, n, _)| n.clone()).collect()),
+    );
+    t.push(
+        "bin_low",
+        Column::Float(bins().map(|(_, _, b)| Some(b.0)).collect()),
+    );
+    t.push(
+        "bin_high",
+        Column::Float(bins().map(|(_, _, b)| Some(b.1)).collect()),
+    );
+    t.push(
+        "count",
+        Column::Int(bins().map(|(_, _, b)| b.2 as i64).collect()),
+    );
+    t
+}
+
+/// Reads the `results` table of a results directory, Parquet or CSV (whichever is there).
+pub fn load_results(dir: &Path) -> Result<Table> {
+    for f in ResultsFormat::ALL {
+        let path = dir.join(format!("results.{}", f.ext()));
+        if path.exists() {
+            return Table::read(&path);
+        }
+    }
+    Err(Error::invalid(format!(
+        "{} has no results.parquet or results.csv; give a directory written by flscale sweep --out DIR",
+        dir.display()
+    )))
 }
 
 /// Per-chain time averages of one run.
@@ -570,9 +693,14 @@ impl StoreData {
 
 /// Merges results directories into `out` (idempotent): every input must hold the same sweep;
 /// finished runs are copied (a run present twice must have identical files); the aggregates
-/// are rebuilt. With no inputs, `out` itself is re-aggregated (shards that wrote into one
+/// are rebuilt in `format`, or when that is `None` in the format `out` (else the first input)
+/// already has. With no inputs, `out` itself is re-aggregated (shards that wrote into one
 /// shared directory). Returns (runs copied, finished, total).
-pub fn merge(out: &Path, inputs: &[PathBuf]) -> Result<(usize, usize, usize)> {
+pub fn merge(
+    out: &Path,
+    inputs: &[PathBuf],
+    format: Option<ResultsFormat>,
+) -> Result<(usize, usize, usize)> {
     let mut manifest: Option<Json> = None;
     let mut sources = Vec::new();
     for dir in inputs {
@@ -636,7 +764,20 @@ pub fn merge(out: &Path, inputs: &[PathBuf]) -> Result<(usize, usize, usize)> {
             pretty(&json!({"merged_from": timings}))?.as_bytes(),
         )?;
     }
-    let (finished, total) = store.rebuild_aggregates()?;
+    let format = format.unwrap_or_else(|| {
+        let has_tables = ResultsFormat::ALL
+            .iter()
+            .any(|f| store.dir.join(format!("results.{}", f.ext())).exists());
+        if has_tables {
+            store.aggregate_format()
+        } else {
+            sources
+                .first()
+                .map(Store::aggregate_format)
+                .unwrap_or_default()
+        }
+    });
+    let (finished, total) = store.rebuild_aggregates(format)?;
     Ok((copied, finished, total))
 }
 

@@ -54,58 +54,14 @@ const SIZES: [&str; 12] = [
     "sampler.burn_in",
 ];
 
-/// Every field of the engine's experiment file (spec 02), by table. A sweep over a field that
-/// is not listed here is rejected before anything runs; the engine's loader still validates
-/// every grid point, so this list only sharpens the message.
-const KNOWN: [(&str, &[&str]); 5] = [
-    (
-        "model",
-        &[
-            "kind",
-            "activation",
-            "widths",
-            "parametrization",
-            "patch",
-            "heads",
-            "layernorm",
-        ],
-    ),
-    (
-        "data",
-        &[
-            "d",
-            "p",
-            "n_test",
-            "covariance",
-            "power_law_exponent",
-            "teacher",
-            "tokens",
-        ],
-    ),
-    (
-        "target",
-        &["hermite", "terms", "parity", "normalize", "cubic_tokens"],
-    ),
-    (
-        "sampler",
-        &[
-            "kappa",
-            "step",
-            "steps",
-            "burn_in",
-            "thin",
-            "chains",
-            "seed",
-            "temperature",
-            "precision",
-            "frozen_layers",
-            "start",
-            "adapt_step",
-            "likelihood",
-        ],
-    ),
-    ("priors", &["sigma2"]),
-];
+/// Every field of the engine's experiment file (spec 02) as a dotted path, read from the
+/// config types' `Deserialize` implementations ([`super::fields`]), so a field added to
+/// [`ExperimentConfig`] is sweepable at once. A sweep over a field that is not among them is
+/// rejected before anything runs; the engine's loader still validates every grid point.
+fn engine_fields() -> &'static [String] {
+    static FIELDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    FIELDS.get_or_init(super::fields::field_paths::<ExperimentConfig>)
+}
 
 /// One swept field and its values, in the file's order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -316,24 +272,12 @@ fn flatten(prefix: &str, table: &Table, out: &mut Vec<(String, Value)>) {
 }
 
 fn known_field(path: &str) -> bool {
-    if DERIVED.contains(&path) {
-        return true;
-    }
-    let mut it = path.splitn(2, '.');
-    let (Some(table), Some(field)) = (it.next(), it.next()) else {
-        return false;
-    };
-    KNOWN
-        .iter()
-        .any(|(t, fields)| *t == table && fields.contains(&field))
+    DERIVED.contains(&path) || engine_fields().iter().any(|f| f == path)
 }
 
 fn known_list() -> String {
-    let mut v: Vec<String> = KNOWN
-        .iter()
-        .flat_map(|(t, fs)| fs.iter().map(move |f| format!("{t}.{f}")))
-        .collect();
-    v.extend(DERIVED.iter().map(|s| s.to_string()));
+    let mut v: Vec<&str> = engine_fields().iter().map(String::as_str).collect();
+    v.extend(DERIVED);
     v.join(", ")
 }
 
@@ -827,6 +771,24 @@ seed = 1
             assert!(msg.contains(want), "{sweep}: {msg}");
             assert!(msg.starts_with("exp.toml"), "{msg}");
             assert!(!msg.contains('\n'), "{msg}");
+        }
+        // The unknown-field message lists the allowed fields, read from the config types:
+        // optional ones (target.parity, priors.sigma2) and derived ones included.
+        let e = Sweep::from_toml(
+            &format!("{BASE}\n[sweep]\ndata.dd = [1]\n"),
+            "exp.toml",
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        for f in [
+            "data.d,",
+            "target.parity",
+            "priors.sigma2",
+            "sampler.adapt_step",
+            "data.p_over_d",
+        ] {
+            assert!(e.contains(f), "{f}: {e}");
         }
         let e = Sweep::from_toml(&format!("{BASE}\n[sweep]\n"), "exp.toml", false).unwrap_err();
         assert!(e.to_string().contains("lists no field"), "{e}");

@@ -4,10 +4,13 @@
 //!   1 + z + z² layers, their dot-product (Hermite) expansions, and empirical finite-width
 //!   kernels that converge to them.
 //! * [`spectral`]: dense and low-rank (Gram / thin-SVD) spectra of K = φφᵀ/N on faer.
+//! * [`population`]: the same procedure at N₁, N₂ → ∞ from the closed forms, with and
+//!   without finite-P sampling noise — what the paper's procedure predicts at finite d.
 //! * [`propagate`]: the Fig. 5 / Fig. 6 experiment — the RKHS norm of Φ\*² in the next
 //!   layer's kernel falls as D^{−2} when Φ\*'s eigenvalue is amplified by D (Claim (ii)).
 
 pub mod nngp;
+pub mod population;
 pub mod propagate;
 pub mod spectral;
 
@@ -15,6 +18,7 @@ pub mod spectral;
 mod tests;
 
 pub use nngp::{empirical_kernel, nngp_kernel, Activation, Points};
+pub use population::{population_propagation, PopulationPoint, PopulationResult};
 pub use propagate::{
     default_amplifications, propagate, propagate_chart, propagate_with, DataKind, PropagateConfig,
     PropagatePoint, PropagateResult, PropagateTiming,

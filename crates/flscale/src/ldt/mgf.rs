@@ -37,18 +37,44 @@
 //! P(ρ ≶ x) ≤ exp(−a(x − 1 − ln x)) for the same e^{−40} truncation. Together: log Z(t) is
 //! accurate to ≈ 1e-12 relative, inside the 1e-10 the spec asks for (checked in the tests
 //! against a 150-point Gauss–Hermite rule and against Monte Carlo).
+//!
+//! **Where f64 runs out.** The log-integrand is a difference of terms as large as
+//! L = k/(3π) + 40 nats (the prior term equals this at the cutoff B), so exp(l − m) carries a
+//! rounding error of about L·ε relative. The requested accuracy is therefore
+//! max(1e-12, 4·ε·L), and a tilt whose L exceeds [`MAX_EXPONENT`] (where that reaches the
+//! spec's 1e-10) is rejected as bad input rather than integrated to a worse accuracy: for
+//! `rate` this becomes an upper limit on α ([`LdtModel::max_alpha`]).
 
 use super::quad::integrate;
 use crate::error::{Error, Result};
 
-/// Requested relative accuracy of every 1-D quadrature.
+/// Requested relative accuracy of every 1-D quadrature (raised to 32·ε·L for large exponents
+/// L, module docs).
 pub const REL_TOL: f64 = 1e-12;
+/// Largest exponent scale L = k/(3π) + 40 (nats) at which the requested accuracy 4·ε·L (four
+/// times the integrand's rounding error ε·L) stays within the stated 1e-10 (≈ 1.1·10⁵).
+pub const MAX_EXPONENT: f64 = 1e-10 / (4.0 * f64::EPSILON);
 /// Tail truncation: the discarded mass is below e^{−TAIL_NATS} relative to Z.
 const TAIL_NATS: f64 = 40.0;
 /// Panels allowed per 1-D integral before giving up.
 const MAX_PANELS: usize = 4000;
 /// sup over β of h(β)² = 1/(3π) (limit β → ∞ of 8β⁶/(3π(1+2q)³) with q ≥ β²).
 pub const H2_SUP: f64 = 1.0 / (3.0 * std::f64::consts::PI);
+
+/// a ln a − a − ln Γ(a), the log normaliser of the Gamma(a, 1/a) density at its mean. For
+/// large a by Stirling's series (DLMF 5.11.1: ln Γ(a) = (a − ½)ln a − a + ½ln 2π + 1/(12a)
+/// − 1/(360a³) + 1/(1260a⁵) − …), which avoids the cancellation of terms of size a ln a; the
+/// truncation error at a ≥ 20 is below 1/(1680a⁷) < 1e-12.
+fn log_gamma_density_constant(a: f64) -> f64 {
+    if a >= 20.0 {
+        let inv = 1.0 / a;
+        let inv2 = inv * inv;
+        0.5 * (a / (2.0 * std::f64::consts::PI)).ln()
+            - inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 / 1260.0))
+    } else {
+        a * a.ln() - a - libm::lgamma(a)
+    }
+}
 
 /// How the perpendicular part of the first-layer weight enters q = |w|².
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -144,6 +170,40 @@ impl LdtModel {
         t * t * self.sigma2_sq / (2.0 * self.n)
     }
 
+    /// The exponent scale L = k/(3π) + 40 of the log-integrand at tilt coefficient k.
+    fn exponent_scale(&self, k: f64) -> f64 {
+        k * H2_SUP + TAIL_NATS
+    }
+
+    /// Requested relative accuracy of the outer (β) integral at tilt coefficient k:
+    /// max(1e-12, 4·ε·L).
+    fn tolerance(&self, k: f64) -> f64 {
+        REL_TOL.max(4.0 * f64::EPSILON * self.exponent_scale(k))
+    }
+
+    /// The inner r-integral of [`Perp::Exact`] must be ten times tighter than the outer one,
+    /// or its own error makes the outer integrand too rough to converge.
+    fn inner_tolerance(&self, k: f64) -> f64 {
+        REL_TOL.max(0.4 * f64::EPSILON * self.exponent_scale(k))
+    }
+
+    /// The largest exponent scale L this model resolves to 1e-10: [`MAX_EXPONENT`], and a
+    /// sixteenth of it (≈ 7000 nats) for the nested integrals of [`Perp::Exact`], whose outer
+    /// integral stops converging between 7000 and 14000 nats (at d = N = 40 the β integral
+    /// stalls at ≈ 1e-7 relative for t ≥ 3250; found by probing, see docs/ldt-kernels.md).
+    pub fn max_exponent(&self) -> f64 {
+        match self.perp {
+            Perp::Prior => MAX_EXPONENT,
+            Perp::Exact => MAX_EXPONENT / 16.0,
+        }
+    }
+
+    /// The largest tilt t whose exponent scale is within [`LdtModel::max_exponent`]:
+    /// k = t²σ₂²/(2N) = 3π(L_max − 40).
+    pub fn max_tilt(&self) -> f64 {
+        ((self.max_exponent() - TAIL_NATS) / H2_SUP * 2.0 * self.n / self.sigma2_sq).sqrt()
+    }
+
     /// Half-width B of the β domain beyond which the integrand's mass is below e^{−40}·Z.
     fn beta_cutoff(&self, k: f64) -> f64 {
         // Tail ≤ e^{k/(3π)}·erfc(B√(d/2)/σ₁) ≤ e^{k/(3π) − dB²/(2σ₁²)}.
@@ -179,8 +239,11 @@ impl LdtModel {
         let b2 = beta * beta;
         let h2_at = |rho: f64| h_squared(beta, b2 + mean_r * rho);
         // log density of u = ln ρ, ρ = r/E[r] ∼ Gamma(a, 1/a), times the tilt.
-        let log_gamma_norm = a * a.ln() - libm::lgamma(a);
-        let ell = |u: f64| a * u - a * u.exp() + log_gamma_norm + k * h2_at(u.exp());
+        // a·u − a·eᵘ + a ln a − ln Γ(a) written as −a(eᵘ − 1 − u) + (a ln a − a − ln Γ(a)): the
+        // terms of size a (≈ d/2) cancel analytically instead of in f64, which would leave a
+        // rounding error ε·a that swamps the tolerance at d ≳ 10⁵.
+        let log_gamma_norm = log_gamma_density_constant(a);
+        let ell = |u: f64| -a * (u.exp_m1() - u) + log_gamma_norm + k * h2_at(u.exp());
         // Truncation by the Chernoff bound a·(ρ − 1 − ln ρ) = k·h²(β, β²) + 40.
         let budget = (k * h2_at(0.0) + TAIL_NATS) / a;
         let g = |rho: f64| rho - 1.0 - rho.ln();
@@ -225,7 +288,7 @@ impl LdtModel {
                 [w, w * h2_at(u.exp())]
             },
             &bps,
-            REL_TOL,
+            self.inner_tolerance(k),
             0.0,
             MAX_PANELS,
         )?;
@@ -245,6 +308,17 @@ impl LdtModel {
             )));
         }
         let k = self.tilt(t);
+        // The relative slack absorbs the rounding of t_max itself.
+        if self.exponent_scale(k) > self.max_exponent() * (1.0 + 1e-9) {
+            return Err(Error::invalid(format!(
+                "t = {t:e} is not allowed at d = {}, N = {}, sigma2_sq = {}: it must be at most {:e}, beyond which the integrand's exponent exceeds what f64 resolves to 1e-10",
+                self.d,
+                self.n,
+                self.sigma2_sq,
+                self.max_tilt()
+            )));
+        }
+        let tol = self.tolerance(k);
         let b_max = self.beta_cutoff(k);
         let mut evals = 0usize;
         let mut err: Option<Error> = None;
@@ -276,7 +350,7 @@ impl LdtModel {
                 [w, w * h2]
             },
             &bps,
-            REL_TOL,
+            tol,
             0.0,
             MAX_PANELS,
         );
@@ -359,5 +433,26 @@ fn golden_max(f: &mut impl FnMut(f64) -> f64, mut a: f64, mut b: f64) -> (f64, f
         (c, fc, evals)
     } else {
         (d, fd, evals)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stirling's branch against the direct formula where both are accurate (a ≤ 200: the
+    /// direct one loses ≈ ε·a ln a ≤ 2e-13), and continuity at the switch a = 20.
+    #[test]
+    fn gamma_density_constant_matches_the_direct_formula() {
+        for a in [20.0, 20.5, 37.0, 100.0, 200.0] {
+            let direct: f64 = a * f64::ln(a) - a - libm::lgamma(a);
+            let stirling = log_gamma_density_constant(a);
+            assert!(
+                (stirling - direct).abs() < 1e-12,
+                "a = {a}: {stirling} vs {direct}"
+            );
+        }
+        let below = log_gamma_density_constant(20.0 - 1e-12);
+        assert!((below - log_gamma_density_constant(20.0)).abs() < 1e-11);
     }
 }

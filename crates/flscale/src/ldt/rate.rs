@@ -51,13 +51,22 @@ impl LdtModel {
             )));
         }
         crate::error::require_positive("kappa", kappa)?;
+        let alpha_max = self.max_alpha()?;
+        if alpha > alpha_max {
+            return Err(Error::invalid(format!(
+                "alpha = {alpha} is out of reach at d = {}, N = {}, sigma1_sq = {}, sigma2_sq = {}: it must be in (0, {alpha_max:.6e}], beyond which t* needs a log-integrand above {:.0} nats that f64 quadrature cannot resolve to 1e-10; lower alpha or d",
+                self.d, self.n, self.sigma1_sq, self.sigma2_sq, self.max_exponent()
+            )));
+        }
         // Lower end: g′(t) ≥ α − tσ₂²/(3π) > 0 below 3πα/σ₂².
-        let mut lo = alpha / (self.sigma2_sq * H2_SUP);
-        let mut hi = 2.0 * lo;
+        // Upper end: doubling, capped at t_max, where g′ ≤ 0 because α ≤ α_max.
+        let t_max = self.max_tilt();
+        let mut lo = (alpha / (self.sigma2_sq * H2_SUP)).min(t_max);
+        let mut hi = (2.0 * lo).min(t_max);
         let mut doublings = 0;
-        while self.rate_slope(alpha, hi)? > 0.0 {
+        while hi < t_max && self.rate_slope(alpha, hi)? > 0.0 {
             lo = hi;
-            hi *= 2.0;
+            hi = (2.0 * hi).min(t_max);
             doublings += 1;
             if doublings > 80 {
                 return Err(Error::runtime(format!(
@@ -80,6 +89,14 @@ impl LdtModel {
             log_mgf,
             p_star: 2.0 * kappa * rate,
         })
+    }
+
+    /// The largest α whose maximiser t\* is within [`LdtModel::max_tilt`]: t\* solves
+    /// α = tσ₂²⟨h²⟩_t and increases with α (E is convex), so α_max = t_maxσ₂²⟨h²⟩_{t_max}.
+    pub fn max_alpha(&self) -> Result<f64> {
+        self.validate()?;
+        let t_max = self.max_tilt();
+        Ok(t_max * self.sigma2_sq * self.mgf(t_max)?.mean_h2)
     }
 
     /// The large-d constant lim E(α)/(α√(Nd)) = √(2c_th)/σ₂ where c_th is the smallest

@@ -272,6 +272,49 @@ fn figures_draw() {
     assert!(std::fs::read_to_string(&path).unwrap().starts_with("<svg"));
 }
 
+/// At t = 0 the tilted law is the prior 𝒩(0, σ₁²/d): its mass beyond the paper's outlier
+/// threshold 3σ₁/√d is erfc(3/√2); a histogram of prior draws binned like the sampler's gives
+/// the same within its Monte Carlo error, and its density integrates to 1.
+#[test]
+fn overlay_helpers_reproduce_the_prior_at_zero_tilt() {
+    let m = fig2a_model(Perp::Prior);
+    let sd = (m.sigma1_sq / m.d).sqrt();
+    let dist = m.tilted(0.0, 3.0, 4001).unwrap();
+    let exact = libm::erfc(3.0 / std::f64::consts::SQRT_2);
+    assert!((tilted_tail_fraction(&dist, 3.0 * sd) / exact - 1.0).abs() < 0.02);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let edges: Vec<f64> = (0..=120).map(|i| -3.0 + 0.05 * i as f64).collect();
+    let mut counts = vec![0u64; 120];
+    let n = 400_000;
+    for _ in 0..n {
+        let b = sd * rng.sample::<f64, _>(StandardNormal);
+        counts[((b + 3.0) / 0.05).floor() as usize] += 1;
+    }
+    let bins: Vec<(f64, f64, u64)> = (0..120)
+        .map(|i| (edges[i], edges[i + 1], counts[i]))
+        .collect();
+    let sampled = histogram_tail_fraction(&bins, 3.0 * sd);
+    let se = (exact * (1.0 - exact) / n as f64).sqrt();
+    // The threshold 0.474 falls inside a bin: the flat-bin share adds a small bias.
+    assert!(
+        (sampled - exact).abs() < 4.0 * se + 5e-4,
+        "{sampled} vs {exact}"
+    );
+    let density = histogram_density(&bins).unwrap();
+    let mass: f64 = density.iter().map(|(_, p)| p * 0.05).sum();
+    assert!((mass - 1.0).abs() < 1e-12);
+    // Near the centre the sampled −log density is the prior's.
+    let centre = density.iter().find(|(b, _)| b.abs() < 0.03).unwrap();
+    let prior = (-(centre.0 / sd).powi(2) / 2.0).exp() / (sd * (2.0 * std::f64::consts::PI).sqrt());
+    assert!((centre.1 / prior - 1.0).abs() < 0.03, "{centre:?} {prior}");
+    assert!(histogram_density(&[(0.0, 1.0, 0)]).is_err());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overlay.svg");
+    let chart = tilted_overlay_chart(&dist, "prior", &density, "draws");
+    crate::plot::write_figure(&path, 640, 480, &chart).unwrap();
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with("<svg"));
+}
+
 mod validation {
     use super::*;
     use proptest::prelude::*;
@@ -286,6 +329,50 @@ mod validation {
             Just(1e300),
             -1e9..1e9f64,
         ]
+    }
+
+    fn check_extreme(m: &LdtModel, alpha: f64) -> Result<(), TestCaseError> {
+        match m.rate(alpha, 1.0) {
+            Ok(r) => {
+                prop_assert!(
+                    r.rate.is_finite() && r.rate >= 0.0 && r.t_star > 0.0,
+                    "{r:?}"
+                );
+                prop_assert!(r.t_star <= m.max_tilt() * (1.0 + 1e-9));
+            }
+            Err(e) => prop_assert_eq!(e.exit_code(), 2, "{:?} alpha {}: {}", m, alpha, e),
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+
+        #[test]
+        fn extreme_valid_inputs_of_the_exact_treatment_compute_or_are_rejected(
+            ld in 0.5..5.0f64, ln in 0.0..5.0f64, ls1 in -1.0..1.0f64, la in -3.0..3.0f64,
+        ) {
+            let m = LdtModel { d: 10f64.powf(ld), n: 10f64.powf(ln), sigma1_sq: 10f64.powf(ls1),
+                sigma2_sq: 1.0, perp: Perp::Exact };
+            check_extreme(&m, 10f64.powf(la))?;
+        }
+    }
+
+    /// The limits the validation names are where f64 runs out, not arbitrary: α just below
+    /// α_max computes (with t* at most t_max), just above is bad input; at N = d and α = 1 the
+    /// largest feasible d is about 22 000 (L ≈ 5.1·d nats against L_max ≈ 1.1·10⁵), about
+    /// 2000 for the exact treatment (L ≈ 3.4·d against 7000).
+    #[test]
+    fn alpha_limit_is_sharp_and_d_limit_is_as_documented() {
+        let m = fig2a_model(Perp::Prior);
+        let a_max = m.max_alpha().unwrap();
+        let r = m.rate(a_max * 0.999, 1.0).unwrap();
+        assert!(r.t_star < m.max_tilt() && r.rate.is_finite());
+        assert_eq!(m.rate(a_max * 1.001, 1.0).unwrap_err().exit_code(), 2);
+        let at = |d: f64, perp: Perp| model(d, d, perp).rate(1.0, 1.0);
+        assert!(at(20_000.0, Perp::Prior).is_ok());
+        assert_eq!(at(25_000.0, Perp::Prior).unwrap_err().exit_code(), 2);
+        assert_eq!(at(2500.0, Perp::Exact).unwrap_err().exit_code(), 2);
     }
 
     proptest! {
@@ -313,6 +400,18 @@ mod validation {
                     }
                 }
             }
+        }
+
+        /// Every valid model and threshold, however extreme, either gives a finite rate or
+        /// is rejected as bad input (exit 2) up front — never a quadrature failure (exit 1).
+        #[test]
+        fn extreme_valid_inputs_compute_or_are_rejected_as_bad_input(
+            ld in 0.0..7.0f64, ln in 0.0..7.0f64, ls1 in -3.0..3.0f64, ls2 in -3.0..3.0f64,
+            la in -4.0..3.0f64,
+        ) {
+            let m = LdtModel { d: 10f64.powf(ld), n: 10f64.powf(ln), sigma1_sq: 10f64.powf(ls1),
+                sigma2_sq: 10f64.powf(ls2), perp: Perp::Prior };
+            check_extreme(&m, 10f64.powf(la))?;
         }
 
         #[test]

@@ -124,7 +124,7 @@ pub struct LineChart {
     pub log_y: bool,
     /// The series, drawn in order with a fixed palette.
     pub series: Vec<Series>,
-    /// Free text lines drawn in the upper-left corner (fitted slopes, parameters).
+    /// Free text lines (fitted slopes, parameters), drawn in an empty corner like the legend.
     pub notes: Vec<String>,
 }
 
@@ -176,17 +176,415 @@ impl LineChart {
     }
 }
 
+/// Where the legend and the notes go: a corner inside the plotting area that no data point or
+/// line passes through, else a strip to the right of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Inside, upper right.
+    UpperRight,
+    /// Inside, upper left.
+    UpperLeft,
+    /// Inside, lower right.
+    LowerRight,
+    /// Inside, lower left.
+    LowerLeft,
+    /// In a strip right of the plotting area.
+    Outside,
+}
+
+const CORNERS: [Placement; 4] = [
+    Placement::UpperRight,
+    Placement::UpperLeft,
+    Placement::LowerRight,
+    Placement::LowerLeft,
+];
+
+/// Gap between a box and the plotting area's edge, and around the data, in pixels.
+const INSET: f64 = 10.0;
+const LEGEND_ROW: u32 = 20;
+const NOTE_ROW: u32 = 18;
+const FONT_SIZE: u32 = 14;
+
+/// Value of a point along an axis as a fraction of the axis (0 = low end), linear or log.
+fn frac(v: f64, (lo, hi): (f64, f64), log: bool) -> f64 {
+    if log {
+        (v.ln() - lo.ln()) / (hi.ln() - lo.ln())
+    } else {
+        (v - lo) / (hi - lo)
+    }
+}
+
+/// The box (left, top, right, bottom) in pixels of a `w`×`h` block in corner `at` of the area
+/// `area` = (left, top, right, bottom).
+fn corner_box(at: Placement, area: (f64, f64, f64, f64), w: f64, h: f64) -> (f64, f64, f64, f64) {
+    let (l, t, r, b) = area;
+    let x = match at {
+        Placement::UpperLeft | Placement::LowerLeft => l + INSET,
+        _ => r - INSET - w,
+    };
+    let y = match at {
+        Placement::LowerRight | Placement::LowerLeft => b - INSET - h,
+        _ => t + INSET,
+    };
+    (x, y, x + w, y + h)
+}
+
+/// Picks corners for blocks of the given pixel sizes (legend first, then notes) inside the
+/// plotting area `area` so that none covers a drawn pixel of `ink` (data points and points
+/// sampled along lines, in pixels) or another block; a block that fits nowhere goes
+/// [`Placement::Outside`]. Corners are tried in the order upper right, upper left, lower
+/// right, lower left.
+pub fn place_blocks(
+    area: (f64, f64, f64, f64),
+    ink: &[(f64, f64)],
+    blocks: &[(f64, f64)],
+) -> Vec<Placement> {
+    let mut taken: Vec<(f64, f64, f64, f64)> = Vec::new();
+    let mut out = Vec::new();
+    for &(w, h) in blocks {
+        let free = CORNERS.iter().copied().find(|&c| {
+            let (l, t, r, b) = corner_box(c, area, w, h);
+            // Data closer than INSET/2 to the box counts as covered (markers have a radius).
+            let pad = INSET / 2.0;
+            let clear = !ink
+                .iter()
+                .any(|&(x, y)| x >= l - pad && x <= r + pad && y >= t - pad && y <= b + pad);
+            let apart = taken
+                .iter()
+                .all(|&(l2, t2, r2, b2)| r < l2 || r2 < l || b < t2 || b2 < t);
+            clear && apart && l >= area.0 && t >= area.1
+        });
+        match free {
+            Some(c) => {
+                taken.push(corner_box(c, area, w, h));
+                out.push(c);
+            }
+            None => out.push(Placement::Outside),
+        }
+    }
+    out
+}
+
+/// Tick positions of a log axis over [lo, hi]: powers of ten when the axis spans several
+/// decades, mantissas 1-2-5 (or denser) when it spans about one, and evenly spaced round
+/// numbers when it spans less than that, so that every axis carries at least three labels
+/// and no stretch of more than 30 % of it is left without one. Returns (labelled ticks,
+/// unlabelled grid ticks).
+pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
+    let in_range = |v: f64| v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9);
+    let k0 = lo.log10().floor() as i32;
+    let k1 = hi.log10().ceil() as i32;
+    let with = |mantissas: &[f64], every: i32| -> Vec<f64> {
+        let mut v = Vec::new();
+        for k in k0..=k1 {
+            if (k - k0) % every != 0 {
+                continue;
+            }
+            for m in mantissas {
+                let x = round_sig(m * 10f64.powi(k));
+                if in_range(x) {
+                    v.push(x);
+                }
+            }
+        }
+        v
+    };
+    let decades = (k1 - k0).max(1);
+    // Grid lines at 1…9 × 10^k, or only at the powers of ten when they would crowd.
+    let minor = if decades > 6 {
+        with(&[1.0], 1)
+    } else {
+        with(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0], 1)
+    };
+    let sets: [&[f64]; 5] = [
+        &[1.0],
+        &[1.0, 3.0],
+        &[1.0, 2.0, 5.0],
+        &[1.0, 2.0, 3.0, 5.0, 7.0],
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+    ];
+    let every = (decades + 7) / 8;
+    // Labels must cover the axis: no stretch without a label longer than 30 % of it.
+    let span = (hi / lo).ln();
+    let covers = |t: &[f64]| {
+        let mut edges = vec![lo];
+        edges.extend(t);
+        edges.push(hi);
+        edges.windows(2).all(|w| (w[1] / w[0]).ln() <= 0.3 * span)
+    };
+    for set in sets {
+        let t = with(set, if set.len() == 1 { every } else { 1 });
+        if t.len() >= 3 && covers(&t) {
+            return (t, minor);
+        }
+    }
+    // Less than a decade with fewer than three 1…9 × 10^k inside: round linear steps.
+    let raw = (hi - lo) / 4.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| (hi - lo) / s <= 6.0)
+        .unwrap_or(10.0 * mag);
+    let mut t = Vec::new();
+    let mut x = (lo / step).ceil() * step;
+    while x <= hi * (1.0 + 1e-12) {
+        t.push(round_sig(x));
+        x += step;
+    }
+    (t, minor)
+}
+
+/// `x` rounded to 12 significant digits (tick arithmetic leaves 0.30000000000000004).
+fn round_sig(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let p = 11 - x.abs().log10().floor() as i32;
+    let f = 10f64.powi(p);
+    (x * f).round() / f
+}
+
+/// A tick label: plain digits between 10⁻³ and 10⁵ (`0.05`, `250`, `20000`), else `2e6`.
+pub fn tick_label(x: f64) -> String {
+    let x = round_sig(x);
+    if x == 0.0 {
+        return "0".into();
+    }
+    let a = x.abs();
+    if (1e-3..1e5).contains(&a) {
+        let s = format!("{x:.6}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        s.to_string()
+    } else {
+        let e = a.log10().floor() as i32;
+        let m = round_sig(x / 10f64.powi(e));
+        format!("{}e{e}", tick_label(m))
+    }
+}
+
+impl LineChart {
+    /// The labelled series, in legend order.
+    fn labelled(&self) -> impl Iterator<Item = (usize, &Series)> {
+        self.series
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.label.is_empty())
+    }
+
+    /// Pixel sizes of the legend box and the notes box (zero when empty).
+    fn block_sizes<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> [(f64, f64); 2] {
+        let style: TextStyle = ("sans-serif", FONT_SIZE).into_font().into();
+        let width = |t: &str| {
+            root.estimate_text_size(t, &style)
+                .map(|(w, _)| w)
+                .unwrap_or(8 * t.chars().count() as u32)
+        };
+        let legend_rows = self.labelled().count() as u32;
+        let legend = if legend_rows == 0 {
+            (0.0, 0.0)
+        } else {
+            let w = self
+                .labelled()
+                .map(|(_, s)| width(&s.label))
+                .max()
+                .unwrap_or(0);
+            ((w + 44) as f64, (legend_rows * LEGEND_ROW + 8) as f64)
+        };
+        let notes = if self.notes.is_empty() {
+            (0.0, 0.0)
+        } else {
+            let w = self.notes.iter().map(|n| width(n)).max().unwrap_or(0);
+            (
+                (w + 14) as f64,
+                (self.notes.len() as u32 * NOTE_ROW + 8) as f64,
+            )
+        };
+        [legend, notes]
+    }
+
+    /// Data pixels (points and samples along lines every 3 px) for a plotting area
+    /// (left, top, right, bottom) and the axis ranges.
+    fn ink(&self, area: (f64, f64, f64, f64), xr: (f64, f64), yr: (f64, f64)) -> Vec<(f64, f64)> {
+        let (l, t, r, b) = area;
+        let px = |p: (f64, f64)| {
+            (
+                l + (r - l) * frac(p.0, xr, self.log_x),
+                b - (b - t) * frac(p.1, yr, self.log_y),
+            )
+        };
+        let mut ink = Vec::new();
+        for s in &self.series {
+            let pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .copied()
+                .filter(|p| self.usable(*p))
+                .map(px)
+                .collect();
+            ink.extend(&pts);
+            if s.mark != Mark::Points {
+                for w in pts.windows(2) {
+                    let (a, c) = (w[0], w[1]);
+                    let n = ((c.0 - a.0).hypot(c.1 - a.1) / 3.0).ceil().max(1.0) as usize;
+                    for i in 1..n {
+                        let f = i as f64 / n as f64;
+                        ink.push((a.0 + f * (c.0 - a.0), a.1 + f * (c.1 - a.1)));
+                    }
+                }
+            }
+        }
+        ink
+    }
+
+    fn draw_legend<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        (x, y): (i32, i32),
+        (w, h): (f64, f64),
+    ) -> Result<()> {
+        root.draw(&Rectangle::new(
+            [(x, y), (x + w as i32, y + h as i32)],
+            WHITE.mix(0.9).filled(),
+        ))
+        .map_err(perr)?;
+        root.draw(&Rectangle::new(
+            [(x, y), (x + w as i32, y + h as i32)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(perr)?;
+        for (row, (k, s)) in self.labelled().enumerate() {
+            let color = PALETTE[k % PALETTE.len()];
+            let cy = y + 4 + (row as i32) * LEGEND_ROW as i32 + LEGEND_ROW as i32 / 2;
+            let (x0, x1) = (x + 8, x + 32);
+            match s.mark {
+                Mark::Line | Mark::LinePoints => root
+                    .draw(&PathElement::new(
+                        vec![(x0, cy), (x1, cy)],
+                        color.stroke_width(2),
+                    ))
+                    .map_err(perr)?,
+                Mark::Dashed => {
+                    for seg in 0..3 {
+                        let a = x0 + seg * 9;
+                        root.draw(&PathElement::new(
+                            vec![(a, cy), (a + 5, cy)],
+                            color.stroke_width(2),
+                        ))
+                        .map_err(perr)?;
+                    }
+                }
+                Mark::Points => {}
+            }
+            if matches!(s.mark, Mark::Points | Mark::LinePoints) {
+                root.draw(&Circle::new((x0 + 12, cy), 4, color.filled()))
+                    .map_err(perr)?;
+            }
+            root.draw(&Text::new(
+                s.label.as_str(),
+                (x1 + 6, cy - FONT_SIZE as i32 / 2 - 1),
+                ("sans-serif", FONT_SIZE).into_font().color(&BLACK),
+            ))
+            .map_err(perr)?;
+        }
+        Ok(())
+    }
+
+    fn draw_notes<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        (x, y): (i32, i32),
+        (w, h): (f64, f64),
+    ) -> Result<()> {
+        root.draw(&Rectangle::new(
+            [(x, y), (x + w as i32, y + h as i32)],
+            WHITE.mix(0.9).filled(),
+        ))
+        .map_err(perr)?;
+        for (i, line) in self.notes.iter().enumerate() {
+            root.draw(&Text::new(
+                line.as_str(),
+                (x + 7, y + 4 + NOTE_ROW as i32 * i as i32),
+                ("sans-serif", FONT_SIZE).into_font().color(&BLACK),
+            ))
+            .map_err(perr)?;
+        }
+        Ok(())
+    }
+}
+
 impl Figure for LineChart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
         root.fill(&WHITE).map_err(perr)?;
         let (x0, x1) = self.range(|p| p.0, self.log_x);
         let (y0, y1) = self.range(|p| p.1, self.log_y);
-        let mut builder = ChartBuilder::on(root);
+        let (width, height) = root.dim_in_pixel();
+        let blocks = self.block_sizes(root);
+        // Where the plotting area will be (the builder's margins, label areas and caption),
+        // to find the empty corners before anything is drawn.
+        let margin = 14.0;
+        let top = margin
+            + if self.title.is_empty() {
+                0.0
+            } else {
+                22.0 + 8.0
+            };
+        let full = (
+            margin + 64.0,
+            top,
+            width as f64 - margin,
+            height as f64 - margin - 44.0,
+        );
+        let decide = |area: (f64, f64, f64, f64)| -> Vec<Placement> {
+            let ink = self.ink(area, (x0, x1), (y0, y1));
+            let drawn: Vec<(f64, f64)> = blocks.iter().copied().filter(|b| b.0 > 0.0).collect();
+            let mut placed = place_blocks(area, &ink, &drawn).into_iter();
+            blocks
+                .iter()
+                .map(|b| {
+                    if b.0 > 0.0 {
+                        placed.next().unwrap_or(Placement::Outside)
+                    } else {
+                        Placement::UpperRight
+                    }
+                })
+                .collect()
+        };
+        let strip_of = |places: &[Placement]| {
+            blocks
+                .iter()
+                .zip(places)
+                .filter(|(b, p)| **p == Placement::Outside && b.0 > 0.0)
+                .map(|(b, _)| b.0)
+                .fold(0.0, f64::max)
+        };
+        let mut places = decide(full);
+        let mut strip = strip_of(&places);
+        if strip > 0.0 {
+            // The strip narrows the plotting area: place the blocks that stayed inside again.
+            let narrowed = (full.0, full.1, full.2 - strip - 10.0, full.3);
+            for (p, q) in places.iter_mut().zip(decide(narrowed)) {
+                if *p != Placement::Outside {
+                    *p = q;
+                }
+            }
+            strip = strip_of(&places);
+        }
+        let (chart_root, strip_root) = if strip > 0.0 {
+            let split = (width as i32 - strip as i32 - 10).max(width as i32 / 2);
+            let (a, b) = root.split_horizontally(split);
+            (a, Some(b))
+        } else {
+            (root.clone(), None)
+        };
+        let mut builder = ChartBuilder::on(&chart_root);
         builder
             .caption(&self.title, ("sans-serif", 22))
             .margin(14)
             .x_label_area_size(44)
             .y_label_area_size(64);
+        let fmt = |v: &f64| tick_label(*v);
+        let area: (i32, i32, i32, i32);
         // plotters types differ for log and linear axes, so each combination is built apart.
         macro_rules! draw_with {
             ($xr:expr, $yr:expr) => {{
@@ -195,10 +593,14 @@ impl Figure for LineChart {
                     .configure_mesh()
                     .x_desc(self.x_label.as_str())
                     .y_desc(self.y_label.as_str())
-                    .label_style(("sans-serif", 14))
+                    .x_label_formatter(&fmt)
+                    .y_label_formatter(&fmt)
+                    .label_style(("sans-serif", FONT_SIZE))
                     .axis_desc_style(("sans-serif", 16))
                     .draw()
                     .map_err(perr)?;
+                let (xs, ys) = chart.plotting_area().get_pixel_range();
+                area = (xs.start, ys.start, xs.end, ys.end);
                 for (k, s) in self.series.iter().enumerate() {
                     let color = PALETTE[k % PALETTE.len()];
                     let pts: Vec<(f64, f64)> = s
@@ -207,72 +609,90 @@ impl Figure for LineChart {
                         .copied()
                         .filter(|p| self.usable(*p))
                         .collect();
-                    let legend_color = color;
-                    if matches!(s.mark, Mark::Line | Mark::LinePoints) {
-                        chart
-                            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                            .map_err(perr)?
-                            .label(s.label.as_str())
-                            .legend(move |(x, y)| {
-                                PathElement::new(
-                                    vec![(x, y), (x + 18, y)],
-                                    legend_color.stroke_width(2),
-                                )
-                            });
-                    }
-                    if s.mark == Mark::Dashed {
-                        chart
-                            .draw_series(DashedLineSeries::new(
-                                pts.clone(),
-                                6,
-                                4,
-                                color.stroke_width(2),
-                            ))
-                            .map_err(perr)?
-                            .label(s.label.as_str())
-                            .legend(move |(x, y)| {
-                                PathElement::new(
-                                    vec![(x, y), (x + 18, y)],
-                                    legend_color.stroke_width(1),
-                                )
-                            });
+                    match s.mark {
+                        Mark::Line | Mark::LinePoints => {
+                            chart
+                                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                                .map_err(perr)?;
+                        }
+                        Mark::Dashed => {
+                            chart
+                                .draw_series(DashedLineSeries::new(
+                                    pts.clone(),
+                                    6,
+                                    4,
+                                    color.stroke_width(2),
+                                ))
+                                .map_err(perr)?;
+                        }
+                        Mark::Points => {}
                     }
                     if matches!(s.mark, Mark::Points | Mark::LinePoints) {
-                        let ann = chart
+                        chart
                             .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
                             .map_err(perr)?;
-                        if s.mark == Mark::Points {
-                            ann.label(s.label.as_str()).legend(move |(x, y)| {
-                                Circle::new((x + 9, y), 4, legend_color.filled())
-                            });
-                        }
                     }
-                }
-                if !self.series.is_empty() {
-                    chart
-                        .configure_series_labels()
-                        .background_style(WHITE.mix(0.85))
-                        .border_style(BLACK)
-                        .label_font(("sans-serif", 14))
-                        .position(SeriesLabelPosition::UpperRight)
-                        .draw()
-                        .map_err(perr)?;
                 }
             }};
         }
+        let ticks = |log: bool, lo: f64, hi: f64| {
+            if log {
+                log_ticks(lo, hi)
+            } else {
+                (Vec::new(), Vec::new())
+            }
+        };
+        let (xt, xm) = ticks(self.log_x, x0, x1);
+        let (yt, ym) = ticks(self.log_y, y0, y1);
         match (self.log_x, self.log_y) {
             (false, false) => draw_with!(x0..x1, y0..y1),
-            (true, false) => draw_with!((x0..x1).log_scale(), y0..y1),
-            (false, true) => draw_with!(x0..x1, (y0..y1).log_scale()),
-            (true, true) => draw_with!((x0..x1).log_scale(), (y0..y1).log_scale()),
+            (true, false) => draw_with!(
+                (x0..x1)
+                    .log_scale()
+                    .with_key_points(xt)
+                    .with_light_points(xm),
+                y0..y1
+            ),
+            (false, true) => draw_with!(
+                x0..x1,
+                (y0..y1)
+                    .log_scale()
+                    .with_key_points(yt)
+                    .with_light_points(ym)
+            ),
+            (true, true) => draw_with!(
+                (x0..x1)
+                    .log_scale()
+                    .with_key_points(xt)
+                    .with_light_points(xm),
+                (y0..y1)
+                    .log_scale()
+                    .with_key_points(yt)
+                    .with_light_points(ym)
+            ),
         }
-        for (i, line) in self.notes.iter().enumerate() {
-            root.draw(&Text::new(
-                line.as_str(),
-                (90, 52 + 18 * i as i32),
-                ("sans-serif", 14).into_font().color(&BLACK),
-            ))
-            .map_err(perr)?;
+        let plot = (area.0 as f64, area.1 as f64, area.2 as f64, area.3 as f64);
+        let mut strip_y = plot.1 as i32;
+        for (i, (&place, &size)) in places.iter().zip(&blocks).enumerate() {
+            if size.0 == 0.0 {
+                continue;
+            }
+            let (target, at) = match (place, &strip_root) {
+                (Placement::Outside, Some(s)) => {
+                    let at = (4, strip_y);
+                    strip_y += size.1 as i32 + 8;
+                    (s, at)
+                }
+                _ => {
+                    let b = corner_box(place, plot, size.0, size.1);
+                    (&chart_root, (b.0 as i32, b.1 as i32))
+                }
+            };
+            if i == 0 {
+                self.draw_legend(target, at, size)?;
+            } else {
+                self.draw_notes(target, at, size)?;
+            }
         }
         Ok(())
     }
@@ -310,5 +730,61 @@ mod tests {
         let p = std::fs::read(&png).unwrap();
         assert_eq!(&p[..8], b"\x89PNG\r\n\x1a\n");
         assert!(write_figure(&dir.path().join("a.pdf"), 10, 10, &chart).is_err());
+    }
+
+    #[test]
+    fn short_log_axes_get_at_least_three_labelled_ticks() {
+        // (range, expected labelled ticks)
+        let cases: [(f64, f64, &[f64]); 7] = [
+            (150.0, 900.0, &[200.0, 300.0, 500.0, 700.0]),
+            (8.0, 60.0, &[10.0, 20.0, 30.0, 40.0, 50.0, 60.0]),
+            (0.75, 1.6, &[0.8, 1.0, 1.2, 1.4, 1.6]),
+            (5.2, 13.8, &[6.0, 8.0, 10.0, 12.0]),
+            (210.0, 260.0, &[210.0, 220.0, 230.0, 240.0, 250.0, 260.0]),
+            (0.5, 2000.0, &[1.0, 10.0, 100.0, 1000.0]),
+            (1e-3, 1e9, &[1e-3, 1e-1, 1e1, 1e3, 1e5, 1e7, 1e9]),
+        ];
+        for (lo, hi, want) in cases {
+            let (t, minor) = log_ticks(lo, hi);
+            assert_eq!(t, want, "{lo}..{hi}");
+            assert!(t.iter().chain(&minor).all(|&x| x >= lo && x <= hi));
+        }
+        // No power of ten inside the range: plotters' own log ticks would label nothing.
+        assert!(log_ticks(150.0, 900.0).0.len() >= 3);
+        assert_eq!(tick_label(0.30000000000000004), "0.3");
+        assert_eq!(tick_label(250.0), "250");
+        assert_eq!(tick_label(2e6), "2e6");
+        assert_eq!(tick_label(1e-5), "1e-5");
+    }
+
+    #[test]
+    fn blocks_go_to_empty_corners_or_outside() {
+        let area = (0.0, 0.0, 400.0, 300.0);
+        // A rising line from lower left to upper right: upper left and lower right are free.
+        let ink: Vec<(f64, f64)> = (0..=100)
+            .map(|i| (4.0 * i as f64, 300.0 - 3.0 * i as f64))
+            .collect();
+        let p = place_blocks(area, &ink, &[(120.0, 60.0), (100.0, 40.0)]);
+        assert_eq!(p, [Placement::UpperLeft, Placement::LowerRight]);
+        // Ink everywhere: outside.
+        let everywhere: Vec<(f64, f64)> = (0..40)
+            .flat_map(|i| (0..30).map(move |j| (10.0 * i as f64, 10.0 * j as f64)))
+            .collect();
+        assert_eq!(
+            place_blocks(area, &everywhere, &[(50.0, 20.0)]),
+            [Placement::Outside]
+        );
+        // A chart whose data fill the upper right draws its legend elsewhere, in the picture.
+        let chart = LineChart {
+            title: "t".into(),
+            series: vec![Series::new(
+                "a long legend label",
+                (0..20).map(|i| (i as f64, (i * i) as f64)).collect(),
+                Mark::LinePoints,
+            )],
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        write_figure(&dir.path().join("c.svg"), 640, 480, &chart).unwrap();
     }
 }

@@ -26,6 +26,8 @@
 //! thin = 100
 //! chains = 30
 //! seed = 1
+//! method = "plain"          # or "collapsed" (readout integrated out); optional
+//! mala = false              # Metropolis-adjusted steps; optional
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
 //! sigma2 = [1.0, 1.0]
 //! ```
@@ -263,6 +265,31 @@ pub struct SamplerConfig {
     /// that the sampled chain is a fixed Markov kernel. Default false (η = `step` throughout).
     #[serde(default)]
     pub adapt_step: bool,
+    /// "plain" (default): Langevin on every weight. "collapsed" (spec 02 (b)): the readout
+    /// is integrated out exactly (its posterior given the hidden features is Gaussian),
+    /// Langevin runs on the hidden weights only and readouts are drawn exactly from their
+    /// conditional at every measurement; much less stiff when P/κ is large (docs/langevin.md).
+    #[serde(default = "default_method")]
+    pub method: SamplerMethod,
+    /// Metropolis-adjusted Langevin (MALA, spec 02 (c)): every step is a proposal accepted
+    /// with the Metropolis–Hastings probability, which removes the O(η) bias of the
+    /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
+    #[serde(default)]
+    pub mala: bool,
+}
+
+/// What the Langevin dynamics runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplerMethod {
+    /// Every weight, readout included.
+    Plain,
+    /// Hidden weights only; the readout integrated out and drawn exactly.
+    Collapsed,
+}
+
+fn default_method() -> SamplerMethod {
+    SamplerMethod::Plain
 }
 
 /// The likelihood of the data term (see [`crate::sim::likelihood`]).
@@ -421,6 +448,23 @@ impl ExperimentConfig {
                 )));
             }
         }
+        if s.method == SamplerMethod::Collapsed {
+            if m.kind != ModelKind::Fcn {
+                return Err(Error::invalid(
+                    "sampler.method = \"collapsed\" is not allowed for this model.kind; it needs a linear readout on the last hidden layer, allowed with model.kind = \"fcn\"",
+                ));
+            }
+            if s.likelihood != Likelihood::Gaussian {
+                return Err(Error::invalid(
+                    "sampler.method = \"collapsed\" with sampler.likelihood = \"cross-entropy\" is not allowed; integrating the readout out exactly needs the Gaussian likelihood (the readout posterior is then Gaussian): use method = \"plain\"",
+                ));
+            }
+            if s.frozen_layers.contains(&layers) {
+                return Err(Error::invalid(format!(
+                    "sampler.method = \"collapsed\" with the readout (layer {layers}) in sampler.frozen_layers is not allowed; the collapsed sampler integrates the readout out, so it cannot be held fixed: use method = \"plain\" or unfreeze layer {layers}"
+                )));
+            }
+        }
         if let Some(s2) = &self.priors.sigma2 {
             if s2.len() != layers {
                 return Err(Error::invalid(format!(
@@ -553,6 +597,16 @@ impl ExperimentConfig {
             if m.layernorm {
                 return Err(Error::invalid(format!(
                     "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
+                )));
+            }
+            if s.method == SamplerMethod::Collapsed {
+                return Err(Error::invalid(format!(
+                    "sampler.method = \"collapsed\" is not allowed with model.kind = \"{kind}\"; the collapsed sampler exists for \"fcn\" only, use \"plain\""
+                )));
+            }
+            if s.mala {
+                return Err(Error::invalid(format!(
+                    "sampler.mala = true is not allowed with model.kind = \"{kind}\"; Metropolis adjustment exists for \"fcn\" only"
                 )));
             }
             if s.likelihood != Likelihood::Gaussian {
@@ -816,6 +870,14 @@ seed = 1
             (
                 cnn.replace("seed = 1", "seed = 1\nlikelihood = \"cross-entropy\""),
                 "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"cnn\"",
+            ),
+            (
+                cnn.replace("seed = 1", "seed = 1\nmethod = \"collapsed\""),
+                "sampler.method = \"collapsed\" is not allowed with model.kind = \"cnn\"",
+            ),
+            (
+                ATTENTION.replace("seed = 1", "seed = 1\nmala = true"),
+                "sampler.mala = true is not allowed with model.kind = \"attention\"",
             ),
         ];
         for (text, want) in cases {

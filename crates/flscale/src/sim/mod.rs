@@ -10,11 +10,15 @@
 //! * [`likelihood`]: the data term — Gaussian (regression) or cross-entropy (±1 labels).
 //! * [`sampler`]: the ensemble of E chains, unadjusted Langevin, per-chain RNG streams,
 //!   divergence detection.
+//! * [`collapsed`], [`mala`]: the collapsed posterior (readout integrated out exactly) and
+//!   cached-gradient Langevin steps on it or on the plain posterior, optionally
+//!   Metropolis-adjusted (spec 02 (b), (c)).
 //! * [`overlaps`]: deeper-layer overlaps with Φ* and Ĥe3(Φ*) (NNGP outliers), parity-direction
 //!   overlaps and the μ-specialisation magnitude, test accuracy.
 //! * [`observables`], [`run`]: alignment, MSE, overlaps, outliers, R, histograms,
 //!   autocorrelation times; [`run::run_experiment`] is the whole of `flscale sample`.
-//! * [`bench`]: the Fig. 2 speed benchmark of `flscale bench`.
+//! * [`bench`]: the Fig. 2 speed benchmark of `flscale bench`; [`sampling_bench`]: effective
+//!   samples per second, plain vs collapsed, of `flscale bench --sampling`.
 //!
 //! Reproducibility: chain k draws everything from ChaCha8 stream (seed, k) and chains are
 //! blocked independently of the thread count, so results are bit-identical for any
@@ -24,17 +28,22 @@ pub mod activation;
 pub mod attention;
 pub mod bench;
 pub mod cnn;
+pub mod collapsed;
 pub mod config;
 pub mod data;
 pub mod generic;
 pub mod likelihood;
+pub mod mala;
 pub mod model;
 pub mod observables;
 pub mod overlaps;
 pub mod real;
 pub mod run;
 pub mod sampler;
+pub mod sampling_bench;
 
+#[cfg(test)]
+mod collapsed_tests;
 #[cfg(test)]
 mod tests;
 

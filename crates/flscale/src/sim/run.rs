@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, ModelKind, Precision, Start};
+use super::config::{ExperimentConfig, ModelKind, Precision, SamplerMethod, Start};
 use super::data::Dataset;
+use super::mala::Kernel;
 use super::model::FcnModel;
 use super::observables::{
     finite, hist_range, integrated_autocorrelation_time, mean_and_error, ChainAccumulator,
@@ -58,6 +59,11 @@ pub struct Diagnostics {
     pub step_times_lambda_max: Option<f64>,
     /// Per parameter group: moments and the configurational temperature ⟨θ·∇U⟩/#entries.
     pub groups: Vec<GroupStats>,
+    /// "plain" or "collapsed" (`sampler.method`).
+    pub method: String,
+    /// With `sampler.mala`: the fraction of accepted Metropolis proposals over all steps of
+    /// the surviving chains (burn-in included); null without MALA.
+    pub acceptance_rate: Option<f64>,
 }
 
 /// The deterministic summary of a run (what `--json` prints): identical for any thread count.
@@ -361,6 +367,17 @@ fn run_once<T: Real>(
     if hot {
         ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
     }
+    // The collapsed posterior and MALA run on the cached-gradient kernel; plain ULA keeps the
+    // sampler's fused step.
+    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala)
+        .then(|| Kernel::new(&ens, s.method, s.mala));
+    let lambda_max = |ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters| {
+        let per_chain = match kernel {
+            Some(k) => k.lambda_max(ens, iters),
+            None => ens.lambda_max(iters),
+        };
+        per_chain.into_iter().fold(0.0, f64::max)
+    };
     let n_test = data.n_test();
     let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
     let y_test = &data.y_test;
@@ -376,16 +393,26 @@ fn run_once<T: Real>(
     progress(0, s.steps);
     while t < s.steps {
         if s.adapt_step && t <= s.burn_in && (t % s.thin == 0) {
-            // Spec 02 (a): adapt during burn-in only, from the stiffest chain.
-            let lambda = ens.lambda_max(10).into_iter().fold(0.0, f64::max);
+            // Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the
+            // collapsed sampler after its per-neuron preconditioner, also frozen afterwards).
+            if let Some(k) = &mut kernel {
+                k.adapt_preconditioner(&mut ens);
+            }
+            let lambda = lambda_max(&mut ens, &mut kernel, 10);
             if lambda > 0.0 {
                 ens.dynamics.step = s.step.min(ADAPT_FRACTION / lambda);
             }
         }
         let next = ((t / s.thin + 1) * s.thin).min(s.steps);
-        ens.advance(next - t);
+        match &mut kernel {
+            Some(k) => k.advance(&mut ens, next - t),
+            None => ens.advance(next - t),
+        }
         t = next;
         if t % s.thin == 0 {
+            if let Some(k) = &mut kernel {
+                k.prepare_measurement(&mut ens);
+            }
             measure(
                 &ens,
                 &x_test,
@@ -410,7 +437,7 @@ fn run_once<T: Real>(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
+    let lambda = lambda_max(&mut ens, &mut kernel, 20);
     let mut result = finish(cfg, &ens, data, &model, acc, threshold, range, seconds);
     let alive: Vec<usize> = (0..s.chains).filter(|&k| ens.alive(k)).collect();
     let (probe_summary, probe_histograms) = summarise(
@@ -432,6 +459,10 @@ fn run_once<T: Real>(
     dg.step = ens.dynamics.step;
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
+    dg.acceptance_rate = kernel
+        .as_ref()
+        .and_then(|k| k.acceptance_rate(&ens))
+        .and_then(finite);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
     Ok(result)
 }
@@ -762,6 +793,12 @@ fn finish<T: Real>(
             step: cfg.sampler.step,
             step_times_lambda_max: None,
             groups,
+            method: match cfg.sampler.method {
+                SamplerMethod::Plain => "plain",
+                SamplerMethod::Collapsed => "collapsed",
+            }
+            .to_string(),
+            acceptance_rate: None,
         },
         start: String::new(),
         hot_start: None,

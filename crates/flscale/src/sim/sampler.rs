@@ -41,9 +41,9 @@ pub struct ChainBlock<T> {
     pub len: usize,
     /// Parameters per group, chain-major (group g of chain c at c·len_g … (c+1)·len_g).
     pub params: Vec<Vec<T>>,
-    grads: Vec<Vec<T>>,
-    residual: Vec<T>,
-    rngs: Vec<ChaCha8Rng>,
+    pub(super) grads: Vec<Vec<T>>,
+    pub(super) residual: Vec<T>,
+    pub(super) rngs: Vec<ChaCha8Rng>,
     /// `Some` once the chain has diverged.
     pub diverged: Vec<Option<Divergence>>,
     /// U at the last gradient evaluation, per chain.
@@ -281,9 +281,10 @@ impl<T: Real> Ensemble<T> {
 }
 
 impl<T: Real> ChainBlock<T> {
-    /// Data-term gradient ∇L of every chain of the block into `self.grads`.
+    /// Data-term gradient ∇L of every chain of the block into `self.grads`; L and the training
+    /// squared error go to `self.data_loss` and `self.sq_error`.
     #[allow(clippy::too_many_arguments)]
-    fn data_gradient(
+    pub(super) fn data_gradient(
         &mut self,
         model: &FcnModel,
         x: &[T],
@@ -295,8 +296,6 @@ impl<T: Real> ChainBlock<T> {
     ) {
         let b = self.len;
         forward(model, &self.params, b, x, p, scratch);
-        let mut sq = vec![0.0; b];
-        let mut loss = vec![0.0; b];
         residuals(
             likelihood,
             &scratch.f,
@@ -304,8 +303,8 @@ impl<T: Real> ChainBlock<T> {
             kappa,
             b,
             &mut self.residual,
-            &mut sq,
-            &mut loss,
+            &mut self.sq_error,
+            &mut self.data_loss,
         );
         backward(
             model,
@@ -337,15 +336,34 @@ impl<T: Real> ChainBlock<T> {
         iters: usize,
         scratch: &mut Scratch<T>,
     ) -> Vec<f64> {
+        self.lambda_max_of(model, iters, &model.frozen, None, &mut |block| {
+            block.data_gradient(model, x, y, p, kappa, likelihood, scratch)
+        })
+    }
+
+    /// Power iteration of [`ChainBlock::lambda_max`] for any energy whose non-prior part's
+    /// gradient `data_gradient` writes into `self.grads`; groups with `skip[g]` are left out.
+    /// With `scale` (s = M^{1/2} per parameter, the layout of `params`) it is the top
+    /// eigenvalue of the preconditioned Hessian M^{1/2}HM^{1/2} that limits the step of
+    /// preconditioned Langevin. Shared by the plain and the collapsed sampler.
+    pub(super) fn lambda_max_of(
+        &mut self,
+        model: &FcnModel,
+        iters: usize,
+        skip: &[bool],
+        scale: Option<&[Vec<f64>]>,
+        data_gradient: &mut dyn FnMut(&mut Self),
+    ) -> Vec<f64> {
+        let s = |g: usize, i: usize| scale.map_or(1.0, |sc| sc[g][i]);
         let b = self.len;
         let groups = model.n_groups();
         let saved = self.params.clone();
-        // Start vector: deterministic, alternating signs, zero in frozen groups.
+        // Start vector: deterministic, alternating signs, zero in skipped groups.
         let mut v: Vec<Vec<f64>> = (0..groups)
             .map(|g| {
                 (0..saved[g].len())
                     .map(|i| {
-                        if model.frozen[g] {
+                        if skip[g] {
                             0.0
                         } else if i % 2 == 0 {
                             1.0
@@ -356,70 +374,93 @@ impl<T: Real> ChainBlock<T> {
                     .collect()
             })
             .collect();
-        let mut lambda = vec![0.0; b];
-        for _ in 0..iters {
-            // Normalise v per chain; ε per chain.
-            let mut eps = vec![0.0; b];
-            for c in 0..b {
-                let mut nv = 0.0;
-                let mut nt = 0.0;
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    nv += v[g][c * n..(c + 1) * n].iter().map(|a| a * a).sum::<f64>();
-                    nt += saved[g][c * n..(c + 1) * n]
-                        .iter()
-                        .map(|a| a.f64().powi(2))
-                        .sum::<f64>();
+        let start = v.clone();
+        let mut lambda: Vec<f64> = vec![0.0; b];
+        // Power iteration finds the eigenvalue of largest magnitude. Where that is negative
+        // (a non-convex energy, e.g. the collapsed one), a second round on H − λI (shift per
+        // chain) finds the largest positive eigenvalue, the one that limits the step.
+        let mut shift = vec![0.0; b];
+        for round in 0..2 {
+            if round == 1 {
+                if lambda.iter().all(|&l| l >= 0.0 || !l.is_finite()) {
+                    break;
                 }
-                let nv = nv.sqrt().max(1e-300);
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    for a in &mut v[g][c * n..(c + 1) * n] {
-                        *a /= nv;
-                    }
+                for (sh, &l) in shift.iter_mut().zip(&lambda) {
+                    *sh = if l < 0.0 { l } else { 0.0 };
                 }
-                eps[c] = 1e-3 * (nt.sqrt() + 1e-3);
+                v = start.clone();
             }
-            let mut grad_at = |sign: f64, this: &mut Self| -> Vec<Vec<f64>> {
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    for (i, t) in this.params[g].iter_mut().enumerate() {
-                        *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * v[g][i]);
-                    }
-                }
-                this.data_gradient(model, x, y, p, kappa, likelihood, scratch);
-                this.grads
-                    .iter()
-                    .map(|g| g.iter().map(|a| a.f64()).collect())
-                    .collect()
-            };
-            let plus = grad_at(1.0, self);
-            let minus = grad_at(-1.0, self);
-            let mut hv: Vec<Vec<f64>> = v.clone();
-            for g in 0..groups {
-                let n = model.group_len(g);
-                for i in 0..hv[g].len() {
-                    hv[g][i] = if model.frozen[g] {
-                        0.0
-                    } else {
-                        (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
-                            + v[g][i] / model.prior_var[g]
-                    };
-                }
-            }
-            for (c, l) in lambda.iter_mut().enumerate() {
-                *l = (0..groups)
-                    .map(|g| {
+            for _ in 0..iters {
+                // Normalise v per chain; ε per chain.
+                let mut eps = vec![0.0; b];
+                for c in 0..b {
+                    let mut nv = 0.0;
+                    let mut nt = 0.0;
+                    for g in 0..groups {
                         let n = model.group_len(g);
-                        (c * n..(c + 1) * n)
-                            .map(|i| v[g][i] * hv[g][i])
-                            .sum::<f64>()
-                    })
-                    .sum();
+                        nv += v[g][c * n..(c + 1) * n].iter().map(|a| a * a).sum::<f64>();
+                        nt += saved[g][c * n..(c + 1) * n]
+                            .iter()
+                            .map(|a| a.f64().powi(2))
+                            .sum::<f64>();
+                    }
+                    let nv = nv.sqrt().max(1e-300);
+                    for g in 0..groups {
+                        let n = model.group_len(g);
+                        for a in &mut v[g][c * n..(c + 1) * n] {
+                            *a /= nv;
+                        }
+                    }
+                    eps[c] = 1e-3 * (nt.sqrt() + 1e-3);
+                }
+                let mut grad_at = |sign: f64, this: &mut Self| -> Vec<Vec<f64>> {
+                    for g in 0..groups {
+                        let n = model.group_len(g);
+                        for (i, t) in this.params[g].iter_mut().enumerate() {
+                            *t = T::of(
+                                saved[g][i].f64() + sign * eps[i / n.max(1)] * s(g, i) * v[g][i],
+                            );
+                        }
+                    }
+                    data_gradient(this);
+                    this.grads
+                        .iter()
+                        .map(|g| g.iter().map(|a| a.f64()).collect())
+                        .collect()
+                };
+                let plus = grad_at(1.0, self);
+                let minus = grad_at(-1.0, self);
+                let mut hv: Vec<Vec<f64>> = v.clone();
+                for g in 0..groups {
+                    let n = model.group_len(g);
+                    for i in 0..hv[g].len() {
+                        hv[g][i] = if skip[g] {
+                            0.0
+                        } else {
+                            let si = s(g, i);
+                            si * (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
+                                + si * si * v[g][i] / model.prior_var[g]
+                                - shift[i / n.max(1)] * v[g][i]
+                        };
+                    }
+                }
+                for (c, l) in lambda.iter_mut().enumerate() {
+                    *l = (0..groups)
+                        .map(|g| {
+                            let n = model.group_len(g);
+                            (c * n..(c + 1) * n)
+                                .map(|i| v[g][i] * hv[g][i])
+                                .sum::<f64>()
+                        })
+                        .sum();
+                }
+                v = hv;
             }
-            v = hv;
         }
         self.params = saved;
+        for (l, sh) in lambda.iter_mut().zip(&shift) {
+            *l += sh;
+        }
         for (c, l) in lambda.iter_mut().enumerate() {
             if self.diverged[c].is_some() || !l.is_finite() {
                 *l = 0.0;

@@ -1,0 +1,448 @@
+//! The aggregate tables of a results store (`results`, `chains`, `histograms`) and their two
+//! file formats (spec 03 "Results store": "Parquet preferred; CSV as an option").
+//!
+//! A [`Table`] is a list of named, typed columns: text, 64-bit integers, or optional doubles
+//! (a missing or non-finite value is `None`: an empty CSV cell, a Parquet null, never `NaN`).
+//! The Parquet file is written with the `parquet` crate's low-level column writer (no Arrow):
+//! one row group, plain/dictionary encodings, no compression, and a fixed `created_by`, so
+//! the same table always gives the same bytes — which the store's resume and merge
+//! guarantees rely on. The reader accepts any flat Parquet file of those physical types.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use parquet::basic::{LogicalType, Repetition, Type as PhysicalType};
+use parquet::column::writer::ColumnWriter;
+use parquet::data_type::ByteArray;
+use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::record::Field;
+use parquet::schema::types::Type as SchemaType;
+use serde::Serialize;
+
+use super::store::num;
+use crate::error::{Error, Result};
+
+/// Which file format the aggregate tables of a results store are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultsFormat {
+    /// `results.parquet` etc. (the default; pandas.read_parquet, polars.read_parquet).
+    #[default]
+    Parquet,
+    /// `results.csv` etc. (pandas.read_csv, polars.read_csv).
+    Csv,
+}
+
+impl ResultsFormat {
+    /// Both formats, the default first.
+    pub const ALL: [ResultsFormat; 2] = [ResultsFormat::Parquet, ResultsFormat::Csv];
+
+    /// The file extension (`parquet`, `csv`).
+    pub fn ext(self) -> &'static str {
+        match self {
+            ResultsFormat::Parquet => "parquet",
+            ResultsFormat::Csv => "csv",
+        }
+    }
+}
+
+impl std::str::FromStr for ResultsFormat {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "parquet" => Ok(ResultsFormat::Parquet),
+            "csv" => Ok(ResultsFormat::Csv),
+            _ => Err(Error::invalid(format!(
+                "results format `{s}` is not allowed; use parquet or csv"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ResultsFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.ext())
+    }
+}
+
+/// One column's values.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Column {
+    /// UTF-8 text (run ids, observable names, chain status).
+    Text(Vec<String>),
+    /// Whole numbers (grid index, chain index, histogram counts).
+    Int(Vec<i64>),
+    /// Measured or derived numbers; `None` is a missing value.
+    Float(Vec<Option<f64>>),
+}
+
+impl Column {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            Column::Text(v) => v.len(),
+            Column::Int(v) => v.len(),
+            Column::Float(v) => v.len(),
+        }
+    }
+
+    /// True when the column has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn cell(&self, row: usize) -> String {
+        match self {
+            Column::Text(v) => v[row].clone(),
+            Column::Int(v) => v[row].to_string(),
+            Column::Float(v) => num(v[row]),
+        }
+    }
+}
+
+/// Named columns of equal length.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Table {
+    /// Column names, in order.
+    pub names: Vec<String>,
+    /// The columns, parallel to `names`.
+    pub columns: Vec<Column>,
+}
+
+/// Columns whose values are text, by name (for reading CSV back with the writer's types).
+const TEXT_COLUMNS: [&str; 4] = ["run", "observable", "status", "histogram"];
+/// Columns whose values are whole numbers, by name.
+const INT_COLUMNS: [&str; 3] = ["index", "chain", "count"];
+
+fn parquet_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::runtime(format!("Parquet file {}: {e}", path.display()))
+}
+
+impl Table {
+    /// Appends a column. Non-finite floats become `None`.
+    pub fn push(&mut self, name: impl Into<String>, column: Column) {
+        let column = match column {
+            Column::Float(v) => {
+                Column::Float(v.into_iter().map(|x| x.filter(|x| x.is_finite())).collect())
+            }
+            other => other,
+        };
+        self.names.push(name.into());
+        self.columns.push(column);
+    }
+
+    /// Number of rows (0 for a table without columns).
+    pub fn rows(&self) -> usize {
+        self.columns.first().map(Column::len).unwrap_or(0)
+    }
+
+    /// The column called `name`.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| &self.columns[i])
+    }
+
+    fn check_shape(&self) -> Result<()> {
+        let n = self.rows();
+        match self.columns.iter().position(|c| c.len() != n) {
+            Some(i) => Err(Error::runtime(format!(
+                "column {} has {} rows, the table {n}",
+                self.names[i],
+                self.columns[i].len()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The table as CSV: a header line, then one line per row; floats in their shortest
+    /// round-trip form, missing values as empty cells. Names and text must not contain
+    /// commas (the store's never do: ids, observable names, status words).
+    pub fn to_csv(&self) -> Result<String> {
+        self.check_shape()?;
+        let mut s = self.names.join(",");
+        s.push('\n');
+        for row in 0..self.rows() {
+            let cells: Vec<String> = self.columns.iter().map(|c| c.cell(row)).collect();
+            s += &cells.join(",");
+            s.push('\n');
+        }
+        Ok(s)
+    }
+
+    /// Reads the CSV written by [`Table::to_csv`]; the columns get the types the store wrote
+    /// them with (text: run, observable, status; whole numbers: index, chain, count; every
+    /// other column optional floats). `source` names the file in messages.
+    pub fn from_csv(text: &str, source: &str) -> Result<Table> {
+        let mut lines = text.lines();
+        let header = lines
+            .next()
+            .ok_or_else(|| Error::invalid(format!("{source} is empty; expected a header line")))?;
+        let names: Vec<String> = header.split(',').map(str::to_string).collect();
+        let mut cells: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+        for (k, line) in lines.enumerate() {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() != names.len() {
+                return Err(Error::invalid(format!(
+                    "{source} line {} has {} cells, the header {}",
+                    k + 2,
+                    f.len(),
+                    names.len()
+                )));
+            }
+            for (c, v) in cells.iter_mut().zip(f) {
+                c.push(v.to_string());
+            }
+        }
+        let mut t = Table::default();
+        for (name, col) in names.into_iter().zip(cells) {
+            let bad = |v: &str, what: &str| {
+                Error::invalid(format!(
+                    "{source}: column {name} holds `{v}`, which is not {what}"
+                ))
+            };
+            let column = if TEXT_COLUMNS.contains(&name.as_str()) {
+                Column::Text(col)
+            } else if INT_COLUMNS.contains(&name.as_str()) {
+                Column::Int(
+                    col.iter()
+                        .map(|v| v.parse().map_err(|_| bad(v, "a whole number")))
+                        .collect::<Result<_>>()?,
+                )
+            } else {
+                Column::Float(
+                    col.iter()
+                        .map(|v| {
+                            if v.is_empty() {
+                                Ok(None)
+                            } else {
+                                v.parse().map(Some).map_err(|_| bad(v, "a number"))
+                            }
+                        })
+                        .collect::<Result<_>>()?,
+                )
+            };
+            t.push(name, column);
+        }
+        Ok(t)
+    }
+
+    /// The table as the bytes of a Parquet file: text as required UTF-8 `BYTE_ARRAY`, whole
+    /// numbers as required `INT64`, floats as optional `DOUBLE` (nulls for missing values).
+    pub fn to_parquet(&self) -> Result<Vec<u8>> {
+        self.check_shape()?;
+        let here = Path::new("(in memory)");
+        let err = |e: parquet::errors::ParquetError| parquet_err(here, e);
+        let fields = self
+            .names
+            .iter()
+            .zip(&self.columns)
+            .map(|(name, c)| {
+                let (physical, repetition, logical) = match c {
+                    Column::Text(_) => (
+                        PhysicalType::BYTE_ARRAY,
+                        Repetition::REQUIRED,
+                        Some(LogicalType::String),
+                    ),
+                    Column::Int(_) => (PhysicalType::INT64, Repetition::REQUIRED, None),
+                    Column::Float(_) => (PhysicalType::DOUBLE, Repetition::OPTIONAL, None),
+                };
+                SchemaType::primitive_type_builder(name, physical)
+                    .with_repetition(repetition)
+                    .with_logical_type(logical)
+                    .build()
+                    .map(Arc::new)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(err)?;
+        let schema = SchemaType::group_type_builder("flscale")
+            .with_fields(fields)
+            .build()
+            .map_err(err)?;
+        // A fixed writer name: the default one carries the parquet crate's version, which
+        // would make the bytes depend on the build rather than on the data.
+        let props = WriterProperties::builder()
+            .set_created_by("flscale".to_string())
+            .build();
+        let mut buf = Vec::new();
+        let mut writer =
+            SerializedFileWriter::new(&mut buf, Arc::new(schema), Arc::new(props)).map_err(err)?;
+        let mut rg = writer.next_row_group().map_err(err)?;
+        for c in &self.columns {
+            let mut col = rg
+                .next_column()
+                .map_err(err)?
+                .ok_or_else(|| Error::runtime("Parquet writer has fewer columns than the table"))?;
+            match (col.untyped(), c) {
+                (ColumnWriter::ByteArrayColumnWriter(w), Column::Text(v)) => {
+                    let values: Vec<ByteArray> =
+                        v.iter().map(|s| ByteArray::from(s.as_str())).collect();
+                    w.write_batch(&values, None, None).map_err(err)?;
+                }
+                (ColumnWriter::Int64ColumnWriter(w), Column::Int(v)) => {
+                    w.write_batch(v, None, None).map_err(err)?;
+                }
+                (ColumnWriter::DoubleColumnWriter(w), Column::Float(v)) => {
+                    let present: Vec<f64> = v.iter().flatten().copied().collect();
+                    let levels: Vec<i16> = v.iter().map(|x| i16::from(x.is_some())).collect();
+                    w.write_batch(&present, Some(&levels), None).map_err(err)?;
+                }
+                _ => {
+                    return Err(Error::runtime(
+                        "Parquet column type differs from the table's",
+                    ))
+                }
+            }
+            col.close().map_err(err)?;
+        }
+        rg.close().map_err(err)?;
+        writer.close().map_err(err)?;
+        Ok(buf)
+    }
+
+    /// Reads a flat Parquet file: string columns as text, integer columns as whole numbers,
+    /// floating-point columns as optional floats.
+    pub fn read_parquet(path: &Path) -> Result<Table> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))?;
+        let reader = SerializedFileReader::new(file).map_err(|e| parquet_err(path, e))?;
+        let schema = reader.metadata().file_metadata().schema_descr_ptr();
+        let mut table = Table::default();
+        for col in schema.columns() {
+            let column = match col.physical_type() {
+                PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY => {
+                    Column::Text(Vec::new())
+                }
+                PhysicalType::INT32 | PhysicalType::INT64 if !col.self_type().is_optional() => {
+                    Column::Int(Vec::new())
+                }
+                _ => Column::Float(Vec::new()),
+            };
+            table.names.push(col.name().to_string());
+            table.columns.push(column);
+        }
+        let rows = reader
+            .get_row_iter(None)
+            .map_err(|e| parquet_err(path, e))?;
+        for row in rows {
+            let row = row.map_err(|e| parquet_err(path, e))?;
+            for (k, (_, field)) in row.get_column_iter().enumerate() {
+                let Some(col) = table.columns.get_mut(k) else {
+                    return Err(parquet_err(path, "a row has more fields than the schema"));
+                };
+                let bad = || parquet_err(path, format!("column {k} holds {field}"));
+                match (col, field) {
+                    (Column::Text(v), Field::Str(s)) => v.push(s.clone()),
+                    (Column::Int(v), Field::Long(x)) => v.push(*x),
+                    (Column::Int(v), Field::Int(x)) => v.push(i64::from(*x)),
+                    (Column::Float(v), Field::Null) => v.push(None),
+                    (Column::Float(v), Field::Double(x)) => v.push(Some(*x)),
+                    (Column::Float(v), Field::Float(x)) => v.push(Some(f64::from(*x))),
+                    (Column::Float(v), Field::Long(x)) => v.push(Some(*x as f64)),
+                    (Column::Float(v), Field::Int(x)) => v.push(Some(f64::from(*x))),
+                    _ => return Err(bad()),
+                }
+            }
+        }
+        table.check_shape()?;
+        Ok(table)
+    }
+
+    /// Reads `path` as Parquet or CSV, by its extension.
+    pub fn read(path: &Path) -> Result<Table> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("parquet") => Table::read_parquet(path),
+            Some("csv") => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))?;
+                Table::from_csv(&text, &path.display().to_string())
+            }
+            _ => Err(Error::invalid(format!(
+                "{} is neither .parquet nor .csv",
+                path.display()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        let mut t = Table::default();
+        t.push(
+            "run",
+            Column::Text(vec![
+                "run-00000".into(),
+                "run-00001".into(),
+                "run-00001".into(),
+            ]),
+        );
+        t.push("index", Column::Int(vec![0, 1, 1]));
+        t.push("d", Column::Float(vec![Some(8.0), Some(12.0), Some(12.0)]));
+        t.push(
+            "observable",
+            Column::Text(vec![
+                "alignment".into(),
+                "alignment".into(),
+                "test_mse".into(),
+            ]),
+        );
+        t.push(
+            "value",
+            Column::Float(vec![Some(0.1 + 0.2), Some(-1e-300), Some(f64::NAN)]),
+        );
+        t.push("err", Column::Float(vec![None, Some(1.0 / 3.0), None]));
+        t
+    }
+
+    #[test]
+    fn parquet_round_trip_keeps_every_value_and_nan_becomes_null() {
+        let t = sample();
+        assert_eq!(
+            t.column("value"),
+            Some(&Column::Float(vec![Some(0.1 + 0.2), Some(-1e-300), None]))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let bytes = t.to_parquet().unwrap();
+        assert_eq!(&bytes[..4], b"PAR1");
+        assert_eq!(&bytes[bytes.len() - 4..], b"PAR1");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(Table::read(&path).unwrap(), t);
+        // Same table, same bytes.
+        assert_eq!(t.to_parquet().unwrap(), bytes);
+    }
+
+    #[test]
+    fn csv_round_trip_matches_the_parquet_one() {
+        let t = sample();
+        let csv = t.to_csv().unwrap();
+        assert_eq!(
+            csv.lines().nth(3),
+            Some("run-00001,1,12,test_mse,,"),
+            "{csv}"
+        );
+        assert_eq!(Table::from_csv(&csv, "t.csv").unwrap(), t);
+        let e = Table::from_csv("run,index\nrun-0,x\n", "t.csv").unwrap_err();
+        assert!(e.to_string().contains("column index holds `x`"), "{e}");
+        assert!(ResultsFormat::ALL.contains(&"CSV".parse().unwrap()));
+        let e = "feather".parse::<ResultsFormat>().unwrap_err();
+        assert!(e.to_string().contains("parquet or csv"), "{e}");
+    }
+
+    #[test]
+    fn empty_tables_round_trip() {
+        let mut t = Table::default();
+        t.push("run", Column::Text(vec![]));
+        t.push("value", Column::Float(vec![]));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.parquet");
+        std::fs::write(&path, t.to_parquet().unwrap()).unwrap();
+        assert_eq!(Table::read(&path).unwrap(), t);
+    }
+}

@@ -1,0 +1,620 @@
+//! The collapsed posterior of an FCN: the readout integrated out exactly (spec 02,
+//! "Stiffness is the enemy" (b); docs/langevin.md, "The collapsed sampler").
+//!
+//! With Φ the P × N matrix of last-hidden-layer features, the readout a enters the energy
+//! U(W, a) = |Φa − y|²/(2κ) + |a|²/(2v) + prior(W) (paper App. A.1; v the readout's prior
+//! variance) quadratically, so its conditional law given W at temperature T is Gaussian,
+//! a | W ~ 𝒩(m, κT·A⁻¹) with A = ΦᵀΦ + (κ/v)·I_N and m = A⁻¹Φᵀy (Bayesian linear
+//! regression; Bishop, *Pattern Recognition and Machine Learning*, eq. 3.53–3.54, with
+//! α = 1/v, β = 1/κ). Integrating it out of exp(−U/T), normalised by the readout prior's
+//! own integral, leaves π(W) ∝ exp(−U_c(W)/T) with
+//!
+//! U_c(W) = ½ yᵀ(κI_P + vΦΦᵀ)⁻¹y + (T/2)·log det(I_N + (v/κ)ΦᵀΦ) + prior(W)
+//!        = (|Φm − y|² + (κ/v)|m|²)/(2κ) + (T/2)·(log det A − N log(κ/v)) + prior(W),
+//!
+//! the second line by the Woodbury identity (κI + vΦΦᵀ)⁻¹ = (I − ΦA⁻¹Φᵀ)/κ and the matrix
+//! determinant lemma (Petersen & Pedersen, *The Matrix Cookbook*, eqs. 156 and 24): one
+//! N × N Cholesky per chain instead of a P × P one. Note that the log-determinant carries a
+//! factor T: it comes from the Gaussian integral, not from the energy (at T = 1 this is the
+//! log marginal likelihood −log 𝒩(y; 0, κI + vΦΦᵀ) up to a constant).
+//!
+//! Gradient with respect to Φ (then back-propagated through the hidden layers by the same
+//! code as the plain sampler):
+//! ∂U_c/∂Φ = r mᵀ + T·ΦA⁻¹, r = (Φm − y)/κ —
+//! the first term is the plain data gradient at a = m (m minimises the quadratic, so its
+//! own variation drops out), the second is ∂ log det A/∂Φ = 2ΦA⁻¹ (Matrix Cookbook eq. 51).
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+
+use super::model::{backward, forward, FcnModel, Scratch};
+use super::real::Real;
+use super::sampler::ChainBlock;
+
+/// Work buffers of the collapsed evaluation of one block (reused across steps).
+#[derive(Debug, Default)]
+pub struct CollapsedWork<T> {
+    gram: Vec<T>,
+    a: Vec<f64>,
+    chol: Vec<f64>,
+    inverse: Vec<T>,
+    inverse_f64: Vec<f64>,
+    phi_inverse: Vec<T>,
+    ones: Vec<T>,
+    mean: Vec<f64>,
+    mean_t: Vec<T>,
+    /// Per chain of the block: why the evaluation failed (`None` when it did not).
+    pub failure: Vec<Option<String>>,
+}
+
+impl<T: Real> CollapsedWork<T> {
+    fn ensure(&mut self, n: usize, p: usize, block: usize) {
+        self.gram.resize(n * n, T::zero());
+        self.a.resize(n * n, 0.0);
+        self.chol.resize(n * n, 0.0);
+        self.inverse.resize(n * n, T::zero());
+        self.inverse_f64.resize(n * n, 0.0);
+        self.phi_inverse.resize(p * n, T::zero());
+        self.ones.resize(block * n, T::one());
+        self.mean.resize(n, 0.0);
+        self.mean_t.resize(n, T::zero());
+        self.failure.resize(block, None);
+    }
+}
+
+/// The readout's conditional law given the features of one chain: A = LLᵀ and the mean m.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadoutConditional {
+    /// Cholesky factor L of A = ΦᵀΦ + (κ/v)·I (row-major, lower).
+    pub chol: Vec<f64>,
+    /// Conditional mean m = A⁻¹Φᵀy.
+    pub mean: Vec<f64>,
+    /// log det A.
+    pub log_det: f64,
+}
+
+/// In-place Cholesky A = LLᵀ of a symmetric n × n matrix (row-major; the lower triangle of
+/// `l` is written, the upper zeroed). False when A is not numerically positive definite.
+pub fn cholesky(a: &[f64], l: &mut [f64], n: usize) -> bool {
+    l.fill(0.0);
+    for i in 0..n {
+        for j in 0..=i {
+            let mut s = a[i * n + j];
+            for k in 0..j {
+                s -= l[i * n + k] * l[j * n + k];
+            }
+            if i == j {
+                if !(s > 0.0 && s.is_finite()) {
+                    return false;
+                }
+                l[i * n + i] = s.sqrt();
+            } else {
+                l[i * n + j] = s / l[j * n + j];
+            }
+        }
+    }
+    true
+}
+
+/// Solves LLᵀ x = b in place (forward then backward substitution).
+pub fn cholesky_solve(l: &[f64], b: &mut [f64], n: usize) {
+    for i in 0..n {
+        let mut s = b[i];
+        for k in 0..i {
+            s -= l[i * n + k] * b[k];
+        }
+        b[i] = s / l[i * n + i];
+    }
+    for i in (0..n).rev() {
+        let mut s = b[i];
+        for k in i + 1..n {
+            s -= l[k * n + i] * b[k];
+        }
+        b[i] = s / l[i * n + i];
+    }
+}
+
+/// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`): L⁻¹ by forward substitution,
+/// then the product over k ≥ max(i, j) of the lower-triangular L⁻¹.
+pub fn inverse_from_cholesky(l: &[f64], inverse: &mut [f64], n: usize) {
+    // L⁻¹ into the upper triangle's transpose would alias; use a local buffer.
+    let mut li = vec![0.0; n * n];
+    for j in 0..n {
+        li[j * n + j] = 1.0 / l[j * n + j];
+        for i in j + 1..n {
+            let mut s = 0.0;
+            for k in j..i {
+                s += l[i * n + k] * li[k * n + j];
+            }
+            li[i * n + j] = -s / l[i * n + i];
+        }
+    }
+    for i in 0..n {
+        for j in 0..=i {
+            let mut s = 0.0;
+            for k in i..n {
+                s += li[k * n + i] * li[k * n + j];
+            }
+            inverse[i * n + j] = s;
+            inverse[j * n + i] = s;
+        }
+    }
+}
+
+/// Solves Lᵀ x = z in place (backward substitution): x = L⁻ᵀz has covariance A⁻¹ when
+/// z ~ 𝒩(0, I), which is how readouts are drawn.
+pub fn solve_upper_transposed(l: &[f64], z: &mut [f64], n: usize) {
+    for i in (0..n).rev() {
+        let mut s = z[i];
+        for k in i + 1..n {
+            s -= l[k * n + i] * z[k];
+        }
+        z[i] = s / l[i * n + i];
+    }
+}
+
+/// Φ of chain `c` of a block whose forward pass is in `scratch`: a P × N strided view into
+/// the last hidden layer's activations.
+fn features<'a, T: Real>(
+    scratch: &'a Scratch<T>,
+    model: &FcnModel,
+    block: usize,
+    c: usize,
+    p: usize,
+) -> MatRef<'a, T> {
+    let n = *model.widths.last().expect("an FCN has a hidden layer");
+    let act = &scratch.act[model.widths.len() - 1];
+    MatRef::from_row_major_slice_with_stride(&act[c * n..], p, n, block * n)
+}
+
+/// A = ΦᵀΦ + (κ/v)·I, its Cholesky factor and m = A⁻¹Φᵀy for chain `c` (forward pass in
+/// `scratch`). `None` when the Cholesky fails (non-finite or non-positive-definite A).
+#[allow(clippy::too_many_arguments)]
+fn conditional<T: Real>(
+    model: &FcnModel,
+    scratch: &Scratch<T>,
+    block: usize,
+    c: usize,
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    work: &mut CollapsedWork<T>,
+) -> Option<f64> {
+    let n = *model.widths.last().expect("an FCN has a hidden layer");
+    let ridge = kappa / model.prior_var[model.widths.len()];
+    let phi = features(scratch, model, block, c, p);
+    if p > 0 {
+        let gram = MatMut::from_row_major_slice_mut(&mut work.gram[..], n, n);
+        matmul(
+            gram,
+            Accum::Replace,
+            phi.transpose(),
+            phi,
+            T::one(),
+            Par::Seq,
+        );
+    } else {
+        work.gram.fill(T::zero());
+    }
+    for i in 0..n {
+        for j in 0..n {
+            // Symmetrised: the GEMM need not return an exactly symmetric product.
+            let g = 0.5 * (work.gram[i * n + j].f64() + work.gram[j * n + i].f64());
+            work.a[i * n + j] = g + if i == j { ridge } else { 0.0 };
+        }
+    }
+    if !cholesky(&work.a, &mut work.chol, n) {
+        return None;
+    }
+    // Φᵀy row by row (each row of Φ is contiguous).
+    work.mean.fill(0.0);
+    let act = &scratch.act[model.widths.len() - 1];
+    for (mu, yv) in y.iter().enumerate().take(p) {
+        let row = &act[mu * block * n + c * n..mu * block * n + (c + 1) * n];
+        let yv = yv.f64();
+        for (m, a) in work.mean.iter_mut().zip(row) {
+            *m += a.f64() * yv;
+        }
+    }
+    cholesky_solve(&work.chol, &mut work.mean, n);
+    Some(2.0 * (0..n).map(|i| work.chol[i * n + i].ln()).sum::<f64>())
+}
+
+/// The non-prior part of U_c for every chain of the block and its gradient with respect to
+/// the hidden weights, written into `block.grads` (readout group zeroed); the value goes to
+/// `block.energy`, |Φm − y|² to `block.sq_error`. A chain whose A cannot be factorised gets
+/// a NaN energy and its reason in `work.failure`. Module doc for the formulas.
+#[allow(clippy::too_many_arguments)]
+pub fn data_gradient<T: Real>(
+    block: &mut ChainBlock<T>,
+    model: &FcnModel,
+    x: &[T],
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    temperature: f64,
+    scratch: &mut Scratch<T>,
+    work: &mut CollapsedWork<T>,
+) {
+    let b = block.len;
+    let hidden = model.widths.len();
+    let n = model.widths[hidden - 1];
+    let ridge = kappa / model.prior_var[hidden];
+    work.ensure(n, p, b);
+    forward(model, &block.params, b, x, p, scratch);
+    let inv_kappa = 1.0 / kappa;
+    let temp = T::of(temperature);
+    for c in 0..b {
+        work.failure[c] = None;
+        let log_det = if block.diverged[c].is_some() {
+            None
+        } else {
+            conditional(model, scratch, b, c, y, p, kappa, work)
+        };
+        let Some(log_det) = log_det else {
+            if block.diverged[c].is_none() {
+                work.failure[c] = Some(
+                    "the Cholesky factorisation of ΦᵀΦ + (κ/v)·I failed (non-finite features)"
+                        .to_string(),
+                );
+            }
+            block.energy[c] = f64::NAN;
+            block.sq_error[c] = f64::NAN;
+            let der = &mut scratch.der[hidden - 1];
+            for mu in 0..p {
+                der[mu * b * n + c * n..mu * b * n + (c + 1) * n].fill(T::zero());
+            }
+            continue;
+        };
+        // A⁻¹ = L⁻ᵀL⁻¹ from the triangular inverse of its Cholesky factor, then ΦA⁻¹ in one
+        // GEMM.
+        inverse_from_cholesky(&work.chol, &mut work.inverse_f64, n);
+        for (dst, &src) in work.inverse.iter_mut().zip(&work.inverse_f64) {
+            *dst = T::of(src);
+        }
+        if p > 0 {
+            let phi = features(scratch, model, b, c, p);
+            let inv = MatRef::from_row_major_slice(&work.inverse[..], n, n);
+            let out = MatMut::from_row_major_slice_mut(&mut work.phi_inverse[..], p, n);
+            matmul(out, Accum::Replace, phi, inv, T::one(), Par::Seq);
+        }
+        for (dst, &src) in work.mean_t.iter_mut().zip(&work.mean) {
+            *dst = T::of(src);
+        }
+        let mean_t = &work.mean_t;
+        let mut sq = 0.0;
+        let act = &scratch.act[hidden - 1];
+        let der = &mut scratch.der[hidden - 1];
+        for mu in 0..p {
+            let range = mu * b * n + c * n..mu * b * n + (c + 1) * n;
+            let fm = super::model::dot(&act[range.clone()], mean_t).f64();
+            let r = fm - y[mu].f64();
+            sq += r * r;
+            let r_t = T::of(r * inv_kappa);
+            // δ^{L−1} = (∂U_c/∂Φ) ∘ σ′, stored over σ′ for the shared backward pass.
+            let pa = &work.phi_inverse[mu * n..(mu + 1) * n];
+            for ((dl, &mi), &pai) in der[range].iter_mut().zip(mean_t).zip(pa) {
+                *dl *= r_t * mi + temp * pai;
+            }
+        }
+        let m2: f64 = work.mean.iter().map(|m| m * m).sum();
+        block.sq_error[c] = sq;
+        block.energy[c] = (sq + ridge * m2) * 0.5 * inv_kappa
+            + 0.5 * temperature * (log_det - n as f64 * ridge.ln());
+    }
+    // The shared backward pass computes δ^{L−1} = der ∘ (residual · readout); with both set
+    // to one it back-propagates exactly the δ^{L−1} prepared above.
+    block.residual.fill(T::one());
+    std::mem::swap(&mut block.params[hidden], &mut work.ones);
+    backward(
+        model,
+        &block.params,
+        b,
+        x,
+        p,
+        &block.residual,
+        scratch,
+        &mut block.grads,
+    );
+    std::mem::swap(&mut block.params[hidden], &mut work.ones);
+    block.grads[hidden].fill(T::zero());
+}
+
+/// Draws every live chain's readout exactly from a | W ~ 𝒩(m, κT·A⁻¹) (module doc) into the
+/// block's readout parameters, from the chain's own stream: a = m + √(κT)·L⁻ᵀz, z ~ 𝒩(0, I).
+/// Also sets the training error |Φa − y|² and the readout's virial aᵀ∇_aU = aᵀA(a − m)/κ
+/// (whose mean is T·N, the configurational-temperature check of the draw).
+#[allow(clippy::too_many_arguments)]
+pub fn draw_readouts<T: Real>(
+    block: &mut ChainBlock<T>,
+    model: &FcnModel,
+    x: &[T],
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    temperature: f64,
+    scratch: &mut Scratch<T>,
+    work: &mut CollapsedWork<T>,
+) {
+    let b = block.len;
+    let hidden = model.widths.len();
+    let n = model.widths[hidden - 1];
+    work.ensure(n, p, b);
+    forward(model, &block.params, b, x, p, scratch);
+    let scale = (kappa * temperature).sqrt();
+    for c in 0..b {
+        if block.diverged[c].is_some() {
+            continue;
+        }
+        let Some(_) = conditional(model, scratch, b, c, y, p, kappa, work) else {
+            // Left to the next step's evaluation to report; keep the previous readout.
+            continue;
+        };
+        let mut z: Vec<f64> = (0..n)
+            .map(|_| T::standard_normal(&mut block.rngs[c]).f64())
+            .collect();
+        solve_upper_transposed(&work.chol, &mut z, n);
+        let a: Vec<f64> = work
+            .mean
+            .iter()
+            .zip(&z)
+            .map(|(m, e)| m + scale * e)
+            .collect();
+        let phi = features(scratch, model, b, c, p);
+        block.sq_error[c] = (0..p)
+            .map(|mu| {
+                let f: f64 = (0..n).map(|i| phi[(mu, i)].f64() * a[i]).sum();
+                (f - y[mu].f64()).powi(2)
+            })
+            .sum();
+        let virial: f64 = (0..n)
+            .map(|i| {
+                let adiff: f64 = (0..n)
+                    .map(|j| work.a[i * n + j] * (a[j] - work.mean[j]))
+                    .sum();
+                a[i] * adiff
+            })
+            .sum::<f64>()
+            / kappa;
+        block.virial[c][hidden] = virial;
+        for (dst, &src) in block.params[hidden][c * n..(c + 1) * n].iter_mut().zip(&a) {
+            *dst = T::of(src);
+        }
+    }
+}
+
+/// Per chain and neuron i of the last hidden layer (b·N values, chain-major): the
+/// Gauss–Newton estimate of the curvature of U_c along that neuron's incoming weights,
+/// g_i = 1/v + (m_i²/κ)·Σ_μ σ′(h_{μi})²·|z_μ|²/n_in, with z_μ the layer's input (x_μ for a
+/// two-layer network, the layer-normalised activations with `layernorm`) and v that layer's
+/// prior variance: the mean eigenvalue of the
+/// neuron's block (m_i²/κ)Σ_μ σ′²z_μz_μᵀ + I/v of the Hessian, neglecting the coupling
+/// through the projection on Φ and the log-determinant. A specialised neuron (large m_i) is
+/// stiffer than the rest by the factor its readout squared (spec 02, "Stiffness is the
+/// enemy"), which is what the collapsed sampler's preconditioner ([`super::mala`]) removes.
+#[allow(clippy::too_many_arguments)]
+pub fn neuron_curvature<T: Real>(
+    block: &ChainBlock<T>,
+    model: &FcnModel,
+    x: &[T],
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    scratch: &mut Scratch<T>,
+    work: &mut CollapsedWork<T>,
+) -> Vec<f64> {
+    let b = block.len;
+    let hidden = model.widths.len();
+    let g = hidden - 1;
+    let n = model.widths[g];
+    let n_in = model.fan_in(g);
+    let inv_v = 1.0 / model.prior_var[g];
+    work.ensure(n, p, b);
+    forward(model, &block.params, b, x, p, scratch);
+    let mut out = vec![inv_v; b * n];
+    for c in 0..b {
+        if block.diverged[c].is_some()
+            || conditional(model, scratch, b, c, y, p, kappa, work).is_none()
+        {
+            continue;
+        }
+        let der = &scratch.der[g];
+        for mu in 0..p {
+            let z2: f64 = if g == 0 {
+                x[mu * n_in..(mu + 1) * n_in]
+                    .iter()
+                    .map(|v| v.f64().powi(2))
+                    .sum()
+            } else {
+                let row = mu * b * n_in + c * n_in;
+                let input = if model.layernorm {
+                    &scratch.normed[g - 1]
+                } else {
+                    &scratch.act[g - 1]
+                };
+                input[row..row + n_in].iter().map(|v| v.f64().powi(2)).sum()
+            };
+            let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
+            for (i, s) in row.iter().enumerate() {
+                out[c * n + i] += work.mean[i].powi(2) / kappa * s.f64().powi(2) * z2 / n_in as f64;
+            }
+        }
+    }
+    out
+}
+
+/// The readout conditional of chain `c` of a block, computed afresh (for tests and tools).
+#[allow(clippy::too_many_arguments)]
+pub fn readout_conditional<T: Real>(
+    block: &ChainBlock<T>,
+    model: &FcnModel,
+    x: &[T],
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    c: usize,
+) -> Option<ReadoutConditional> {
+    let n = *model.widths.last().expect("an FCN has a hidden layer");
+    let mut scratch = Scratch::<T>::default();
+    let mut work = CollapsedWork::<T>::default();
+    work.ensure(n, p, block.len);
+    forward(model, &block.params, block.len, x, p, &mut scratch);
+    let log_det = conditional(model, &scratch, block.len, c, y, p, kappa, &mut work)?;
+    Some(ReadoutConditional {
+        chol: work.chol.clone(),
+        mean: work.mean.clone(),
+        log_det,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::activation::Activation;
+    use crate::sim::sampler::{Dynamics, Ensemble};
+    use rand::{Rng, SeedableRng};
+
+    /// A small ensemble in f64 with random data; `params` of every chain drawn from the prior.
+    fn ensemble(
+        widths: &[usize],
+        act: Activation,
+        layernorm: bool,
+        p: usize,
+        chains: usize,
+    ) -> Ensemble<f64> {
+        let d = 3;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let layers = widths.len() + 1;
+        let model = FcnModel {
+            d,
+            widths: widths.to_vec(),
+            activation: act,
+            prior_var: (0..layers)
+                .map(|l| 1.3 / if l == 0 { d } else { widths[l - 1] } as f64)
+                .collect(),
+            frozen: vec![false; layers],
+            layernorm,
+        };
+        let x: Vec<f64> = (0..p * d).map(|_| rng.random_range(-1.5..1.5)).collect();
+        let y: Vec<f64> = (0..p).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let dynamics = Dynamics {
+            kappa: 0.3,
+            step: 1e-3,
+            temperature: 0.7,
+        };
+        Ensemble::new(model, &x, &y, chains, 4, dynamics, Some(chains))
+    }
+
+    /// Features Φ (P × N) of chain `c`, computed directly from the weights in f64.
+    fn features_direct(ens: &Ensemble<f64>, c: usize) -> Vec<Vec<f64>> {
+        let model = &ens.model;
+        (0..ens.p)
+            .map(|mu| {
+                let mut a: Vec<f64> = ens.x[mu * model.d..(mu + 1) * model.d].to_vec();
+                for (l, &n) in model.widths.iter().enumerate() {
+                    let w = ens.chain_group(c, l);
+                    let fan = a.len();
+                    a = (0..n)
+                        .map(|i| {
+                            let h: f64 = (0..fan).map(|j| w[i * fan + j] * a[j]).sum();
+                            model.activation.value_f64(h)
+                        })
+                        .collect();
+                }
+                a
+            })
+            .collect()
+    }
+
+    /// The non-prior part of U_c by brute force, with the P × P matrix K = κI + vΦΦᵀ:
+    /// −T log E_{a~𝒩(0, vT)} exp(−|Φa − y|²/(2κT)) = ½yᵀK⁻¹y + (T/2)(log det K − P log κ).
+    fn brute_force(ens: &Ensemble<f64>, c: usize) -> f64 {
+        let (p, kappa, t) = (ens.p, ens.dynamics.kappa, ens.dynamics.temperature);
+        let v = *ens.model.prior_var.last().unwrap();
+        let phi = features_direct(ens, c);
+        let k: Vec<f64> = (0..p * p)
+            .map(|ij| {
+                let (i, j) = (ij / p, ij % p);
+                let dot: f64 = phi[i].iter().zip(&phi[j]).map(|(a, b)| a * b).sum();
+                v * dot + if i == j { kappa } else { 0.0 }
+            })
+            .collect();
+        let mut l = vec![0.0; p * p];
+        assert!(cholesky(&k, &mut l, p));
+        let mut sol = ens.y.clone();
+        cholesky_solve(&l, &mut sol, p);
+        let quad: f64 = sol.iter().zip(&ens.y).map(|(a, b)| a * b).sum();
+        let log_det: f64 = 2.0 * (0..p).map(|i| l[i * p + i].ln()).sum::<f64>();
+        0.5 * quad + 0.5 * t * (log_det - p as f64 * kappa.ln())
+    }
+
+    #[test]
+    fn collapsed_energy_equals_the_brute_force_marginal() {
+        for (widths, act, p) in [
+            (vec![4], Activation::Erf, 9),
+            (vec![6], Activation::Tanh, 3),
+            (vec![3, 5], Activation::Erf, 7),
+        ] {
+            let mut ens = ensemble(&widths, act, false, p, 3);
+            let (x, y) = (ens.x.clone(), ens.y.clone());
+            let model = ens.model.clone();
+            let (kappa, t) = (ens.dynamics.kappa, ens.dynamics.temperature);
+            let mut scratch = Scratch::default();
+            let mut work = CollapsedWork::default();
+            let block = &mut ens.blocks[0];
+            data_gradient(block, &model, &x, &y, p, kappa, t, &mut scratch, &mut work);
+            let energies = block.energy.clone();
+            for (c, &u) in energies.iter().enumerate() {
+                let reference = brute_force(&ens, c);
+                assert!(
+                    (u - reference).abs() < 1e-10 * (1.0 + reference.abs()),
+                    "{widths:?} chain {c}: Woodbury {u} vs brute force {reference}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn collapsed_gradient_matches_finite_differences() {
+        for (widths, act, layernorm) in [
+            (vec![4], Activation::Erf, false),
+            (vec![5], Activation::Tanh, false),
+            (vec![3, 4], Activation::Erf, false),
+            (vec![4, 3], Activation::Relu, false),
+            (vec![4, 3], Activation::Tanh, true),
+        ] {
+            let p = 8;
+            let mut ens = ensemble(&widths, act, layernorm, p, 2);
+            let (x, y) = (ens.x.clone(), ens.y.clone());
+            let model = ens.model.clone();
+            let (kappa, t) = (ens.dynamics.kappa, ens.dynamics.temperature);
+            let mut scratch = Scratch::default();
+            let mut work = CollapsedWork::default();
+            let mut energy = |block: &mut ChainBlock<f64>| {
+                data_gradient(block, &model, &x, &y, p, kappa, t, &mut scratch, &mut work);
+                (block.energy.clone(), block.grads.clone())
+            };
+            let block = &mut ens.blocks[0];
+            let (_, grads) = energy(block);
+            assert!(grads[widths.len()].iter().all(|&g| g == 0.0));
+            for g in 0..widths.len() {
+                for idx in 0..block.params[g].len() {
+                    let c = idx / model.group_len(g);
+                    let old = block.params[g][idx];
+                    let eps = 1e-6;
+                    block.params[g][idx] = old + eps;
+                    let up = energy(block).0[c];
+                    block.params[g][idx] = old - eps;
+                    let down = energy(block).0[c];
+                    block.params[g][idx] = old;
+                    let fd = (up - down) / (2.0 * eps);
+                    assert!(
+                        (fd - grads[g][idx]).abs() <= 1e-6 * (1.0 + fd.abs()),
+                        "{widths:?} {act:?} group {g} index {idx}: fd {fd} analytic {}",
+                        grads[g][idx]
+                    );
+                }
+            }
+        }
+    }
+}

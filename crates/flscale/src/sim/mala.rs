@@ -1,0 +1,522 @@
+//! Langevin steps with the gradient cached between steps, on either posterior — the plain one
+//! (every weight) or the collapsed one (hidden weights, readout integrated out; [`collapsed`])
+//! — and the optional Metropolis adjustment (MALA; spec 02 (c)).
+//!
+//! A step proposes θ′ = θ − η∇U(θ) + √(2ηT)ξ for the sampled groups and evaluates U and ∇U at
+//! θ′ (that gradient is the next step's drift, so an unadjusted step still costs one
+//! evaluation). With `mala`, θ′ is accepted with probability min(1, α),
+//!
+//! log α = −(U(θ′) − U(θ))/T − (|θ − θ′ + η∇U(θ′)|² − |θ′ − θ + η∇U(θ)|²)/(4ηT)
+//!
+//! (Roberts & Tweedie 1996, Bernoulli 2:341, eq. 2.2 with the Gaussian proposal
+//! q(θ′|θ) = 𝒩(θ − η∇U(θ), 2ηT·I); with a constant preconditioner M every η becomes ηM and
+//! every squared norm is taken in the metric M⁻¹), from a uniform of the chain's own stream; otherwise the
+//! chain stays at θ. The chain then leaves exp(−U/T) exactly invariant for any η, and a
+//! non-finite proposal is simply rejected. Without `mala` a non-finite or exploding energy
+//! stops the chain (divergence, as in the plain sampler).
+//!
+//! The plain posterior without MALA keeps the sampler's own fused step
+//! ([`Ensemble::advance`]); this module is used when `sampler.method = "collapsed"` or
+//! `sampler.mala = true`.
+//!
+//! [`collapsed`]: super::collapsed
+
+use rand::Rng;
+use rayon::prelude::*;
+
+use super::collapsed::{self, CollapsedWork};
+use super::config::{Likelihood, SamplerMethod};
+use super::model::{FcnModel, Scratch};
+use super::real::Real;
+use super::sampler::{ChainBlock, Divergence, Dynamics, Ensemble};
+
+/// Per-block state: the saved current point while a proposal is judged, acceptance counts.
+#[derive(Debug)]
+struct BlockState<T> {
+    evaluated: bool,
+    saved_params: Vec<Vec<T>>,
+    saved_grads: Vec<Vec<T>>,
+    saved_energy: Vec<f64>,
+    saved_sq_error: Vec<f64>,
+    saved_virial: Vec<Vec<f64>>,
+    proposed: Vec<u64>,
+    accepted: Vec<u64>,
+    work: CollapsedWork<T>,
+    /// Preconditioner M per chain and neuron of the last hidden layer (b·N, chain-major).
+    precond: Vec<f64>,
+}
+
+/// The cached-gradient Langevin kernel of an ensemble (see the module doc).
+#[derive(Debug)]
+pub struct Kernel<T> {
+    /// Plain or collapsed posterior.
+    pub method: SamplerMethod,
+    /// Whether steps are Metropolis-adjusted.
+    pub mala: bool,
+    states: Vec<BlockState<T>>,
+}
+
+impl<T: Real> Kernel<T> {
+    /// A kernel for `ens`'s blocks.
+    pub fn new(ens: &Ensemble<T>, method: SamplerMethod, mala: bool) -> Kernel<T> {
+        let states = ens
+            .blocks
+            .iter()
+            .map(|b| BlockState {
+                evaluated: false,
+                saved_params: b.params.clone(),
+                saved_grads: b.params.iter().map(|g| vec![T::zero(); g.len()]).collect(),
+                saved_energy: vec![0.0; b.len],
+                saved_sq_error: vec![0.0; b.len],
+                saved_virial: b.virial.clone(),
+                proposed: vec![0; b.len],
+                accepted: vec![0; b.len],
+                work: CollapsedWork::default(),
+                precond: vec![1.0; b.len * ens.model.widths.last().copied().unwrap_or(0)],
+            })
+            .collect();
+        Kernel {
+            method,
+            mala,
+            states,
+        }
+    }
+
+    /// Which groups Langevin moves: not frozen, and not the readout when it is collapsed.
+    fn sampled(&self, model: &FcnModel) -> Vec<bool> {
+        (0..model.n_groups())
+            .map(|g| {
+                let collapsed_readout =
+                    self.method == SamplerMethod::Collapsed && g + 1 == model.n_groups();
+                !(model.frozen[g] || collapsed_readout)
+            })
+            .collect()
+    }
+
+    /// Advances every chain by `n` steps, blocks in parallel.
+    pub fn advance(&mut self, ens: &mut Ensemble<T>, n: usize) {
+        let model = &ens.model;
+        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
+        let dynamics = ens.dynamics;
+        let threshold = ens.divergence_threshold;
+        let start = ens.steps_done;
+        let sampled = self.sampled(model);
+        let (method, mala) = (self.method, self.mala);
+        let likelihood = ens.likelihood;
+        ens.blocks
+            .par_iter_mut()
+            .zip(self.states.par_iter_mut())
+            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
+                let ctx = Context {
+                    model,
+                    x,
+                    y,
+                    p,
+                    dynamics,
+                    method,
+                    likelihood,
+                    sampled: &sampled,
+                };
+                let precond = std::mem::take(&mut state.precond);
+                for s in 0..n {
+                    ctx.step(
+                        block,
+                        state,
+                        &precond,
+                        mala,
+                        threshold,
+                        start + s + 1,
+                        scratch,
+                    );
+                }
+                state.precond = precond;
+            });
+        ens.steps_done += n;
+    }
+
+    /// Prepares the chains for a measurement: with the collapsed posterior, draws every
+    /// chain's readout exactly from its conditional (so that predictions, training error and
+    /// the readout's statistics are those of a posterior sample).
+    pub fn prepare_measurement(&mut self, ens: &mut Ensemble<T>) {
+        if self.method != SamplerMethod::Collapsed {
+            return;
+        }
+        let model = &ens.model;
+        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
+        let dynamics = ens.dynamics;
+        ens.blocks
+            .par_iter_mut()
+            .zip(self.states.par_iter_mut())
+            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
+                collapsed::draw_readouts(
+                    block,
+                    model,
+                    x,
+                    y,
+                    p,
+                    dynamics.kappa,
+                    dynamics.temperature,
+                    scratch,
+                    &mut state.work,
+                );
+            });
+    }
+
+    /// Largest Hessian eigenvalue of the sampled energy per chain (chain order; 0 for
+    /// diverged chains), by power iteration on finite-difference Hessian–vector products of
+    /// the sampled groups ([`ChainBlock::lambda_max_of`]).
+    pub fn lambda_max(&mut self, ens: &mut Ensemble<T>, iters: usize) -> Vec<f64> {
+        // The probes overwrite the cached gradients and energies.
+        for state in &mut self.states {
+            state.evaluated = false;
+        }
+        if self.method == SamplerMethod::Plain {
+            return ens.lambda_max(iters);
+        }
+        let model = &ens.model;
+        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
+        let dynamics = ens.dynamics;
+        let skip: Vec<bool> = self.sampled(model).iter().map(|s| !s).collect();
+        let per_block: Vec<Vec<f64>> = ens
+            .blocks
+            .par_iter_mut()
+            .zip(self.states.par_iter_mut())
+            .map_init(Scratch::<T>::default, |scratch, (block, state)| {
+                let scale = precond_scale(model, block.len, &state.precond);
+                block.lambda_max_of(model, iters, &skip, Some(&scale), &mut |b| {
+                    collapsed::data_gradient(
+                        b,
+                        model,
+                        x,
+                        y,
+                        p,
+                        dynamics.kappa,
+                        dynamics.temperature,
+                        scratch,
+                        &mut state.work,
+                    )
+                })
+            })
+            .collect();
+        per_block.into_iter().flatten().collect()
+    }
+
+    /// Collapsed posterior only: sets the per-neuron preconditioner of the last hidden layer
+    /// from the current state, M_i = (1/v)/g_i with g_i of [`collapsed::neuron_curvature`],
+    /// so that every neuron's incoming weights see about the prior's curvature 1/v. Called
+    /// during burn-in only (with `adapt_step`, before the λ_max estimate that sets η) and then
+    /// frozen: preconditioned Langevin with a constant M, θ ← θ − ηM∇U + √(2ηT·M)ξ, keeps
+    /// exp(−U/T) as its stationary law (Roberts & Stramer 2002, Methodol. Comput. Appl.
+    /// Probab. 4:337, with constant metric), and MALA's acceptance uses the same M.
+    pub fn adapt_preconditioner(&mut self, ens: &mut Ensemble<T>) {
+        if self.method != SamplerMethod::Collapsed {
+            return;
+        }
+        let model = &ens.model;
+        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
+        let kappa = ens.dynamics.kappa;
+        let g = model.widths.len() - 1;
+        let inv_v = 1.0 / model.prior_var[g];
+        ens.blocks
+            .par_iter_mut()
+            .zip(self.states.par_iter_mut())
+            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
+                let curvature = collapsed::neuron_curvature(
+                    block,
+                    model,
+                    x,
+                    y,
+                    p,
+                    kappa,
+                    scratch,
+                    &mut state.work,
+                );
+                state.precond = curvature.iter().map(|&c| inv_v / c).collect();
+            });
+    }
+
+    /// Accepted / proposed over the chains that did not diverge (`None` without MALA or
+    /// before the first step).
+    pub fn acceptance_rate(&self, ens: &Ensemble<T>) -> Option<f64> {
+        if !self.mala {
+            return None;
+        }
+        let (mut acc, mut prop) = (0u64, 0u64);
+        for (block, state) in ens.blocks.iter().zip(&self.states) {
+            for c in 0..block.len {
+                if block.diverged[c].is_none() {
+                    acc += state.accepted[c];
+                    prop += state.proposed[c];
+                }
+            }
+        }
+        (prop > 0).then(|| acc as f64 / prop as f64)
+    }
+
+    /// The per-chain acceptance rates (chain order; `None` without MALA).
+    pub fn chain_acceptance(&self) -> Option<Vec<f64>> {
+        self.mala.then(|| {
+            self.states
+                .iter()
+                .flat_map(|s| {
+                    s.accepted.iter().zip(&s.proposed).map(|(&a, &p)| {
+                        if p > 0 {
+                            a as f64 / p as f64
+                        } else {
+                            0.0
+                        }
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+/// √M per parameter in the layout of a block's `params` (1 outside the last hidden layer).
+fn precond_scale(model: &FcnModel, block: usize, precond: &[f64]) -> Vec<Vec<f64>> {
+    let g_pc = model.widths.len() - 1;
+    let n_in = model.fan_in(g_pc);
+    (0..model.n_groups())
+        .map(|g| {
+            let len = block * model.group_len(g);
+            if g == g_pc {
+                (0..len).map(|i| precond[i / n_in].sqrt()).collect()
+            } else {
+                vec![1.0; len]
+            }
+        })
+        .collect()
+}
+
+/// What a block step needs besides the block.
+struct Context<'a, T> {
+    model: &'a FcnModel,
+    x: &'a [T],
+    y: &'a [T],
+    p: usize,
+    dynamics: Dynamics,
+    method: SamplerMethod,
+    likelihood: Likelihood,
+    sampled: &'a [bool],
+}
+
+impl<T: Real> Context<'_, T> {
+    /// U, ∇U (prior included), training error and virial of every chain of the block at its
+    /// current parameters. Returns per chain why U could not be evaluated.
+    fn evaluate(
+        &self,
+        block: &mut ChainBlock<T>,
+        scratch: &mut Scratch<T>,
+        work: &mut CollapsedWork<T>,
+    ) {
+        let (model, kappa) = (self.model, self.dynamics.kappa);
+        let b = block.len;
+        match self.method {
+            SamplerMethod::Plain => {
+                block.data_gradient(
+                    model,
+                    self.x,
+                    self.y,
+                    self.p,
+                    kappa,
+                    self.likelihood,
+                    scratch,
+                );
+                work.failure.resize(b, None);
+                for c in 0..b {
+                    work.failure[c] = None;
+                    block.energy[c] = block.data_loss[c];
+                }
+            }
+            SamplerMethod::Collapsed => collapsed::data_gradient(
+                block,
+                model,
+                self.x,
+                self.y,
+                self.p,
+                kappa,
+                self.dynamics.temperature,
+                scratch,
+                work,
+            ),
+        }
+        // Prior: ∇ = θ/v, energy |θ|²/(2v), virial θ·∇U, for every group Langevin moves
+        // (the collapsed readout's virial is set when it is drawn).
+        for c in 0..b {
+            for g in 0..model.n_groups() {
+                if self.method == SamplerMethod::Collapsed && g + 1 == model.n_groups() {
+                    continue;
+                }
+                let n = model.group_len(g);
+                let inv_v = 1.0 / model.prior_var[g];
+                let inv_v_t = T::of(inv_v);
+                let theta = &block.params[g][c * n..(c + 1) * n];
+                let grad = &mut block.grads[g][c * n..(c + 1) * n];
+                let (mut sq, mut vir) = (0.0, 0.0);
+                for (gi, &ti) in grad.iter_mut().zip(theta) {
+                    *gi += ti * inv_v_t;
+                    sq += (ti * ti).f64();
+                    vir += (ti * *gi).f64();
+                }
+                block.energy[c] += 0.5 * sq * inv_v;
+                block.virial[c][g] = vir;
+            }
+        }
+    }
+
+    /// Stops chain `c`: records why, zeroes its weights so that the block's GEMMs stay finite.
+    fn stop(&self, block: &mut ChainBlock<T>, c: usize, step: usize, reason: String) {
+        block.diverged[c] = Some(Divergence { step, reason });
+        for g in 0..self.model.n_groups() {
+            let n = self.model.group_len(g);
+            block.params[g][c * n..(c + 1) * n].fill(T::zero());
+        }
+    }
+
+    /// Divergence check after an unadjusted evaluation.
+    fn check(
+        &self,
+        block: &mut ChainBlock<T>,
+        work: &CollapsedWork<T>,
+        threshold: f64,
+        step: usize,
+    ) {
+        for c in 0..block.len {
+            if block.diverged[c].is_some() {
+                continue;
+            }
+            let u = block.energy[c];
+            let reason = if let Some(f) = &work.failure[c] {
+                f.clone()
+            } else if !u.is_finite() {
+                "non-finite energy".to_string()
+            } else if u > threshold {
+                format!("energy exploded (U = {u:.3e})")
+            } else {
+                continue;
+            };
+            self.stop(block, c, step, reason);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        block: &mut ChainBlock<T>,
+        state: &mut BlockState<T>,
+        precond: &[f64],
+        mala: bool,
+        threshold: f64,
+        global_step: usize,
+        scratch: &mut Scratch<T>,
+    ) {
+        let model = self.model;
+        let b = block.len;
+        if !state.evaluated {
+            self.evaluate(block, scratch, &mut state.work);
+            self.check(block, &state.work, threshold, global_step);
+            state.evaluated = true;
+        }
+        if mala {
+            for g in 0..model.n_groups() {
+                state.saved_params[g].copy_from_slice(&block.params[g]);
+                state.saved_grads[g].copy_from_slice(&block.grads[g]);
+            }
+            state.saved_energy.copy_from_slice(&block.energy);
+            state.saved_sq_error.copy_from_slice(&block.sq_error);
+            for c in 0..b {
+                state.saved_virial[c].copy_from_slice(&block.virial[c]);
+            }
+        }
+        let eta = self.dynamics.step;
+        let temperature = self.dynamics.temperature;
+        // Preconditioned group: the last hidden layer, one M per neuron (row of n_in weights).
+        let g_pc = model.widths.len() - 1;
+        let n_in = model.fan_in(g_pc);
+        let n_pc = model.widths[g_pc];
+        let m_of = |g: usize, c: usize, i: usize| -> f64 {
+            if g == g_pc && !precond.is_empty() {
+                precond[c * n_pc + i / n_in]
+            } else {
+                1.0
+            }
+        };
+        for c in 0..b {
+            if block.diverged[c].is_some() {
+                continue;
+            }
+            let rng = &mut block.rngs[c];
+            for g in 0..model.n_groups() {
+                if !self.sampled[g] {
+                    continue;
+                }
+                let n = model.group_len(g);
+                let theta = &mut block.params[g][c * n..(c + 1) * n];
+                let grad = &block.grads[g][c * n..(c + 1) * n];
+                let mut last_m = f64::NAN;
+                let (mut drift, mut noise) = (T::zero(), T::zero());
+                for (i, (ti, &gi)) in theta.iter_mut().zip(grad).enumerate() {
+                    let m = m_of(g, c, i);
+                    if m != last_m {
+                        last_m = m;
+                        drift = T::of(eta * m);
+                        noise = T::of((2.0 * eta * temperature * m).sqrt());
+                    }
+                    *ti = *ti - drift * gi + noise * T::standard_normal(rng);
+                }
+            }
+        }
+        self.evaluate(block, scratch, &mut state.work);
+        if !mala {
+            self.check(block, &state.work, threshold, global_step);
+            return;
+        }
+        for c in 0..b {
+            if block.diverged[c].is_some() {
+                continue;
+            }
+            // log α of the module doc, accumulated in f64.
+            let mut forward_sq = 0.0;
+            let mut backward_sq = 0.0;
+            for g in 0..model.n_groups() {
+                if !self.sampled[g] {
+                    continue;
+                }
+                let n = model.group_len(g);
+                let range = c * n..(c + 1) * n;
+                let old = &state.saved_params[g][range.clone()];
+                let new = &block.params[g][range.clone()];
+                let old_grad = &state.saved_grads[g][range.clone()];
+                let new_grad = &block.grads[g][range];
+                for i in 0..n {
+                    let m = m_of(g, c, i);
+                    let (o, w) = (old[i].f64(), new[i].f64());
+                    let f = w - o + eta * m * old_grad[i].f64();
+                    let r = o - w + eta * m * new_grad[i].f64();
+                    forward_sq += f * f / m;
+                    backward_sq += r * r / m;
+                }
+            }
+            let energy = block.energy[c];
+            let log_alpha = -(energy - state.saved_energy[c]) / temperature
+                - (backward_sq - forward_sq) / (4.0 * eta * temperature);
+            let u: f64 = block.rngs[c].random();
+            state.proposed[c] += 1;
+            let finite = state.work.failure[c].is_none() && energy.is_finite();
+            if finite && log_alpha.is_finite() && u.ln() < log_alpha {
+                state.accepted[c] += 1;
+                continue;
+            }
+            for g in 0..model.n_groups() {
+                let n = model.group_len(g);
+                let range = c * n..(c + 1) * n;
+                block.params[g][range.clone()]
+                    .copy_from_slice(&state.saved_params[g][range.clone()]);
+                block.grads[g][range.clone()].copy_from_slice(&state.saved_grads[g][range]);
+            }
+            block.energy[c] = state.saved_energy[c];
+            block.sq_error[c] = state.saved_sq_error[c];
+            block.virial[c].copy_from_slice(&state.saved_virial[c]);
+        }
+    }
+}
