@@ -271,9 +271,12 @@ mod tests {
 kind = "fcn"
 activation = "erf"
 widths = [8]
+patch = 4
+heads = 2
 [data]
 d = 8
 p = 40
+tokens = 3
 [target]
 hermite = 3
 terms = [[1, 1.0]]
