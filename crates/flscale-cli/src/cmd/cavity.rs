@@ -560,16 +560,26 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
         "\nfirst specialised neuron (cold branch, 1 per network): P ≈ {}\n",
         show(rep.p_first_specialised)
     );
-    let bracket = |v: Option<(usize, usize)>| {
-        v.map_or("outside the range".to_string(), |(a, b)| {
-            format!("between P = {a} and {b}")
-        })
+    let ends = if rep.branch_ends.is_empty() {
+        "none in range".to_string()
+    } else {
+        rep.branch_ends
+            .iter()
+            .map(|e| {
+                format!(
+                    "the {} branch ends between P = {} and {}",
+                    flscale::cavity::adaptive::branch_name(e.branch),
+                    e.between.0,
+                    e.between.1
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     };
     s += &format!(
-        "transition (free energies cross): P ≈ {}\nspinodals: the aligned branch ends {}; the unaligned branch jumps {}; hysteresis: {}\nR threshold crossed: upward by the cold branch at P ≈ {}, downward by the hot branch at P ≈ {}\n",
+        "transition (free energies cross): P ≈ {}\nspinodals: {}; hysteresis: {}\nR threshold crossed: upward by the cold branch at P ≈ {}, downward by the hot branch at P ≈ {}\n",
         show(rep.p_transition),
-        bracket(rep.spinodal_aligned),
-        bracket(rep.spinodal_unaligned),
+        ends,
         rep.hysteresis,
         show(rep.p_threshold_unaligned),
         show(rep.p_threshold_aligned)

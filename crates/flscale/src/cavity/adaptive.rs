@@ -652,6 +652,14 @@ pub enum Branch {
     Aligned,
 }
 
+/// The branch's name as the JSON writes it ("unaligned", "aligned").
+pub fn branch_name(branch: Branch) -> &'static str {
+    match branch {
+        Branch::Unaligned => "unaligned",
+        Branch::Aligned => "aligned",
+    }
+}
+
 /// The predicted hidden-weight covariance E[wwᵀ] = σ_w²/(D−1)·(I − eeᵀ) + R·eeᵀ (blog §"The
 /// hidden weight covariance records the learned direction").
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -951,14 +959,12 @@ pub struct SweepReport {
     /// P where the branch continued from large alignment drops below the R threshold; `None`
     /// if it stays aligned at every P.
     pub p_threshold_aligned: Option<f64>,
-    /// The lower spinodal of the aligned branch, bracketed by the grid: (P where the branch
-    /// from large alignment has merged into the other, the next P where the two still differ);
-    /// `None` when they never differ, or still differ at the smallest P.
-    pub spinodal_aligned: Option<(usize, usize)>,
-    /// The upper spinodal of the unaligned branch: (the last P where the branch from small
-    /// alignment differs from the other, the next P where it has jumped onto it); `None` when
-    /// they never differ, or still differ at the largest P.
-    pub spinodal_unaligned: Option<(usize, usize)>,
+    /// The spinodals bracketed by the grid: every place where one of the two branches ceases
+    /// to exist, as the pair of neighbouring P values between which the two solutions merge,
+    /// and which branch vanished there (the one whose R is farther from the merged solution's,
+    /// in log R). Both ends of a coexistence window can belong to the same branch: at the blog
+    /// preset the aligned branch exists only in a window of P.
+    pub branch_ends: Vec<BranchEnd>,
     /// P where the branch from small alignment first expects one neuron per network with
     /// |ρ| > 3σ_w/√D (`outliers` crosses 1, interpolated in log P): the first specialised
     /// neuron; `None` if it never does in the range.
@@ -974,23 +980,41 @@ pub struct SweepReport {
     pub hysteresis: bool,
 }
 
-/// The ends of the coexistence window from `gap` (ascending in P, `Some` where the branches
-/// differ): (lower end of the aligned branch, upper end of the unaligned branch), each as the
-/// pair of neighbouring P values between which the branches merge.
-#[allow(clippy::type_complexity)]
-fn spinodal_brackets(
-    ps: &[usize],
-    gap: &[Option<f64>],
-) -> (Option<(usize, usize)>, Option<(usize, usize)>) {
-    let first = gap.iter().position(Option::is_some);
-    let last = gap.iter().rposition(Option::is_some);
-    match (first, last) {
-        (Some(i), Some(j)) => (
-            (i > 0).then(|| (ps[i - 1], ps[i])),
-            (j + 1 < ps.len()).then(|| (ps[j], ps[j + 1])),
-        ),
-        _ => (None, None),
-    }
+/// Where one branch ceases to exist, bracketed by two neighbouring P values of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BranchEnd {
+    /// The branch that vanishes between the two P values.
+    pub branch: Branch,
+    /// (smaller P, larger P): the two solutions differ at exactly one of them.
+    pub between: (usize, usize),
+}
+
+/// The spinodals of the sweep: at every neighbour pair (P_i, P_{i+1}) where exactly one P has
+/// two distinct solutions (`gap` is `Some` there), the branch that vanished is the one whose R
+/// at the two-solution P is farther (in |log R|) from the single solution's R at the other P.
+/// `cold_r` and `hot_r` are the R of the branches continued from small and from large
+/// alignment, ascending in P like `ps` and `gap`.
+fn branch_ends(ps: &[usize], cold_r: &[f64], hot_r: &[f64], gap: &[Option<f64>]) -> Vec<BranchEnd> {
+    let log_dist = |a: f64, b: f64| (a.max(1e-300).ln() - b.max(1e-300).ln()).abs();
+    (1..ps.len())
+        .filter_map(|i| {
+            let (two, one) = match (gap[i - 1].is_some(), gap[i].is_some()) {
+                (true, false) => (i - 1, i),
+                (false, true) => (i, i - 1),
+                _ => return None,
+            };
+            let merged = cold_r[one];
+            let branch = if log_dist(hot_r[two], merged) >= log_dist(cold_r[two], merged) {
+                Branch::Aligned
+            } else {
+                Branch::Unaligned
+            };
+            Some(BranchEnd {
+                branch,
+                between: (ps[i - 1], ps[i]),
+            })
+        })
+        .collect()
 }
 
 /// Where `gap` (ascending in P) first changes sign from > 0 to ≤ 0 between two neighbours
@@ -1089,8 +1113,12 @@ pub fn sweep_p_observed(
     Ok(SweepReport {
         p_threshold_unaligned: crossing(&curve(&cold), thr, true),
         p_threshold_aligned: crossing(&curve(&hot), thr, false),
-        spinodal_aligned: spinodal_brackets(&ps, &free_energy_gap).0,
-        spinodal_unaligned: spinodal_brackets(&ps, &free_energy_gap).1,
+        branch_ends: branch_ends(
+            &ps,
+            &cold.iter().map(|s| s.r).collect::<Vec<_>>(),
+            &hot.iter().map(|s| s.r).collect::<Vec<_>>(),
+            &free_energy_gap,
+        ),
         p_first_specialised: crossing(
             &cold
                 .iter()
@@ -1430,18 +1458,36 @@ mod tests {
             gap_crossing(&[50, 100, 200], &[Some(1.0), None, Some(-2.0)]),
             None
         );
-        // Branches differ at P = 100, 200 only: the aligned one ends in (50, 100), the
-        // unaligned one jumps in (200, 400).
+        // Branches differ at P = 100, 200 only. Below, the merged R (0.1) is the unaligned
+        // branch's: the aligned one ends in (50, 100). Above, the merged R (4) is the aligned
+        // branch's: the unaligned one jumps in (200, 400).
         let gap = [None, Some(1.0), Some(-1.0), None];
+        let ps = [50, 100, 200, 400];
+        let end = |branch, between| BranchEnd { branch, between };
         assert_eq!(
-            spinodal_brackets(&[50, 100, 200, 400], &gap),
-            (Some((50, 100)), Some((200, 400)))
+            branch_ends(&ps, &[0.1, 0.1, 0.2, 4.0], &[0.1, 3.0, 3.5, 4.0], &gap),
+            vec![
+                end(Branch::Aligned, (50, 100)),
+                end(Branch::Unaligned, (200, 400))
+            ]
         );
-        assert_eq!(spinodal_brackets(&[50, 100], &[None, None]), (None, None));
+        // The blog preset's shape: the aligned branch exists only inside a window, so both
+        // ends are its own.
         assert_eq!(
-            spinodal_brackets(&[50, 100], &[Some(1.0), Some(2.0)]),
-            (None, None)
+            branch_ends(&ps, &[0.1, 0.12, 0.1, 0.07], &[0.1, 5.3, 6.5, 0.07], &gap),
+            vec![
+                end(Branch::Aligned, (50, 100)),
+                end(Branch::Aligned, (200, 400))
+            ]
         );
+        assert!(branch_ends(&[50, 100], &[0.1, 0.1], &[0.1, 0.1], &[None, None]).is_empty());
+        assert!(branch_ends(
+            &[50, 100],
+            &[0.1, 0.1],
+            &[1.0, 2.0],
+            &[Some(1.0), Some(2.0)]
+        )
+        .is_empty());
     }
 
     #[test]

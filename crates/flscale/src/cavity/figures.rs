@@ -89,11 +89,12 @@ pub fn sweep_chart(rep: &SweepReport, langevin: Option<&LangevinCurve>) -> LineC
         rep.params.sigma_w2,
         rep.params.eps
     )];
-    if let Some((a, b)) = rep.spinodal_aligned {
-        notes.push(format!("aligned branch ends between P = {a} and {b}"));
-    }
-    if let Some((a, b)) = rep.spinodal_unaligned {
-        notes.push(format!("unaligned branch jumps between P = {a} and {b}"));
+    for end in &rep.branch_ends {
+        let (a, b) = end.between;
+        notes.push(format!(
+            "{} branch ends between P = {a} and {b}",
+            super::adaptive::branch_name(end.branch)
+        ));
     }
     if let Some(p) = rep.p_transition {
         notes.push(format!("free energies cross at P ≈ {p:.1}"));
