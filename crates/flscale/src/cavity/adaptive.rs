@@ -729,6 +729,11 @@ pub struct BranchSolution {
     /// comparable with the Langevin engine's `outliers_layer1`. R = E[ρ²] is a population
     /// mean: a few such neurons raise it only by O(1/N) each.
     pub outliers: f64,
+    /// The centre drive X at this (b, c) ([`FiniteModel::centre_drive`]):
+    /// U''(0) = (D/σ_w² + ℓ/L0)(1 − X), so X ≥ 1 means the unaligned centre of p(ρ | b, c) has
+    /// lost local stability (the spinodal); X < 1 leaves only side wells as a route to
+    /// alignment.
+    pub centre_drive: f64,
     /// The predicted weight covariance.
     pub covariance: Covariance,
     /// The adaptive-kernel free energy at this solution ([`FreeEnergy`]).
@@ -866,6 +871,7 @@ fn finish(
         test_mse_relative: test_mse / (1.0 + 6.0 * prm.eps * prm.eps),
         train_mse,
         u: model.u(),
+        centre_drive: model.centre_drive(b),
         iterations,
         converged,
         last_step,
@@ -978,6 +984,21 @@ pub struct SweepReport {
     pub p_transition: Option<f64>,
     /// Whether the two branches differ at some P (hysteresis, a first-order transition).
     pub hysteresis: bool,
+    /// The largest centre drive of the unaligned branch at its population residual, over all
+    /// P (not only the swept ones), and where it is reached
+    /// ([`super::potential::population_centre_drive_max`]). A population-level estimate: below
+    /// 1 the centre keeps its stability at every P when b takes its population value; the
+    /// finite-P fixed points' (b, c) (their `centre_drive`) can lie above or below it.
+    pub population_drive_max: PopulationDrive,
+}
+
+/// The maximum over P of the population centre drive.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PopulationDrive {
+    /// Where it is reached.
+    pub p: f64,
+    /// Its value X_max.
+    pub drive: f64,
 }
 
 /// Where one branch ceases to exist, bracketed by two neighbouring P values of the sweep.
@@ -1110,7 +1131,15 @@ pub fn sweep_p_observed(
         })
         .collect();
     let hysteresis = free_energy_gap.iter().any(Option::is_some);
+    let (p_drive, drive) = super::potential::population_centre_drive_max(
+        prm.d as f64,
+        prm.n as f64,
+        prm.t,
+        prm.s_a2,
+        prm.sigma_w2,
+    )?;
     Ok(SweepReport {
+        population_drive_max: PopulationDrive { p: p_drive, drive },
         p_threshold_unaligned: crossing(&curve(&cold), thr, true),
         p_threshold_aligned: crossing(&curve(&hot), thr, false),
         branch_ends: branch_ends(
@@ -1296,6 +1325,32 @@ mod tests {
             assert!((b2 - s.b).abs() < 1e-6 && (c2 - s.c).abs() < 1e-6);
             assert!(s.test_mse.is_finite() && s.test_mse > 0.0);
             assert_eq!(s.covariance.perpendicular_multiplicity, 9);
+        }
+    }
+
+    #[test]
+    fn population_residual_bounds_the_training_residual_of_a_kernel_with_that_h1_power() {
+        // K = λ1zzᵀ + K₋ with K₋ ⪰ 0 (here a Gram matrix of the perpendicular inputs): the
+        // projection of T(K + T·I)⁻¹z on z is at most T/(T + λ1|z|²), with equality at K₋ = 0
+        // (FiniteModel::population_residual, with P = |z|²).
+        let (d, n, t, s_a2, s2) = (6.0, 6.0, 0.05, 1.0 / 6.0, 0.8);
+        let pts = Points::sample(6, 40, 7, 0);
+        let zz: f64 = pts.z.iter().map(|v| v * v).sum();
+        let model = FiniteModel::new(d, zz, t, s_a2, s2).unwrap();
+        let bound = model.population_residual(n);
+        let lambda1 = (t / bound - t) / zz;
+        let rest = perp_cov(&pts, &pts, s2);
+        for (scale, exact) in [(0.0, true), (1.0, false), (5.0, false)] {
+            let k = Mat::from_fn(40, 40, |i, j| {
+                lambda1 * pts.z[i] * pts.z[j] + scale * rest[(i, j)]
+            });
+            let alpha = ridge_solve(k, t, &pts.z).unwrap().0;
+            let b = t * pts.z.iter().zip(&alpha).map(|(z, a)| z * a).sum::<f64>() / zz;
+            if exact {
+                assert!((b - bound).abs() < 1e-10 * bound, "{b} vs {bound}");
+            } else {
+                assert!(b < bound && b > 0.0, "K₋ scale {scale}: {b} vs {bound}");
+            }
         }
     }
 

@@ -73,6 +73,86 @@ impl FiniteModel {
         let alpha = 2.0 / PI.sqrt() * b / (1.0 + 2.0 * q).sqrt();
         self.d / q + ell / l0 - self.s_a2 * self.p * self.p * alpha * alpha / (self.t * self.t * l0)
     }
+
+    /// The centre drive X(b) = [s_a²P²α²/(T²L0)] / [D/σ_w² + ℓ/L0]: the fit reward's curvature
+    /// at ρ = 0 over the stabilising curvature of the prior and of log L, so that
+    /// U''(0) = (D/σ_w² + ℓ/L0)·(1 − X) (the terms of [`Self::curvature_at_zero`], blog
+    /// §"Expand the potential near zero overlap"). X < 1: the unaligned centre is locally
+    /// stable; X ≥ 1: past the spinodal, it is not.
+    pub fn centre_drive(&self, b: f64) -> f64 {
+        let q = self.sigma_w2;
+        let l0 = self.readout_factor(0.0);
+        let dv = 4.0 / PI / ((1.0 + 2.0 * q) * (1.0 + 4.0 * q).sqrt());
+        let ell = self.s_a2 * self.p / self.t * dv;
+        let alpha = 2.0 / PI.sqrt() * b / (1.0 + 2.0 * q).sqrt();
+        let reward = self.s_a2 * self.p * self.p * alpha * alpha / (self.t * self.t * l0);
+        reward / (self.d / q + ell / l0)
+    }
+
+    /// The centre drive at the population residual of the unaligned branch (derived here):
+    /// X([`Self::population_residual`]) for width `n`.
+    pub fn population_centre_drive(&self, n: f64) -> f64 {
+        self.centre_drive(self.population_residual(n))
+    }
+
+    /// The linear residual left on the training set by the adaptive kernel at the prior
+    /// (derived here): b = T/(T + λ1P), λ1 = N s_a²·(4/π)·(σ_w²/D)/(1 + 2σ_w²).
+    ///
+    /// λ1 is the kernel's power along H1: K = N s_a²E_w[φφᵀ] contains N s_a²E_w[h1(w)²]·zzᵀ with
+    /// h1 = E[erf(g)H1] = 2ρ/√(π(1+2q)) (blog §"Reduce the hidden weight posterior to one
+    /// overlap"), taken at the prior ρ² = σ_w²/D, q ≈ σ_w². For a unit H1 target, writing
+    /// K = λ1zzᵀ + K₋ with K₋ ⪰ 0 and G = (K₋ + T·I)⁻¹ ⪯ I/T, Sherman–Morrison gives the
+    /// projection of r̄ = T(K + T·I)⁻¹z on z as T·zᵀGz/(|z|²(1 + λ1zᵀGz)) ≤ T/(T + λ1|z|²), with
+    /// |z|² ≈ P: a PSD remainder of the kernel only lowers b. The blog's self-consistency
+    /// (§"Match the residual to the network's prediction") thus makes b fall like 1/P once
+    /// λ1P > T, while L0 grows like P: the reward s_a²P²α²/(T²L0) ∝ P²b²/L0 then decays.
+    pub fn population_residual(&self, n: f64) -> f64 {
+        let q = self.sigma_w2;
+        let lambda1 = n * self.s_a2 * 4.0 / PI * (q / self.d) / (1.0 + 2.0 * q);
+        self.t / (self.t + lambda1 * self.p)
+    }
+}
+
+/// The largest [`FiniteModel::population_centre_drive`] over all P > 0 for the given D, N, T,
+/// s_a², σ_w², and the P where it is reached: (P_max, X_max). X_max < 1 says that, at the
+/// population level (b from the prior kernel's H1 power alone), the unaligned centre never
+/// loses local stability at any P; finite-P fixed points can deviate either way. At fixed D, N, σ_w², X is 1/s_a² times a function of s_a²P/T, so
+/// X_max ∝ 1/s_a² and is independent of T (tested).
+pub fn population_centre_drive_max(
+    d: f64,
+    n: f64,
+    t: f64,
+    s_a2: f64,
+    sigma_w2: f64,
+) -> Result<(f64, f64)> {
+    let at = |log_p: f64| -> Result<f64> {
+        Ok(FiniteModel::new(d, log_p.exp(), t, s_a2, sigma_w2)?.population_centre_drive(n))
+    };
+    positive("N (width)", n)?;
+    // X → 0 as P → 0 (∝ P²) and as P → ∞ (∝ 1/P); it rises and falls once, so a scan in log P
+    // brackets the maximum and a golden-section search refines it.
+    let (lo, hi, steps) = (-20.0f64, 40.0f64, 1200usize);
+    let h = (hi - lo) / steps as f64;
+    let mut best = (lo, at(lo)?);
+    for i in 1..=steps {
+        let x = lo + i as f64 * h;
+        let v = at(x)?;
+        if v > best.1 {
+            best = (x, v);
+        }
+    }
+    let (mut a, mut b) = (best.0 - h, best.0 + h);
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    while b - a > 1e-10 {
+        let (c1, c2) = (b - g * (b - a), a + g * (b - a));
+        if at(c1)? < at(c2)? {
+            a = c1;
+        } else {
+            b = c2;
+        }
+    }
+    let x = 0.5 * (a + b);
+    Ok((x.exp(), at(x)?))
 }
 
 /// The mean-field potential Ũ_u(ρ)/D for fixed σ_w², b, c (L → 1 in U; spec 04 "Mean-field
@@ -153,6 +233,47 @@ mod tests {
                 "b={b}: {numeric} vs {closed}"
             );
         }
+    }
+
+    #[test]
+    fn centre_drive_is_one_exactly_where_the_numerical_curvature_vanishes() {
+        // U''(0) is linear in b² through the reward only, so X(b) = X(1)·b² and X(b*) = 1 at
+        // b* = 1/√X(1); the curvature there is checked by Richardson differences of U itself.
+        let model = FiniteModel::new(30.0, 90.0, 0.05, 1.0 / 30.0, 1.0).unwrap();
+        let b_star = 1.0 / model.centre_drive(1.0).sqrt();
+        let scale = curvature_richardson(|r| model.potential(r, 0.0, 0.0));
+        for (b, stable) in [(0.9 * b_star, true), (1.1 * b_star, false)] {
+            let numeric = curvature_richardson(|r| model.potential(r, b, 0.2));
+            assert_eq!(numeric > 0.0, stable, "b = {b}: U''(0) = {numeric}");
+            let want = scale * (1.0 - model.centre_drive(b));
+            assert!((numeric - want).abs() < 1e-6 * scale, "{numeric} vs {want}");
+        }
+        let at_star = curvature_richardson(|r| model.potential(r, b_star, -0.4));
+        assert!(at_star.abs() < 1e-6 * scale, "U''(0) at X = 1: {at_star}");
+    }
+
+    #[test]
+    fn population_drive_maximum_is_a_maximum_and_scales_as_derived() {
+        let (p1, x1) = population_centre_drive_max(20.0, 20.0, 0.05, 0.05, 1.0).unwrap();
+        let drive = |p: f64| {
+            FiniteModel::new(20.0, p, 0.05, 0.05, 1.0)
+                .unwrap()
+                .population_centre_drive(20.0)
+        };
+        assert!((drive(p1) - x1).abs() < 1e-15);
+        // A dense independent scan never exceeds it.
+        let scan = (0..20_000)
+            .map(|i| drive(10f64.powf(-2.0 + 8.0 * i as f64 / 20_000.0)))
+            .fold(0.0, f64::max);
+        assert!(
+            scan <= x1 * (1.0 + 1e-12) && scan > x1 * (1.0 - 1e-6),
+            "{scan} vs {x1}"
+        );
+        // X = F(s_a²P/T)/s_a² at fixed D, N, σ_w²: halving s_a² and raising T tenfold doubles
+        // X_max and moves its P by 20.
+        let (p2, x2) = population_centre_drive_max(20.0, 20.0, 0.5, 0.025, 1.0).unwrap();
+        assert!((x2 / x1 - 2.0).abs() < 1e-9, "{x2} / {x1}");
+        assert!((p2 / p1 - 20.0).abs() < 1e-3, "{p2} / {p1}");
     }
 
     #[test]
