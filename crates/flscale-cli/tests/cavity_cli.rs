@@ -196,6 +196,30 @@ fn sweep_writes_a_figure_and_json() {
     assert_eq!(v["aligned"].as_array().unwrap().len(), 2);
     assert!(num(&v, &["r_threshold"]) > 0.0);
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // centre_drive = [s_a²P²α²/(T²L0)]/[D/σ_w² + ℓ/L0] at each solution's b (blog §"Expand the
+    // potential near zero overlap"), recomputed here from the JSON's b: D = N = 6, s_a² = 1/6,
+    // σ_w² = 1, T = 0.1; v(1) = (2/π)asin(2/3), v'(1) = (4/π)/(3√5).
+    let pi = std::f64::consts::PI;
+    let (d, s_a2, t) = (6.0, 1.0 / 6.0, 0.1);
+    for sol in v["unaligned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(v["aligned"].as_array().unwrap())
+    {
+        let (p, b) = (num(sol, &["p"]), num(sol, &["b"]));
+        let l0 = 1.0 + s_a2 * p / t * 2.0 / pi * (2.0f64 / 3.0).asin();
+        let ell = s_a2 * p / t * 4.0 / pi / (3.0 * 5f64.sqrt());
+        let alpha2 = 4.0 / pi * b * b / 3.0;
+        let want = s_a2 * p * p * alpha2 / (t * t * l0) / (d + ell / l0);
+        let got = num(sol, &["centre_drive"]);
+        assert!(
+            (got - want).abs() < 1e-9 * want.max(1e-12),
+            "{got} vs {want}"
+        );
+    }
+    assert!(num(&v, &["population_drive_max", "drive"]) > 0.0);
+    assert!(num(&v, &["population_drive_max", "p"]) > 0.0);
 }
 
 #[test]
@@ -402,28 +426,35 @@ data.p = [8, 16]
     assert!(err.contains("its width is 4, not N = 5"), "{err}");
 }
 
-/// The sweep behind the documented blog overlay (docs/cavity.md) is a valid grid.
+/// The sweeps behind the documented blog overlays (docs/cavity.md, RESULTS.md) are valid grids.
 #[test]
-fn blog_overlay_sweep_file_is_valid() {
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/sweeps/blog-cavity-overlay.toml");
-    let dir = tempfile::tempdir().unwrap();
-    let out = flscale(&[
-        "sweep",
-        file.to_str().unwrap(),
-        "--out",
-        dir.path().join("s").to_str().unwrap(),
-        "--dry-run",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("6 runs in the grid"), "{text}");
+fn blog_overlay_sweep_files_are_valid() {
+    // The plain-sampler file of docs/cavity.md and the collapsed-sampler one of RESULTS.md.
+    for (name, runs) in [
+        ("examples/sweeps/blog-cavity-overlay.toml", 6),
+        ("docs/results/cavity-overlay-collapsed.toml", 6),
+    ] {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(name);
+        let dir = tempfile::tempdir().unwrap();
+        let out = flscale(&[
+            "sweep",
+            file.to_str().unwrap(),
+            "--out",
+            dir.path().join("s").to_str().unwrap(),
+            "--dry-run",
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(&format!("{runs} runs in the grid")), "{text}");
+    }
 }

@@ -556,6 +556,10 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
     for (c, h) in rep.unaligned.iter().zip(&rep.aligned) {
         s += &format!("  P={}: {:.2} / {:.2}", c.p, c.outliers, h.outliers);
     }
+    s += "\ncentre drive X, U''(0) ∝ 1 − X (cold / hot):";
+    for (c, h) in rep.unaligned.iter().zip(&rep.aligned) {
+        s += &format!("  P={}: {:.3} / {:.3}", c.p, c.centre_drive, h.centre_drive);
+    }
     s += &format!(
         "\nfirst specialised neuron (cold branch, 1 per network): P ≈ {}\n",
         show(rep.p_first_specialised)
@@ -576,6 +580,10 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
             .collect::<Vec<_>>()
             .join("; ")
     };
+    s += &format!(
+        "largest centre drive X of the unaligned branch at its population residual: {:.4} at P ≈ {:.1} (population estimate; X < 1: no spinodal at that level)\n",
+        rep.population_drive_max.drive, rep.population_drive_max.p
+    );
     s += &format!(
         "transition (free energies cross): P ≈ {}\nspinodals: {}; hysteresis: {}\nR threshold crossed: upward by the cold branch at P ≈ {}, downward by the hot branch at P ≈ {}\n",
         show(rep.p_transition),
