@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 use super::config::Likelihood;
 use super::likelihood::residuals;
-use super::model::{backward, forward, FcnModel, Scratch};
+use super::model::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
 use super::real::Real;
 
 /// Why and when a chain was stopped.
@@ -611,27 +611,43 @@ impl<T: Real> ChainBlock<T> {
         scratch: &mut Scratch<T>,
     ) {
         let b = self.len;
-        forward(model, &self.params, b, x, p, scratch);
-        residuals(
-            likelihood,
-            &scratch.f[..p * b],
-            y,
-            dynamics.kappa,
-            b,
-            &mut self.residual,
-            &mut self.sq_error,
-            &mut self.data_loss,
-        );
-        backward(
-            model,
-            &self.params,
-            b,
-            x,
-            p,
-            &self.residual,
-            scratch,
-            &mut self.grads,
-        );
+        if model.widths.len() == 1 && likelihood == Likelihood::Gaussian {
+            two_layer_gaussian_gradient(
+                model,
+                &self.params,
+                b,
+                x,
+                y,
+                dynamics.kappa,
+                scratch,
+                &mut self.residual,
+                &mut self.sq_error,
+                &mut self.data_loss,
+                &mut self.grads,
+            );
+        } else {
+            forward(model, &self.params, b, x, p, scratch);
+            residuals(
+                likelihood,
+                &scratch.f[..p * b],
+                y,
+                dynamics.kappa,
+                b,
+                &mut self.residual,
+                &mut self.sq_error,
+                &mut self.data_loss,
+            );
+            backward(
+                model,
+                &self.params,
+                b,
+                x,
+                p,
+                &self.residual,
+                scratch,
+                &mut self.grads,
+            );
+        }
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
         for c in 0..b {
