@@ -162,6 +162,8 @@ pub struct Scratch<T> {
     pub normed: Vec<Vec<T>>,
     /// With layer normalisation: 1/√(var + ε) per input row and chain, rows × B.
     pub inv_std: Vec<Vec<T>>,
+    /// The fused two-layer path's first-layer gradient, (B·N₁) × d column-major.
+    first_layer_grad_colmajor: Vec<T>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -527,9 +529,14 @@ pub fn two_layer_gaussian_gradient<T: Real>(
     for c in 0..block {
         loss[c] = sq_error[c] / (2.0 * kappa);
     }
-    // G₁ = Δ₁ᵀ·X, (B·N₁) × d, one GEMM.
+    // G₁ = Δ₁ᵀ·X, (B·N₁) × d, one GEMM into a column-major buffer, then transposed into the
+    // row-major parameter layout. Written row-major directly, the GEMM's output dimension
+    // would be d = 40, which faer's 48-row AVX-512 micro-kernels pad by 20 %; column-major it
+    // is B·N₁ (160 here), which they tile exactly.
     let delta = MatRef::from_row_major_slice(&der[..], rows, width);
-    let g1 = MatMut::from_row_major_slice_mut(&mut grads[0][..width * d], width, d);
+    let buf = &mut scratch.first_layer_grad_colmajor;
+    buf.resize(width * d, T::zero());
+    let g1 = MatMut::from_column_major_slice_mut(&mut buf[..], width, d);
     matmul(
         g1,
         Accum::Replace,
@@ -538,6 +545,11 @@ pub fn two_layer_gaussian_gradient<T: Real>(
         T::one(),
         Par::Seq,
     );
+    for (i, g_row) in grads[0][..width * d].chunks_exact_mut(d).enumerate() {
+        for (j, g) in g_row.iter_mut().enumerate() {
+            *g = buf[j * width + i];
+        }
+    }
 }
 
 /// A row-major strided mutable view. faer 0.24.4's `MatMut::from_row_major_slice_with_stride_mut`
