@@ -166,6 +166,23 @@ pub struct Scratch<T> {
     first_layer_grad_colmajor: Vec<T>,
 }
 
+impl<T> Scratch<T> {
+    /// No buffers yet (they are sized by [`Scratch::ensure`]).
+    pub const fn empty() -> Scratch<T> {
+        Scratch {
+            rows: 0,
+            block: 0,
+            h: Vec::new(),
+            act: Vec::new(),
+            der: Vec::new(),
+            f: Vec::new(),
+            normed: Vec::new(),
+            inv_std: Vec::new(),
+            first_layer_grad_colmajor: Vec::new(),
+        }
+    }
+}
+
 impl<T: Real> Scratch<T> {
     /// Makes sure the buffers fit `rows` inputs and `block` chains.
     pub fn ensure(&mut self, model: &FcnModel, rows: usize, block: usize) {
