@@ -6,7 +6,7 @@
 //! π ∝ exp(−U/T); T = 1 is the Bayesian posterior.
 //!
 //! The E chains are split into fixed blocks of B consecutive chains (B depends only on the
-//! problem size, never on the thread count); rayon runs blocks in parallel and each block is
+//! problem size and E, never on the thread count; [`block_size`]); rayon runs blocks in parallel and each block is
 //! advanced with sequential GEMMs. Chain k draws its initial weights and all its noise from
 //! its own ChaCha8 stream (seed, k), so every number is identical for any thread count.
 //!
@@ -92,12 +92,11 @@ pub struct Ensemble<T: Real> {
     /// The data term (Gaussian unless set after construction).
     pub likelihood: Likelihood,
     /// Work buffers kept between [`Ensemble::advance`] calls: a fresh `Scratch` per rayon
-    /// task would allocate, page-fault and zero a few MiB per call (~0.5 ms each, a few % of
-    /// a 30-step call at E = 30).
+    /// task would allocate a few MiB per call and fault and zero them in page by page.
     scratch_pool: Mutex<Vec<Scratch<T>>>,
 }
 
-/// A `Scratch` borrowed from [`Ensemble::scratch_pool`] for one rayon task, returned on drop.
+/// A `Scratch` borrowed from the ensemble's pool for one rayon task, returned on drop.
 struct PooledScratch<'a, T> {
     pool: &'a Mutex<Vec<Scratch<T>>>,
     scratch: Scratch<T>,
