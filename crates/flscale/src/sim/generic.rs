@@ -11,6 +11,10 @@
 //!
 //! Divergence (spec 02 "Robust"): a chain whose energy becomes non-finite or exceeds the
 //! same threshold as the FCN sampler's is stopped and left out of every result.
+//!
+//! As for the FCN: cold, hot ([`FlatModel::hot_start`]) or compared starts
+//! ([`super::run::run_starts`]), optional Metropolis adjustment (MALA, spec 02 (c)),
+//! `adapt_step`, and the summary of [`super::run::finish`].
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
