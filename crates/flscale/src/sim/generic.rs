@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use super::attention::AttentionModel;
 use super::cnn::CnnModel;
 use super::config::{ExperimentConfig, ModelKind};
-use super::observables::{finite, ChainAccumulator, Measurement, HIST_BINS};
+use super::observables::{finite, ChainAccumulator, ChainSnapshot};
 use super::real::Real;
 use super::run::{finish, run_starts, EnsembleOutcome, RunResult};
 use super::sampler::{chain_rng, Divergence, Dynamics};
@@ -665,8 +665,7 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
     Ok(result)
 }
 
-/// Records chain k's measurement at step t (alignment A_f = ⟨f, y⟩/⟨y, y⟩ on the test set,
-/// paper §3; MSEs; overlaps; parameter moments).
+/// Records chain k's measurement at step t ([`ChainAccumulator::record`]).
 #[allow(clippy::too_many_arguments)]
 fn measure_chain<T: Real, M: FlatModel<T>>(
     ens: &FlatEnsemble<T, M>,
@@ -682,70 +681,27 @@ fn measure_chain<T: Real, M: FlatModel<T>>(
     a: &mut ChainAccumulator,
 ) {
     let chain = &ens.chains[k];
-    let n_test = y_test.len();
-    let mut fy = 0.0;
-    let mut sq = 0.0;
-    for (fv, &yv) in f.iter().zip(y_test) {
-        let fv = fv.f64();
-        fy += fv * yv;
-        sq += (fv - yv).powi(2);
-    }
     let rhos = ens.model.overlaps(&chain.theta, teacher);
-    let r2 = rhos.iter().map(|r| r * r).sum::<f64>() / rhos.len().max(1) as f64;
-    let outliers = rhos.iter().filter(|r| r.abs() > threshold).count();
-    let p = ens.p;
-    a.series.push((
-        sampling,
-        Measurement {
-            step: t,
-            alignment: if y_norm2 > 0.0 { fy / y_norm2 } else { 0.0 },
-            test_mse: sq / n_test as f64,
-            train_mse: (p > 0).then(|| chain.sq_error / p as f64),
-            energy: chain.energy,
-            r_overlap2: r2,
-            outliers,
-        },
-    ));
-    if !sampling {
-        return;
-    }
-    a.samples += 1;
-    for (s, fv) in a.f_test_sum.iter_mut().zip(f) {
-        *s += fv.f64();
-    }
-    for &rho in &rhos {
-        let bin = ((rho + range) / (2.0 * range) * HIST_BINS as f64).floor();
-        if bin >= 0.0 && bin < HIST_BINS as f64 {
-            a.hist[bin as usize] += 1;
-        } else {
-            a.hist_outside += 1;
-        }
-    }
     let mut start = 0;
-    for (g, grp) in ens.model.groups().iter().enumerate() {
-        a.virial_sum[g] += chain.virial[g];
-        let mut m = [0.0; 3];
-        for v in &chain.theta[start..start + grp.len] {
-            let v2 = v.f64() * v.f64();
-            m[0] += v.f64();
-            m[1] += v2;
-            m[2] += v2 * v2;
-        }
-        start += grp.len;
-        for j in 0..3 {
-            a.moments[g][j] += m[j];
-        }
-    }
-    if let Some((rows, dim)) = ens.model.filters(&chain.theta) {
-        for row in rows.chunks_exact(dim) {
-            for i in 0..dim {
-                let wi = row[i].f64();
-                for j in i..dim {
-                    a.second_moment_matrix[i * dim + j] += wi * row[j].f64();
-                }
-            }
-        }
-    }
+    let groups = ens
+        .model
+        .groups()
+        .iter()
+        .zip(&chain.virial)
+        .map(|(grp, &virial)| {
+            start += grp.len;
+            (&chain.theta[start - grp.len..start], virial)
+        })
+        .collect();
+    let snapshot = ChainSnapshot {
+        f_test: f,
+        rhos: &rhos,
+        groups,
+        filters: ens.model.filters(&chain.theta),
+        energy: chain.energy,
+        train_mse: (ens.p > 0).then(|| chain.sq_error / ens.p as f64),
+    };
+    a.record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
 }
 
 /// Central finite-difference check of a flat model's data gradient (used by the models'

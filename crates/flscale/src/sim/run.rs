@@ -10,7 +10,7 @@ use super::mala::Kernel;
 use super::model::FcnModel;
 use super::observables::{
     finite, hist_range, integrated_autocorrelation_time, mean_and_error, ChainAccumulator,
-    GroupStats, Measurement, HIST_BINS,
+    ChainSnapshot, GroupStats, Measurement, HIST_BINS,
 };
 use super::overlaps::{summarise, NamedHistogram, Probe, ProbeAccumulator, ProbeSummary};
 use super::real::Real;
@@ -509,75 +509,28 @@ fn measure<T: Real>(
             let Some((f, probe_sample)) = &preds[chain] else {
                 continue;
             };
-            let a = &mut acc[chain];
-            let mut fy = 0.0;
-            let mut sq = 0.0;
-            for (fv, &yv) in f.iter().zip(y_test) {
-                let fv = fv.f64();
-                fy += fv * yv;
-                sq += (fv - yv).powi(2);
-            }
             let w1 = &block.params[0][c * n1 * d..(c + 1) * n1 * d];
-            let mut r2 = 0.0;
-            let mut outliers = 0;
-            let mut rhos = Vec::with_capacity(n1);
-            for row in w1.chunks_exact(d) {
-                let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
-                r2 += rho * rho;
-                if rho.abs() > threshold {
-                    outliers += 1;
-                }
-                rhos.push(rho);
-            }
-            let m = Measurement {
-                step: t,
-                alignment: if y_norm2 > 0.0 { fy / y_norm2 } else { 0.0 },
-                test_mse: sq / n_test as f64,
-                train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
+            let rhos: Vec<f64> = w1
+                .chunks_exact(d)
+                .map(|row| row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum())
+                .collect();
+            let groups = (0..model.n_groups())
+                .map(|g| {
+                    let n = model.group_len(g);
+                    (&block.params[g][c * n..(c + 1) * n], block.virial[c][g])
+                })
+                .collect();
+            let snapshot = ChainSnapshot {
+                f_test: f,
+                rhos: &rhos,
+                groups,
+                filters: Some((w1, d)),
                 energy: block.energy[c],
-                r_overlap2: r2 / n1 as f64,
-                outliers,
+                train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
             };
-            a.series.push((sampling, m));
-            if !sampling {
-                continue;
-            }
-            probe_acc[chain].add(probe, f, y_test, probe_sample);
-            a.samples += 1;
-            for (s, fv) in a.f_test_sum.iter_mut().zip(f) {
-                *s += fv.f64();
-            }
-            for &rho in &rhos {
-                let bin = ((rho + range) / (2.0 * range) * HIST_BINS as f64).floor();
-                if bin >= 0.0 && bin < HIST_BINS as f64 {
-                    a.hist[bin as usize] += 1;
-                } else {
-                    a.hist_outside += 1;
-                }
-            }
-            for g in 0..model.n_groups() {
-                let n = model.group_len(g);
-                a.virial_sum[g] += block.virial[c][g];
-                let mut m = [0.0; 3];
-                for v in &block.params[g][c * n..(c + 1) * n] {
-                    let v = v.f64();
-                    let v2 = v * v;
-                    m[0] += v;
-                    m[1] += v2;
-                    m[2] += v2 * v2;
-                }
-                for j in 0..3 {
-                    a.moments[g][j] += m[j];
-                }
-            }
-            // Σ_i w_i w_iᵀ (upper triangle, mirrored at the end).
-            for row in w1.chunks_exact(d) {
-                for i in 0..d {
-                    let wi = row[i].f64();
-                    for j in i..d {
-                        a.second_moment_matrix[i * d + j] += wi * row[j].f64();
-                    }
-                }
+            acc[chain].record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
+            if sampling {
+                probe_acc[chain].add(probe, f, y_test, probe_sample);
             }
         }
     }
