@@ -162,6 +162,25 @@ pub struct Scratch<T> {
     pub normed: Vec<Vec<T>>,
     /// With layer normalisation: 1/√(var + ε) per input row and chain, rows × B.
     pub inv_std: Vec<Vec<T>>,
+    /// The fused two-layer path's first-layer gradient, (B·N₁) × d column-major.
+    first_layer_grad_colmajor: Vec<T>,
+}
+
+impl<T> Scratch<T> {
+    /// No buffers yet (they are sized by [`Scratch::ensure`]).
+    pub const fn empty() -> Scratch<T> {
+        Scratch {
+            rows: 0,
+            block: 0,
+            h: Vec::new(),
+            act: Vec::new(),
+            der: Vec::new(),
+            f: Vec::new(),
+            normed: Vec::new(),
+            inv_std: Vec::new(),
+            first_layer_grad_colmajor: Vec::new(),
+        }
+    }
 }
 
 impl<T: Real> Scratch<T> {
@@ -458,6 +477,98 @@ pub fn backward<T: Real>(
     );
 }
 
+/// The data-term gradient of a network with one hidden layer under the Gaussian likelihood
+/// (paper eq. 1 with L = 2; the energy of App. A.1), fused: the same arithmetic as
+/// [`forward`], `likelihood::residuals` (Gaussian) and [`backward`] in the same order, so the
+/// numbers are bit for bit those of the three separate passes. What changes is the memory
+/// traffic: row μ's σ(h), f, residual r = (f − y)/κ, readout gradient Σ_μ r σ(h) and
+/// δ = r w σ′(h) are all produced while the row is in L1, so σ(h) is never stored and
+/// σ′(h) is written once (as δ) instead of being written, re-read and rewritten.
+/// On return `residual` (rows × B), `sq_error` = Σ_μ (f − y)² and `loss` = sq_error/(2κ) hold
+/// per chain, and `grads` the data-term gradient (overwritten).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn two_layer_gaussian_gradient<T: Real>(
+    model: &FcnModel,
+    params: &[Vec<T>],
+    block: usize,
+    x: &[T],
+    y: &[T],
+    kappa: f64,
+    scratch: &mut Scratch<T>,
+    residual: &mut [T],
+    sq_error: &mut [f64],
+    loss: &mut [f64],
+    grads: &mut [Vec<T>],
+) {
+    debug_assert_eq!(model.widths.len(), 1);
+    let rows = y.len();
+    scratch.ensure(model, rows, block);
+    let d = model.d;
+    let n = model.widths[0];
+    let width = block * n;
+    let inv_kappa = T::of(1.0 / kappa);
+    sq_error[..block].fill(0.0);
+    let (readout, g_readout) = (&params[1], &mut grads[1]);
+    g_readout.fill(T::zero());
+    if rows == 0 {
+        loss[..block].fill(0.0);
+        grads[0].fill(T::zero());
+        return;
+    }
+    // H₁ = X·W₁ᵀ for the whole block in one GEMM.
+    let xm = MatRef::from_row_major_slice(x, rows, d);
+    let w1 = MatRef::from_row_major_slice(&params[0][..width * d], width, d);
+    let h1 = MatMut::from_row_major_slice_mut(&mut scratch.h[0][..], rows, width);
+    matmul(h1, Accum::Replace, xm, w1.transpose(), T::one(), Par::Seq);
+    // σ(h) of one row lives in the first `width` entries of `act`.
+    let (h, act, der) = (&scratch.h[0], &mut scratch.act[0], &mut scratch.der[0]);
+    let a_row = &mut act[..width];
+    for (mu, &yv) in y.iter().enumerate() {
+        let range = mu * width..(mu + 1) * width;
+        let d_row = &mut der[range.clone()];
+        model.activation.apply(&h[range], a_row, d_row);
+        for c in 0..block {
+            let a = &a_row[c * n..(c + 1) * n];
+            let w = &readout[c * n..(c + 1) * n];
+            let err = dot(a, w) - yv;
+            let r = err * inv_kappa;
+            residual[mu * block + c] = r;
+            sq_error[c] += (err * err).f64();
+            for (gi, &ai) in g_readout[c * n..(c + 1) * n].iter_mut().zip(a) {
+                *gi += r * ai;
+            }
+            for (di, &wi) in d_row[c * n..(c + 1) * n].iter_mut().zip(w) {
+                *di *= r * wi;
+            }
+        }
+    }
+    for c in 0..block {
+        loss[c] = sq_error[c] / (2.0 * kappa);
+    }
+    // G₁ = Δ₁ᵀ·X, (B·N₁) × d, one GEMM into a column-major buffer, then transposed into the
+    // row-major parameter layout. Written row-major directly, the GEMM's output dimension
+    // would be d = 40, which faer's 48-row AVX-512 micro-kernels pad by 20 %; column-major it
+    // is B·N₁ (160 here), which they tile exactly.
+    let delta = MatRef::from_row_major_slice(&der[..], rows, width);
+    let buf = &mut scratch.first_layer_grad_colmajor;
+    buf.resize(width * d, T::zero());
+    let g1 = MatMut::from_column_major_slice_mut(&mut buf[..], width, d);
+    matmul(
+        g1,
+        Accum::Replace,
+        delta.transpose(),
+        xm,
+        T::one(),
+        Par::Seq,
+    );
+    for (i, g_row) in grads[0][..width * d].chunks_exact_mut(d).enumerate() {
+        for (j, g) in g_row.iter_mut().enumerate() {
+            *g = buf[j * width + i];
+        }
+    }
+}
+
 /// A row-major strided mutable view. faer 0.24.4's `MatMut::from_row_major_slice_with_stride_mut`
 /// builds a *column*-major view (row stride 1, column stride `row_stride`; the immutable
 /// `MatRef` version is correct), so the view is built as the transpose of a column-major one.
@@ -528,6 +639,98 @@ mod tests {
             data += (f - yv).powi(2) / (2.0 * kappa);
         }
         data
+    }
+
+    /// The fused two-layer path must reproduce forward → residuals → backward bit for bit
+    /// (f32, the precision it exists for, and f64), for every activation.
+    #[test]
+    fn fused_two_layer_gradient_equals_the_separate_passes() {
+        fn check<T: Real + std::fmt::Debug>(rng: &mut rand_chacha::ChaCha8Rng) {
+            let (d, n, rows, block, kappa) = (7, 9, 23, 3, 0.37);
+            for act in [
+                Activation::Erf,
+                Activation::Tanh,
+                Activation::Relu,
+                Activation::Poly,
+            ] {
+                let model = FcnModel {
+                    d,
+                    widths: vec![n],
+                    activation: act,
+                    prior_var: vec![1.0, 1.0],
+                    frozen: vec![false, false],
+                    layernorm: false,
+                };
+                let x: Vec<T> = (0..rows * d)
+                    .map(|_| T::of(rng.random_range(-1.5..1.5)))
+                    .collect();
+                let y: Vec<T> = (0..rows)
+                    .map(|_| T::of(rng.random_range(-1.0..1.0)))
+                    .collect();
+                let params: Vec<Vec<T>> = (0..2)
+                    .map(|g| {
+                        (0..block * model.group_len(g))
+                            .map(|_| T::of(rng.random_range(-0.9..0.9)))
+                            .collect()
+                    })
+                    .collect();
+                let mut scratch = Scratch::default();
+                let mut residual = vec![T::zero(); rows * block];
+                let (mut sq, mut loss) = (vec![0.0; block], vec![0.0; block]);
+                let mut grads: Vec<Vec<T>> =
+                    params.iter().map(|p| vec![T::zero(); p.len()]).collect();
+                forward(&model, &params, block, &x, rows, &mut scratch);
+                let f = scratch.f.clone();
+                crate::sim::likelihood::residuals(
+                    crate::sim::config::Likelihood::Gaussian,
+                    &f,
+                    &y,
+                    kappa,
+                    block,
+                    &mut residual,
+                    &mut sq,
+                    &mut loss,
+                );
+                backward(
+                    &model,
+                    &params,
+                    block,
+                    &x,
+                    rows,
+                    &residual,
+                    &mut scratch,
+                    &mut grads,
+                );
+                let mut fused_scratch = Scratch::default();
+                let mut fused_residual = vec![T::zero(); rows * block];
+                let (mut fused_sq, mut fused_loss) = (vec![0.0; block], vec![0.0; block]);
+                let mut fused_grads: Vec<Vec<T>> =
+                    params.iter().map(|p| vec![T::one(); p.len()]).collect();
+                two_layer_gaussian_gradient(
+                    &model,
+                    &params,
+                    block,
+                    &x,
+                    &y,
+                    kappa,
+                    &mut fused_scratch,
+                    &mut fused_residual,
+                    &mut fused_sq,
+                    &mut fused_loss,
+                    &mut fused_grads,
+                );
+                let bits = |v: &[T]| v.iter().map(|a| a.f64().to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&fused_residual), bits(&residual), "{act:?} residual");
+                assert_eq!(fused_sq, sq, "{act:?} squared error");
+                assert_eq!(fused_loss, loss, "{act:?} loss");
+                for g in 0..2 {
+                    assert_eq!(bits(&fused_grads[g]), bits(&grads[g]), "{act:?} group {g}");
+                }
+            }
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        check::<f32>(&mut rng);
+        check::<f64>(&mut rng);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! π ∝ exp(−U/T); T = 1 is the Bayesian posterior.
 //!
 //! The E chains are split into fixed blocks of B consecutive chains (B depends only on the
-//! problem size, never on the thread count); rayon runs blocks in parallel and each block is
+//! problem size and E, never on the thread count; [`block_size`]); rayon runs blocks in parallel and each block is
 //! advanced with sequential GEMMs. Chain k draws its initial weights and all its noise from
 //! its own ChaCha8 stream (seed, k), so every number is identical for any thread count.
 //!
@@ -14,13 +14,15 @@
 //! [`Ensemble::divergence_threshold`] is stopped at that step, its weights are zeroed (so the
 //! block's shared GEMMs stay finite and fast) and it is excluded from every result.
 
+use std::sync::Mutex;
+
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::config::Likelihood;
 use super::likelihood::residuals;
-use super::model::{backward, forward, FcnModel, Scratch};
+use super::model::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
 use super::real::Real;
 
 /// Why and when a chain was stopped.
@@ -89,18 +91,56 @@ pub struct Ensemble<T: Real> {
     pub divergence_threshold: f64,
     /// The data term (Gaussian unless set after construction).
     pub likelihood: Likelihood,
+    /// Work buffers kept between [`Ensemble::advance`] calls: a fresh `Scratch` per rayon
+    /// task would allocate a few MiB per call and fault and zero them in page by page.
+    scratch_pool: Mutex<Vec<Scratch<T>>>,
 }
 
-/// Chains per block: enough to make the block's first-layer GEMM wide, few enough that a
-/// block's P × B·N₁ activation matrix stays within ~1 MiB (the L2 of the build machine; see
-/// `shared/bench/README.md`). Measured at the Fig. 2 size (P·N₁ = 64000, f32) on that
-/// machine, single-threaded CPU time per E = 300 step: B = 1: 2.17 s, B = 4: 1.85 s,
-/// B = 8: 1.83 s per 33 steps — B = 4 is what this rule picks there.
-/// Depends only on the problem size, so the blocking — and the numbers — do not depend on the
-/// thread count.
-pub fn block_size(model: &FcnModel, p: usize, bytes_per_float: usize) -> usize {
+/// A `Scratch` borrowed from the ensemble's pool for one rayon task, returned on drop.
+struct PooledScratch<'a, T> {
+    pool: &'a Mutex<Vec<Scratch<T>>>,
+    scratch: Scratch<T>,
+}
+
+impl<'a, T: Real> PooledScratch<'a, T> {
+    fn take(pool: &'a Mutex<Vec<Scratch<T>>>) -> Self {
+        let scratch = pool
+            .lock()
+            .ok()
+            .and_then(|mut p| p.pop())
+            .unwrap_or_default();
+        PooledScratch { pool, scratch }
+    }
+}
+
+impl<T> Drop for PooledScratch<'_, T> {
+    fn drop(&mut self) {
+        if let Ok(mut p) = self.pool.lock() {
+            p.push(std::mem::replace(&mut self.scratch, Scratch::empty()));
+        }
+    }
+}
+
+/// Chains per block. The cache rule: enough chains to make the block's first-layer GEMM wide,
+/// few enough that a block's P × B·N₁ activation matrix stays within ~1 MiB (the L2 of the
+/// build machine; see `shared/bench/README.md`). Measured at the Fig. 2 size (P·N₁ = 64000,
+/// f32) on that machine, single-threaded CPU time per E = 300 step: B = 1: 2.17 s, B = 4:
+/// 1.85 s, B = 8: 1.83 s per 33 steps — B = 4 is what this rule picks there.
+/// The balance rule: rayon hands whole blocks to the threads, so E = 30 in blocks of 4
+/// (7 × 4 + 2) leaves one of two cores with 16 chains and the other with 14. The largest
+/// B ≤ the cache bound, and at least half of it, that cuts E into an even number of equal
+/// blocks is taken instead (E = 30 → 10 × 3, E = 300 → 100 × 3; both B = 3 and B = 4 execute
+/// 77 M instructions per E = 30 step, callgrind); if there is none, the cache bound.
+/// Depends only on the problem size and E, so the blocking — and the numbers — do not depend
+/// on the thread count; each chain's numbers do not depend on B either (the GEMMs sum over
+/// the same k in the same order for every block width).
+pub fn block_size(model: &FcnModel, p: usize, bytes_per_float: usize, chains: usize) -> usize {
     let per_chain = p.max(1) * model.widths[0] * bytes_per_float;
-    (1024 * 1024 / per_chain).clamp(1, 8)
+    let cache_bound = (1024 * 1024 / per_chain).clamp(1, 8);
+    (cache_bound.div_ceil(2)..=cache_bound)
+        .rev()
+        .find(|&b| chains % b == 0 && (chains / b) % 2 == 0)
+        .unwrap_or(cache_bound)
 }
 
 /// The RNG stream of chain k: key from the seed, stream k (rand_chacha's 64-bit stream id).
@@ -122,7 +162,7 @@ impl<T: Real> Ensemble<T> {
         block: Option<usize>,
     ) -> Ensemble<T> {
         let p = y.len();
-        let b = block.unwrap_or_else(|| block_size(&model, p, std::mem::size_of::<T>()));
+        let b = block.unwrap_or_else(|| block_size(&model, p, std::mem::size_of::<T>(), chains));
         let n_groups = model.n_groups();
         let mut blocks = Vec::new();
         let mut first = 0;
@@ -173,6 +213,7 @@ impl<T: Real> Ensemble<T> {
             steps_done: 0,
             divergence_threshold: 1e4 * scale,
             likelihood: Likelihood::Gaussian,
+            scratch_pool: Mutex::new(Vec::new()),
         }
     }
 
@@ -227,9 +268,11 @@ impl<T: Real> Ensemble<T> {
         let threshold = self.divergence_threshold;
         let likelihood = self.likelihood;
         let start = self.steps_done;
-        self.blocks
-            .par_iter_mut()
-            .for_each_init(Scratch::<T>::default, |scratch, block| {
+        let pool = &self.scratch_pool;
+        self.blocks.par_iter_mut().for_each_init(
+            || PooledScratch::take(pool),
+            |pooled, block| {
+                let scratch = &mut pooled.scratch;
                 for s in 0..n {
                     block.step(
                         model,
@@ -243,7 +286,8 @@ impl<T: Real> Ensemble<T> {
                         scratch,
                     );
                 }
-            });
+            },
+        );
         self.steps_done += n;
     }
 
@@ -611,27 +655,43 @@ impl<T: Real> ChainBlock<T> {
         scratch: &mut Scratch<T>,
     ) {
         let b = self.len;
-        forward(model, &self.params, b, x, p, scratch);
-        residuals(
-            likelihood,
-            &scratch.f[..p * b],
-            y,
-            dynamics.kappa,
-            b,
-            &mut self.residual,
-            &mut self.sq_error,
-            &mut self.data_loss,
-        );
-        backward(
-            model,
-            &self.params,
-            b,
-            x,
-            p,
-            &self.residual,
-            scratch,
-            &mut self.grads,
-        );
+        if model.widths.len() == 1 && likelihood == Likelihood::Gaussian {
+            two_layer_gaussian_gradient(
+                model,
+                &self.params,
+                b,
+                x,
+                y,
+                dynamics.kappa,
+                scratch,
+                &mut self.residual,
+                &mut self.sq_error,
+                &mut self.data_loss,
+                &mut self.grads,
+            );
+        } else {
+            forward(model, &self.params, b, x, p, scratch);
+            residuals(
+                likelihood,
+                &scratch.f[..p * b],
+                y,
+                dynamics.kappa,
+                b,
+                &mut self.residual,
+                &mut self.sq_error,
+                &mut self.data_loss,
+            );
+            backward(
+                model,
+                &self.params,
+                b,
+                x,
+                p,
+                &self.residual,
+                scratch,
+                &mut self.grads,
+            );
+        }
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
         for c in 0..b {
@@ -708,4 +768,91 @@ pub fn predict<T: Real>(ens: &Ensemble<T>, x_test: &[T], n: usize) -> Vec<Option
         })
         .collect();
     per_block.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::activation::Activation;
+    use rand::{Rng, SeedableRng};
+
+    fn model(widths: Vec<usize>) -> FcnModel {
+        FcnModel {
+            d: 6,
+            prior_var: vec![1.0 / 6.0; widths.len() + 1],
+            frozen: vec![false; widths.len() + 1],
+            widths,
+            activation: Activation::Erf,
+            layernorm: false,
+        }
+    }
+
+    /// The Fig. 2 size (P·N₁·4 bytes = 256 KiB per chain: cache bound 4) gets equal blocks
+    /// in an even number where E allows it, else the cache bound.
+    #[test]
+    fn block_size_balances_equal_blocks_within_the_cache_bound() {
+        let m = FcnModel {
+            d: 40,
+            ..model(vec![40])
+        };
+        let b = |chains| block_size(&m, 1600, 4, chains);
+        assert_eq!((b(30), b(300), b(32), b(6), b(7), b(1)), (3, 3, 4, 3, 4, 4));
+        // f64 halves the cache bound to 2.
+        assert_eq!(block_size(&m, 1600, 8, 30), 1);
+    }
+
+    /// Same seed → the same weights bit for bit on one and two threads and for any block
+    /// size, on the fused two-layer path and the general deeper one (spec 02 "Reproducible").
+    #[test]
+    fn chains_do_not_depend_on_threads_or_blocking() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+        let p = 50;
+        let x: Vec<f64> = (0..p * 6).map(|_| rng.random_range(-1.5..1.5)).collect();
+        let y: Vec<f64> = (0..p).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let dynamics = Dynamics {
+            kappa: 0.5,
+            step: 1e-3,
+            temperature: 1.0,
+        };
+        for widths in [vec![8], vec![8, 5]] {
+            let run = |threads: usize, block: Option<usize>| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap()
+                    .install(|| {
+                        let mut ens = Ensemble::<f32>::new(
+                            model(widths.clone()),
+                            &x,
+                            &y,
+                            10,
+                            9,
+                            dynamics,
+                            block,
+                        );
+                        ens.advance(25);
+                        let weights: Vec<Vec<u32>> = (0..10)
+                            .flat_map(|k| (0..ens.model.n_groups()).map(move |g| (k, g)))
+                            .map(|(k, g)| {
+                                ens.chain_group(k, g)
+                                    .iter()
+                                    .map(|v| (*v as f32).to_bits())
+                                    .collect()
+                            })
+                            .collect();
+                        let energy: Vec<u64> = ens
+                            .blocks
+                            .iter()
+                            .flat_map(|b| b.energy.iter().map(|e| e.to_bits()))
+                            .collect();
+                        (weights, energy)
+                    })
+            };
+            let reference = run(1, None);
+            assert!(reference.1.iter().all(|&e| f64::from_bits(e).is_finite()));
+            assert_eq!(run(2, None), reference, "{widths:?}: 2 threads");
+            assert_eq!(run(2, Some(1)), reference, "{widths:?}: blocks of 1");
+            assert_eq!(run(1, Some(4)), reference, "{widths:?}: blocks of 4");
+        }
+    }
 }
