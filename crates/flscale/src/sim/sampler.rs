@@ -280,6 +280,11 @@ impl<T: Real> Ensemble<T> {
     }
 }
 
+/// A factor K of a constant preconditioner M = KKᵀ, applied in place to a direction in the
+/// layout of a block's `params`: K when the flag is false, Kᵀ when true
+/// ([`ChainBlock::lambda_max_of`]).
+pub(super) type MetricFactor<'a> = dyn Fn(&mut [Vec<f64>], bool) + 'a;
+
 impl<T: Real> ChainBlock<T> {
     /// Data-term gradient ∇L of every chain of the block into `self.grads`; L and the training
     /// squared error go to `self.data_loss` and `self.sq_error`.
@@ -352,7 +357,7 @@ impl<T: Real> ChainBlock<T> {
         model: &FcnModel,
         iters: usize,
         skip: &[bool],
-        metric: Option<&dyn Fn(&mut [Vec<f64>], bool)>,
+        metric: Option<&MetricFactor<'_>>,
         data_gradient: &mut dyn FnMut(&mut Self),
     ) -> Vec<f64> {
         let b = self.len;
