@@ -770,10 +770,14 @@ precision = "f64"
                 );
                 outliers += f.outlier_fraction.unwrap();
             }
-            // 2 × 11520 overlaps: 62 ± 8 expected beyond 3σ for a Gaussian.
+            // 2 × 11520 overlaps: 62 ± 8 expected beyond 3σ for a Gaussian. At N₁ = 64 the
+            // overlaps are a sum of 64 non-Gaussian terms (heavier tails), and the 48 neurons of
+            // one chain share W¹, so the count scatters more than Poisson: the upper end allows
+            // 2.2× the Gaussian tail. A wrong NNGP scale fails it by far (σ 10 % too small puts
+            // the cut at 2.7σ: fraction 0.007).
             let fraction = outliers / 2.0;
             assert!(
-                (0.0014..0.0045).contains(&fraction),
+                (0.0014..0.006).contains(&fraction),
                 "{act} LN {ln}: outlier fraction {fraction}"
             );
             let h = r
