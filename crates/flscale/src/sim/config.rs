@@ -28,6 +28,7 @@
 //! seed = 1
 //! method = "plain"          # or "collapsed" (readout integrated out); optional
 //! mala = false              # Metropolis-adjusted steps; optional
+//! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
 //! sigma2 = [1.0, 1.0]
 //! ```
@@ -278,6 +279,27 @@ pub struct SamplerConfig {
     /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
     #[serde(default)]
     pub mala: bool,
+    /// Collapsed sampler with `adapt_step` only: the constant preconditioner M of the last
+    /// hidden layer's weights, θ ← θ − ηM∇U + √(2ηT·M)ξ, set during burn-in (averaged over
+    /// its second half) and frozen after it (docs/langevin.md, "Preconditioner").
+    /// "block" (default): one n_in × n_in matrix per neuron, the inverse of its Gauss–Newton
+    /// block. "neuron": one scalar per neuron, its mean Gauss–Newton curvature (the default
+    /// before the block existed; mixes worse, BENCHMARKS.md). "none": M = I.
+    #[serde(default)]
+    pub preconditioner: Option<Preconditioner>,
+}
+
+/// The constant preconditioner of the collapsed sampler (see
+/// [`SamplerConfig::preconditioner`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preconditioner {
+    /// M = I.
+    None,
+    /// One scalar per neuron.
+    Neuron,
+    /// One fan-in × fan-in matrix per neuron.
+    Block,
 }
 
 /// What the Langevin dynamics runs on.
@@ -464,6 +486,18 @@ impl ExperimentConfig {
             if s.frozen_layers.contains(&layers) {
                 return Err(Error::invalid(format!(
                     "sampler.method = \"collapsed\" with the readout (layer {layers}) in sampler.frozen_layers is not allowed; the collapsed sampler integrates the readout out, so it cannot be held fixed: use method = \"plain\" or unfreeze layer {layers}"
+                )));
+            }
+        }
+        if let Some(pc) = s.preconditioner {
+            let name = match pc {
+                Preconditioner::None => "none",
+                Preconditioner::Neuron => "neuron",
+                Preconditioner::Block => "block",
+            };
+            if s.method != SamplerMethod::Collapsed || !s.adapt_step {
+                return Err(Error::invalid(format!(
+                    "sampler.preconditioner = \"{name}\" is not allowed here; it is set during burn-in by the collapsed sampler only: it needs method = \"collapsed\" and adapt_step = true"
                 )));
             }
         }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, ModelKind, Precision, SamplerMethod, Start};
+use super::config::{ExperimentConfig, ModelKind, Precision, Preconditioner, SamplerMethod, Start};
 use super::data::Dataset;
 use super::generic::ParamGroup;
 use super::mala::Kernel;
@@ -365,8 +365,11 @@ fn run_once<T: Real>(
     }
     // The collapsed posterior and MALA run on the cached-gradient kernel; plain ULA keeps the
     // sampler's fused step.
-    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala)
-        .then(|| Kernel::new(&ens, s.method, s.mala));
+    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala).then(|| {
+        let mut k = Kernel::new(&ens, s.method, s.mala);
+        k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
+        k
+    });
     let lambda_max = |ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters| {
         let per_chain = match kernel {
             Some(k) => k.lambda_max(ens, iters),
@@ -392,7 +395,7 @@ fn run_once<T: Real>(
             // Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the
             // collapsed sampler after its per-neuron preconditioner, also frozen afterwards).
             if let Some(k) = &mut kernel {
-                k.adapt_preconditioner(&mut ens);
+                k.adapt_preconditioner(&mut ens, 2 * t >= s.burn_in);
             }
             let lambda = lambda_max(&mut ens, &mut kernel, 10);
             if lambda > 0.0 {
