@@ -2,6 +2,7 @@
 //! engine in the paper's Fig. 2 setting (spec 02, "Performance bar").
 
 use flscale::sim::bench::{bench_case, BenchSize};
+use flscale::sim::config::Preconditioner;
 use flscale::sim::sampling_bench::{compare, SamplingSetting};
 use flscale::{Error, Result};
 
@@ -15,9 +16,10 @@ flscale bench --json --chains 300 --steps 50 --repeats 7\n\n\
 Prints {\"cases\": [{\"chains\": 30, \"steps_per_second\": …, \"gflops\": …}, …]} with --json.\n\
 GFLOP/s counts 6PdN + 6PN per network-step. Use RAYON_NUM_THREADS to set the thread count.\n\n\
 --sampling instead measures the time to an equilibrated answer: effective samples per second\n\
-(ESS/s) of the alignment and of R = E[ρ²], plain vs collapsed sampler (each with adapt_step), at\n\
+(ESS/s) of the alignment and of R = E[ρ²], plain vs collapsed sampler (each with adapt_step), and\n\
+the precision per second 1/(SE²·s) from the spread of the chains' means, at\n\
 the blog setting D = N = 20, y = He1 + 0.3·He3, κ = 0.05, f32:\n  \
-flscale bench --sampling --p 160 --steps 40000 --json"
+flscale bench --sampling --p 160 --sampling-steps 40000 --json"
 )]
 pub struct BenchArgs {
     /// Ensemble sizes E to time.
@@ -45,6 +47,9 @@ pub struct BenchArgs {
     /// With --sampling: ensemble size.
     #[arg(long = "sampling-chains", default_value_t = SamplingSetting::default().chains)]
     pub sampling_chains: usize,
+    /// With --sampling: the collapsed sampler's preconditioner (none, neuron or block).
+    #[arg(long, default_value = "block", value_parser = ["none", "neuron", "block"])]
+    pub preconditioner: String,
 }
 
 /// Runs `flscale bench`.
@@ -120,6 +125,11 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
         steps: args.sampling_steps,
         thin,
         chains: args.sampling_chains,
+        preconditioner: match args.preconditioner.as_str() {
+            "none" => Preconditioner::None,
+            "neuron" => Preconditioner::Neuron,
+            _ => Preconditioner::Block,
+        },
     };
     if !ctx.quiet && !args.json {
         eprintln!(
@@ -156,6 +166,29 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
         "collapsed / plain ESS/s: alignment {}, R {}\n",
         f(c.speedup_alignment),
         f(c.speedup_r_overlap2)
+    );
+    t += "method     alignment          R                  1/(SE²·s) align  1/(SE²·s) R\n";
+    for e in [&c.plain, &c.collapsed] {
+        t += &format!(
+            "{:<9}  {} ± {}  {} ± {}  {:>15}  {:>11}\n",
+            e.method,
+            f(e.alignment),
+            f(e.alignment_err),
+            f(e.r_overlap2),
+            f(e.r_overlap2_err),
+            f(e.precision_per_second_alignment),
+            f(e.precision_per_second_r_overlap2)
+        );
+    }
+    t += &format!(
+        "collapsed / plain precision per second: alignment {}, R {}{}\n",
+        f(c.precision_speedup_alignment),
+        f(c.precision_speedup_r_overlap2),
+        match c.samplers_agree {
+            Some(false) =>
+                " — the samplers disagree beyond 3 SE: at least one has not equilibrated",
+            _ => "",
+        }
     );
     out(&t)
 }

@@ -1,12 +1,11 @@
 //! `flscale fit DIR`: a power-law exponent (of P*, or of an observable) with a bootstrap
 //! interval, side by side with the scaling engine's prediction (spec 03 "Analysis").
 
-use std::path::PathBuf;
-
-use flscale::experiment::analysis::{self, Bootstrap, ExponentFit, Predicted};
+use flscale::experiment::analysis::{self, ExponentFit, Predicted};
 use flscale::experiment::sweep::PredictSpec;
 use flscale::{Error, Result};
 
+use super::pstar::StoreArgs;
 use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale fit`.
@@ -19,17 +18,14 @@ architecture (`flscale predict`): the exponent of P* in d, or of a winning patte
 parameter (e.g. M, the number of specialising neurons) in a scale."
 )]
 pub struct FitArgs {
-    /// A results directory of `flscale sweep`.
-    pub dir: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// What to fit: pstar, alignment, test_mse, r_overlap2 or outliers.
     #[arg(long)]
     pub y: Option<String>,
     /// Against which variable (d, p, n1, kappa, …).
     #[arg(long)]
     pub x: Option<String>,
-    /// Threshold of P* (with --y pstar).
-    #[arg(long)]
-    pub threshold: Option<f64>,
     /// Architecture preset of the prediction (default: [analysis] predict).
     #[arg(long)]
     pub preset: Option<String>,
@@ -42,15 +38,6 @@ pub struct FitArgs {
     /// Scale of the predicted exponent (d, N, …).
     #[arg(long)]
     pub scale: Option<String>,
-    /// Bootstrap replicates.
-    #[arg(long, default_value_t = 1000)]
-    pub bootstrap: usize,
-    /// Seed of the bootstrap stream.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// The fit as JSON.
@@ -72,7 +59,7 @@ pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
 
 /// Runs `flscale fit`.
 pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
-    let data = super::pstar::load(&args.dir, args.threshold, None, None, None)?;
+    let data = super::pstar::load(&args.store.dir, args.store.threshold, None, None, None)?;
     let a = data.analysis.clone();
     let spec = a
         .fit
@@ -83,7 +70,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         });
     let y = args.y.clone().unwrap_or(spec.y);
     let x = args.x.clone().unwrap_or(spec.x);
-    let mut boot = Bootstrap::new(args.seed, args.bootstrap);
+    let mut boot = args.store.bootstrap();
     let f = if y == "pstar" {
         let t = analysis::pstar(&data, &a.x, &x, &a.observable, a.threshold, &mut boot)?;
         analysis::fit_pstar(&t)?
@@ -127,7 +114,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         .as_ref()
         .map(analysis::predicted_exponent)
         .transpose()?;
-    if args.json {
+    if args.store.json {
         return out_json(&fit_json(&f, predicted.as_ref()));
     }
     let mut s = String::new();

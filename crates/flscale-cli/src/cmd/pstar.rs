@@ -19,11 +19,8 @@ deviation of a bootstrap over chains (runs at the same point, e.g. several seeds
 the interval is its 2.5–97.5 % range. Defaults come from the experiment's [analysis] table."
 )]
 pub struct PstarArgs {
-    /// A results directory of `flscale sweep`.
-    pub dir: PathBuf,
-    /// Threshold (default: [analysis] threshold, else 0.1).
-    #[arg(long)]
-    pub threshold: Option<f64>,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Crossing variable (default p).
     #[arg(long)]
     pub x: Option<String>,
@@ -33,6 +30,17 @@ pub struct PstarArgs {
     /// Observable: alignment, test_mse, r_overlap2, outliers.
     #[arg(long)]
     pub observable: Option<String>,
+}
+
+/// The arguments that `flscale pstar` and `flscale fit` share: the results directory, the
+/// threshold override, the bootstrap and the output format.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// A results directory of `flscale sweep`.
+    pub dir: PathBuf,
+    /// Threshold of P* (default: [analysis] threshold, else 0.1).
+    #[arg(long)]
+    pub threshold: Option<f64>,
     /// Bootstrap replicates.
     #[arg(long, default_value_t = 1000)]
     pub bootstrap: usize,
@@ -42,6 +50,13 @@ pub struct PstarArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+impl StoreArgs {
+    /// The bootstrap over chains these arguments ask for.
+    pub fn bootstrap(&self) -> Bootstrap {
+        Bootstrap::new(self.seed, self.bootstrap)
+    }
 }
 
 /// Loads DIR and applies the command-line overrides of [analysis].
@@ -130,14 +145,14 @@ pub fn table_json(t: &analysis::PstarTable) -> serde_json::Value {
 /// Runs `flscale pstar`.
 pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
     let data = load(
-        &args.dir,
-        args.threshold,
+        &args.store.dir,
+        args.store.threshold,
         args.x.as_deref(),
         args.group.as_deref(),
         args.observable.as_deref(),
     )?;
     let a = data.analysis.clone();
-    let mut boot = Bootstrap::new(args.seed, args.bootstrap);
+    let mut boot = args.store.bootstrap();
     let t = analysis::pstar_with_direction(
         &data,
         &a.x,
@@ -154,7 +169,7 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         .filter(|p| p.quantity == "pstar")
         .map(analysis::predicted_exponent)
         .transpose()?;
-    if args.json {
+    if args.store.json {
         let mut v = table_json(&t);
         v["exponent"] = serde_json::json!(fit.as_ref().map(|f| serde_json::json!({
             "value": f.exponent.value, "err": f.exponent.err,

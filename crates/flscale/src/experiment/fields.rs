@@ -289,6 +289,7 @@ burn_in = 100
 thin = 10
 chains = 4
 seed = 1
+preconditioner = "block"
 [priors]
 sigma2 = [1.0, 1.0]
 "#;

@@ -9,10 +9,12 @@
 //! the paper's fan-in convention (§2, spec 02 "Models"): w¹_j ~ 𝒩(0, σ1²/S I_S), w²_ij ~
 //! 𝒩(0, σ2²/(N·N_w)) (standard) or 𝒩(0, σ2²/(N·N_w)²) (mean-field).
 //!
-//! Data (the target of ringel_applications_2025 that App. E.1.2 recovers): x ~ 𝒩(0, I_d), a
-//! teacher filter w* ∈ R^S (unit; random from the seed or e_1) and
-//! y(x) = N_w^{−1/2} Σ_i g(w*·x_i), with g the configured `[target]` (Ĥe_m or a Hermite sum),
-//! so that y has the variance of g. The overlaps ρ_j = w¹_j·w* (GP standard deviation
+//! Data (the target of ringel_applications_2025 that App. E.1.2 recovers): x ~ 𝒩(0, I_d) —
+//! or, with power-law inputs, every patch x_i ~ 𝒩(0, Σ_S), Σ_S = diag(k^{−a}), k = 1 … S (the
+//! FCN's spectrum of [`super::data`] applied per patch: patch statistics are the same in every
+//! window, as a shared filter presumes) — a teacher filter w* ∈ R^S (unit; random from the
+//! seed or e_1) and y(x) = N_w^{−1/2} Σ_i g(Φ*_i), Φ*_i = w*·x_i/√(w*ᵀΣ_S w*) ~ 𝒩(0, 1), with g
+//! the configured `[target]` (Ĥe_m or a Hermite sum), so that y has the variance of g. The overlaps ρ_j = w¹_j·w* (GP standard deviation
 //! σ1/√S) give the outliers, R = E[ρ²] and the leading direction of E[w¹w¹ᵀ]. With one patch
 //! (S = d) the model, its prior, the data and the chains' streams coincide with a two-layer
 //! FCN's, which a test uses.
@@ -23,13 +25,12 @@
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, StandardNormal};
 
 use super::activation::Activation;
-use super::config::{ExperimentConfig, Parametrization, Teacher};
-use super::data::{TargetFn, DATA_KEY_TAG};
+use super::config::{ExperimentConfig, Parametrization};
+use super::data::{
+    data_stream, draw_inputs, input_std_devs, teacher_direction, teacher_scale, TargetFn,
+};
 use super::generic::{FlatData, FlatModel, ParamGroup};
 use super::real::Real;
 
@@ -87,38 +88,17 @@ impl CnnModel {
         }
     }
 
-    /// Train and test sets of the experiment (see the module doc): the same ChaCha8 key
-    /// and streams as [`super::data::Dataset::generate`] (teacher 0, train 1, test 2), so
-    /// that S = d reproduces the FCN's data exactly.
+    /// Train and test sets of the experiment (see the module doc), from the data streams
+    /// of [`super::data::Dataset::generate`] (teacher 0, train 1, test 2) and its input
+    /// covariance applied to every patch, so that S = d reproduces the FCN's data exactly.
     pub fn dataset(&self, cfg: &ExperimentConfig) -> FlatData {
         let (d, s) = (self.d, self.patch);
-        let key = cfg.sampler.seed ^ DATA_KEY_TAG;
-        let stream = |k: u64| {
-            let mut rng = ChaCha8Rng::seed_from_u64(key);
-            rng.set_stream(k);
-            rng
-        };
-        let teacher: Vec<f64> = match cfg.data.teacher {
-            Teacher::E1 => (0..s).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect(),
-            Teacher::Random => {
-                let mut rng = stream(0);
-                loop {
-                    let w: Vec<f64> = (0..s).map(|_| StandardNormal.sample(&mut rng)).collect();
-                    let norm = w.iter().map(|v| v * v).sum::<f64>().sqrt();
-                    if norm > 1e-12 {
-                        break w.iter().map(|v| v / norm).collect();
-                    }
-                }
-            }
-        };
-        // |w*| as the FCN's data computes it (its teacher_scale for isotropic inputs).
-        let scale = teacher.iter().map(|w| w * w).sum::<f64>().sqrt();
-        let draw = |n: usize, k: u64| -> Vec<f64> {
-            let mut rng = stream(k);
-            (0..n * d)
-                .map(|_| StandardNormal.sample(&mut rng))
-                .collect()
-        };
+        let seed = cfg.sampler.seed;
+        let teacher = teacher_direction(cfg.data.teacher, s, seed);
+        let patch_std_devs = input_std_devs(&cfg.data, s);
+        let scale = teacher_scale(&teacher, &patch_std_devs);
+        let row_std_devs = patch_std_devs.repeat(self.windows);
+        let draw = |n: usize, k: u64| draw_inputs(n, &row_std_devs, &mut data_stream(seed, k));
         let target = TargetFn::new(&cfg.target);
         let norm = 1.0 / (self.windows as f64).sqrt();
         let labels = |x: &[f64]| -> Vec<f64> {
@@ -261,6 +241,21 @@ impl<T: Real> FlatModel<T> for CnnModel {
     fn filters<'a>(&self, theta: &'a [T]) -> Option<(&'a [T], usize)> {
         Some((&theta[..self.channels * self.patch], self.patch))
     }
+
+    /// The FCN's hot start ([`super::sampler::Ensemble::hot_start`], spec 02) on the
+    /// filters: filter j's component along w* is set to ±σ1 (+ for even j), its orthogonal
+    /// part and the readout keep their prior draws; with one patch (S = d) it is the FCN's.
+    fn hot_start(&self, theta: &mut [T], teacher: &[f64]) {
+        let sigma1 = (self.groups[0].prior_var * self.patch as f64).sqrt();
+        let filters = &mut theta[..self.channels * self.patch];
+        for (j, row) in filters.chunks_exact_mut(self.patch).enumerate() {
+            let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
+            let target = if j % 2 == 0 { sigma1 } else { -sigma1 };
+            for (w, t) in row.iter_mut().zip(teacher) {
+                *w = T::of(w.f64() + (target - rho) * t);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -269,6 +264,9 @@ mod tests {
     use super::super::generic::gradient_error;
     use super::super::run::run_experiment;
     use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use rand_distr::{Distribution, StandardNormal};
 
     fn config(text: &str) -> ExperimentConfig {
         ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -345,43 +343,103 @@ precision = "f64"
 
     /// With one patch (S = d) the CNN is the two-layer FCN: same prior, data, streams and
     /// dynamics, so the whole run — alignment, MSEs, overlaps, moments — agrees with the FCN
-    /// engine's to rounding (the two evaluate the same sums through differently shaped GEMMs).
+    /// engine's to rounding (the two evaluate the same sums through differently shaped GEMMs),
+    /// also with cold and hot starts compared, power-law inputs, MALA and `adapt_step`.
     #[test]
     fn one_patch_reproduces_the_two_layer_fcn_run() {
-        let cnn = config(&cnn_toml(6, 6, 5, 30, "erf"));
-        let fcn_text = cnn_toml(6, 6, 5, 30, "erf")
-            .replace("kind = \"cnn\"", "kind = \"fcn\"")
-            .replace("patch = 6\n", "");
-        let fcn = config(&fcn_text);
-        let a = run_experiment(&cnn, &mut |_, _| {}).unwrap().summary;
-        let b = run_experiment(&fcn, &mut |_, _| {}).unwrap().summary;
-        let close = |x: Option<f64>, y: Option<f64>, what: &str| {
-            let (x, y) = (x.unwrap(), y.unwrap());
-            assert!(
-                (x - y).abs() <= 1e-8 * (1.0 + y.abs()),
-                "{what}: cnn {x} vs fcn {y}"
+        let base = cnn_toml(6, 6, 5, 30, "erf");
+        let variants = [
+            base.clone(),
+            base.replace("seed = 5", "seed = 5\nstart = \"both\""),
+            base.replace("n_test = 300", "n_test = 300\ncovariance = \"power-law\""),
+            base.replace("seed = 5", "seed = 5\nmala = true")
+                .replace("step = 0.002", "step = 0.02"),
+            base.replace("seed = 5", "seed = 5\nadapt_step = true"),
+        ];
+        for text in variants {
+            let cnn = config(&text);
+            let fcn_text = text
+                .replace("kind = \"cnn\"", "kind = \"fcn\"")
+                .replace("patch = 6\n", "");
+            let fcn = config(&fcn_text);
+            let a = run_experiment(&cnn, &mut |_, _| {}).unwrap().summary;
+            let b = run_experiment(&fcn, &mut |_, _| {}).unwrap().summary;
+            // The two engines' λ_max power iterations start from differently laid-out vectors,
+            // so after 10 iterations the adapted steps agree to about 10⁻⁸ only.
+            let tolerance = if cnn.sampler.adapt_step { 1e-6 } else { 1e-8 };
+            let close = |x: Option<f64>, y: Option<f64>, what: &str| {
+                let (x, y) = (x.unwrap(), y.unwrap());
+                assert!(
+                    (x - y).abs() <= tolerance * (1.0 + y.abs()),
+                    "{what}: cnn {x} vs fcn {y} in\n{text}"
+                );
+            };
+            close(a.alignment, b.alignment, "alignment");
+            close(a.test_mse, b.test_mse, "test_mse");
+            close(a.train_mse, b.train_mse, "train_mse");
+            close(a.r_overlap2, b.r_overlap2, "r_overlap2");
+            close(a.outliers_layer1, b.outliers_layer1, "outliers");
+            close(
+                a.leading_direction_overlap,
+                b.leading_direction_overlap,
+                "leading direction",
             );
-        };
-        close(a.alignment, b.alignment, "alignment");
-        close(a.test_mse, b.test_mse, "test_mse");
-        close(a.train_mse, b.train_mse, "train_mse");
-        close(a.r_overlap2, b.r_overlap2, "r_overlap2");
-        close(a.outliers_layer1, b.outliers_layer1, "outliers");
-        close(
-            a.leading_direction_overlap,
-            b.leading_direction_overlap,
-            "leading direction",
-        );
-        for (g, h) in a.diagnostics.groups.iter().zip(&b.diagnostics.groups) {
-            assert_eq!(g.group, h.group);
-            close(g.second_moment, h.second_moment, &g.group);
-            close(g.temperature, h.temperature, &g.group);
+            for (g, h) in a.diagnostics.groups.iter().zip(&b.diagnostics.groups) {
+                assert_eq!(g.group, h.group);
+                close(g.second_moment, h.second_moment, &g.group);
+                close(g.temperature, h.temperature, &g.group);
+            }
+            close(
+                Some(a.outlier_threshold),
+                Some(b.outlier_threshold),
+                "threshold",
+            );
+            close(
+                Some(a.diagnostics.step),
+                Some(b.diagnostics.step),
+                "adapted step",
+            );
+            assert_eq!(
+                a.diagnostics.acceptance_rate, b.diagnostics.acceptance_rate,
+                "MALA acceptance"
+            );
+            assert_eq!(a.equilibrated, b.equilibrated);
+            assert_eq!(a.hot_start.is_some(), b.hot_start.is_some());
+            if let (Some(h), Some(k)) = (&a.hot_start, &b.hot_start) {
+                close(h.alignment, k.alignment, "hot alignment");
+                close(h.r_overlap2, k.r_overlap2, "hot R");
+            }
         }
-        close(
-            Some(a.outlier_threshold),
-            Some(b.outlier_threshold),
-            "threshold",
-        );
+    }
+
+    /// Power-law inputs: every patch has the spectrum Σ_kk = k^{−a}, k = 1 … S, and the
+    /// patch features w*·x_i/√(w*ᵀΣw*) are unit Gaussians, so the Ĥe3 target keeps unit
+    /// variance (Monte Carlo over 4000 inputs).
+    #[test]
+    fn power_law_patches_have_the_spectrum_and_a_unit_variance_target() {
+        let text = cnn_toml(8, 4, 3, 5, "erf")
+            .replace("n_test = 300", "n_test = 4000\ncovariance = \"power-law\"");
+        let cfg = config(&text);
+        let model = CnnModel::from_config(&cfg);
+        let data = model.dataset(&cfg);
+        let n = data.y_test.len() as f64;
+        for i in 0..8 {
+            let var = data
+                .x_test
+                .iter()
+                .skip(i)
+                .step_by(8)
+                .map(|v| v * v)
+                .sum::<f64>()
+                / n;
+            let want = ((i % 4 + 1) as f64).powf(-1.1);
+            assert!(
+                (var / want - 1.0).abs() < 0.08,
+                "coordinate {i}: {var} vs {want}"
+            );
+        }
+        let var = data.y_test.iter().map(|v| v * v).sum::<f64>() / n;
+        assert!((var - 1.0).abs() < 0.2, "{var}");
     }
 
     /// P = 0 samples the prior: second and fourth moments of w¹ (σ1²/S) and w² (σ2²/(N·N_w),

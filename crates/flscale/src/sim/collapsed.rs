@@ -114,27 +114,30 @@ pub fn cholesky_solve(l: &[f64], b: &mut [f64], n: usize) {
     }
 }
 
-/// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`): L⁻¹ by forward substitution,
-/// then the product over k ≥ max(i, j) of the lower-triangular L⁻¹.
+/// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`): the columns of L⁻¹ by forward
+/// substitution, stored as the rows of U = L⁻ᵀ (so that every inner loop is contiguous), then
+/// (A⁻¹)_ij = Σ_{k ≥ max(i, j)} U_ik U_jk.
 pub fn inverse_from_cholesky(l: &[f64], inverse: &mut [f64], n: usize) {
-    // L⁻¹ into the upper triangle's transpose would alias; use a local buffer.
-    let mut li = vec![0.0; n * n];
+    let mut u = vec![0.0; n * n];
     for j in 0..n {
-        li[j * n + j] = 1.0 / l[j * n + j];
+        let row_j = &mut u[j * n..(j + 1) * n];
+        row_j[j] = 1.0 / l[j * n + j];
         for i in j + 1..n {
-            let mut s = 0.0;
-            for k in j..i {
-                s += l[i * n + k] * li[k * n + j];
-            }
-            li[i * n + j] = -s / l[i * n + i];
+            let s: f64 = l[i * n + j..i * n + i]
+                .iter()
+                .zip(&row_j[j..i])
+                .map(|(a, b)| a * b)
+                .sum();
+            row_j[i] = -s / l[i * n + i];
         }
     }
     for i in 0..n {
         for j in 0..=i {
-            let mut s = 0.0;
-            for k in i..n {
-                s += li[k * n + i] * li[k * n + j];
-            }
+            let s: f64 = u[i * n + i..(i + 1) * n]
+                .iter()
+                .zip(&u[j * n + i..(j + 1) * n])
+                .map(|(a, b)| a * b)
+                .sum();
             inverse[i * n + j] = s;
             inverse[j * n + i] = s;
         }
@@ -150,6 +153,17 @@ pub fn solve_upper_transposed(l: &[f64], z: &mut [f64], n: usize) {
             s -= l[k * n + i] * z[k];
         }
         z[i] = s / l[i * n + i];
+    }
+}
+
+/// Solves L x = b in place (forward substitution; L lower triangular, row-major).
+pub fn solve_lower(l: &[f64], b: &mut [f64], n: usize) {
+    for i in 0..n {
+        let mut s = b[i];
+        for k in 0..i {
+            s -= l[i * n + k] * b[k];
+        }
+        b[i] = s / l[i * n + i];
     }
 }
 
@@ -437,6 +451,90 @@ pub fn neuron_curvature<T: Real>(
             let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
             for (i, s) in row.iter().enumerate() {
                 out[c * n + i] += work.mean[i].powi(2) / kappa * s.f64().powi(2) * z2 / n_in as f64;
+            }
+        }
+    }
+    out
+}
+
+/// Per chain and neuron i of the last hidden layer (b·N blocks of n_in × n_in, row-major,
+/// chain-major then neuron-major): v·G_i with G_i = I/v + (m_i²/κ)·Σ_μ σ′(h_{μi})²·z_μz_μᵀ the
+/// Gauss–Newton block of neuron i's incoming weights — the Hessian of the plain energy
+/// |Φa − y|²/(2κ) + prior at a = m with the residual term dropped (the Fisher information of
+/// the Gaussian likelihood; Martens, *New insights and perspectives on the natural gradient
+/// method*, JMLR 21 (2020), sec. 8) — with the same z_μ, v and neglected couplings as
+/// [`neuron_curvature`], whose g_i is tr(G_i)/n_in. Unlike that scalar, the block keeps the
+/// anisotropy of a specialised neuron: for erf and h = w·x with |w|² = s², the curvature
+/// along w is smaller than across it by 1 + 4s² (E[σ′(h)²h²]/s² against E[σ′(h)²]), the
+/// radial direction that carries ρ = w·w*.
+#[allow(clippy::too_many_arguments)]
+pub fn neuron_curvature_blocks<T: Real>(
+    block: &ChainBlock<T>,
+    model: &FcnModel,
+    x: &[T],
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    scratch: &mut Scratch<T>,
+    work: &mut CollapsedWork<T>,
+) -> Vec<f64> {
+    let b = block.len;
+    let hidden = model.widths.len();
+    let g = hidden - 1;
+    let n = model.widths[g];
+    let n_in = model.fan_in(g);
+    let v = model.prior_var[g];
+    work.ensure(n, p, b);
+    forward(model, &block.params, b, x, p, scratch);
+    let nn = n_in * n_in;
+    let mut out = vec![0.0; b * n * nn];
+    for blk in out.chunks_mut(nn) {
+        for j in 0..n_in {
+            blk[j * n_in + j] = 1.0;
+        }
+    }
+    let mut z = vec![0.0; n_in];
+    for c in 0..b {
+        if block.diverged[c].is_some()
+            || conditional(model, scratch, b, c, y, p, kappa, work).is_none()
+        {
+            continue;
+        }
+        let der = &scratch.der[g];
+        for mu in 0..p {
+            if g == 0 {
+                for (zj, xj) in z.iter_mut().zip(&x[mu * n_in..(mu + 1) * n_in]) {
+                    *zj = xj.f64();
+                }
+            } else {
+                let row = mu * b * n_in + c * n_in;
+                let input = if model.layernorm {
+                    &scratch.normed[g - 1]
+                } else {
+                    &scratch.act[g - 1]
+                };
+                for (zj, a) in z.iter_mut().zip(&input[row..row + n_in]) {
+                    *zj = a.f64();
+                }
+            }
+            let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
+            for (i, s) in row.iter().enumerate() {
+                let weight = v * work.mean[i].powi(2) / kappa * s.f64().powi(2);
+                let blk = &mut out[(c * n + i) * nn..(c * n + i + 1) * nn];
+                // Lower triangle only; mirrored below.
+                for j in 0..n_in {
+                    let wz = weight * z[j];
+                    for k in 0..=j {
+                        blk[j * n_in + k] += wz * z[k];
+                    }
+                }
+            }
+        }
+    }
+    for blk in out.chunks_mut(nn) {
+        for j in 0..n_in {
+            for k in 0..j {
+                blk[k * n_in + j] = blk[j * n_in + k];
             }
         }
     }

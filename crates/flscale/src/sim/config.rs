@@ -28,6 +28,7 @@
 //! seed = 1
 //! method = "plain"          # or "collapsed" (readout integrated out); optional
 //! mala = false              # Metropolis-adjusted steps; optional
+//! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
 //! sigma2 = [1.0, 1.0]
 //! ```
@@ -123,7 +124,8 @@ fn default_parametrization() -> Parametrization {
 pub enum Covariance {
     /// x ~ 𝒩(0, I_d).
     Isotropic,
-    /// x ~ 𝒩(0, Σ), Σ = diag(k^{−a}), k = 1 … d, a = `power_law_exponent` (paper uses 1.1).
+    /// x ~ 𝒩(0, Σ), Σ = diag(k^{−a}), k = 1 … d, a = `power_law_exponent` (paper uses 1.1);
+    /// for the CNN k = 1 … S within every patch, for attention k = 1 … d within every token.
     PowerLaw,
 }
 
@@ -253,7 +255,8 @@ pub struct SamplerConfig {
     pub frozen_layers: Vec<usize>,
     /// Initial state: "cold" (default; weights drawn from the prior), "hot" (teacher-aligned:
     /// every first-layer neuron's component along w* set to ±σ1, alternating signs, the rest
-    /// from the prior), or "both" (two ensembles of `chains` chains each, from the same
+    /// from the prior; the CNN's filters likewise, attention heads as in [`super::attention`]),
+    /// or "both" (two ensembles of `chains` chains each, from the same
     /// streams; the summary reports the hot one beside the cold one and flags them "not
     /// equilibrated" when they disagree beyond their errors — spec 02, "First-order
     /// transitions cause hysteresis").
@@ -276,6 +279,27 @@ pub struct SamplerConfig {
     /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
     #[serde(default)]
     pub mala: bool,
+    /// Collapsed sampler with `adapt_step` only: the constant preconditioner M of the last
+    /// hidden layer's weights, θ ← θ − ηM∇U + √(2ηT·M)ξ, set during burn-in (averaged over
+    /// its second half) and frozen after it (docs/langevin.md, "Preconditioner").
+    /// "block" (default): one n_in × n_in matrix per neuron, the inverse of its Gauss–Newton
+    /// block. "neuron": one scalar per neuron, its mean Gauss–Newton curvature (the default
+    /// before the block existed; mixes worse, BENCHMARKS.md). "none": M = I.
+    #[serde(default)]
+    pub preconditioner: Option<Preconditioner>,
+}
+
+/// The constant preconditioner of the collapsed sampler (see
+/// [`SamplerConfig::preconditioner`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preconditioner {
+    /// M = I.
+    None,
+    /// One scalar per neuron.
+    Neuron,
+    /// One fan-in × fan-in matrix per neuron.
+    Block,
 }
 
 /// What the Langevin dynamics runs on.
@@ -465,6 +489,18 @@ impl ExperimentConfig {
                 )));
             }
         }
+        if let Some(pc) = s.preconditioner {
+            let name = match pc {
+                Preconditioner::None => "none",
+                Preconditioner::Neuron => "neuron",
+                Preconditioner::Block => "block",
+            };
+            if s.method != SamplerMethod::Collapsed || !s.adapt_step {
+                return Err(Error::invalid(format!(
+                    "sampler.preconditioner = \"{name}\" is not allowed here; it is set during burn-in by the collapsed sampler only: it needs method = \"collapsed\" and adapt_step = true"
+                )));
+            }
+        }
         if let Some(s2) = &self.priors.sigma2 {
             if s2.len() != layers {
                 return Err(Error::invalid(format!(
@@ -604,25 +640,9 @@ impl ExperimentConfig {
                     "sampler.method = \"collapsed\" is not allowed with model.kind = \"{kind}\"; the collapsed sampler exists for \"fcn\" only, use \"plain\""
                 )));
             }
-            if s.mala {
-                return Err(Error::invalid(format!(
-                    "sampler.mala = true is not allowed with model.kind = \"{kind}\"; Metropolis adjustment exists for \"fcn\" only"
-                )));
-            }
             if s.likelihood != Likelihood::Gaussian {
                 return Err(Error::invalid(format!(
                     "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; use \"gaussian\""
-                )));
-            }
-            if s.start != Start::Cold {
-                return Err(Error::invalid(format!(
-                    "sampler.start = \"{}\" is not allowed with model.kind = \"{kind}\"; hot starts exist for \"fcn\" only, use \"cold\"",
-                    if s.start == Start::Hot { "hot" } else { "both" }
-                )));
-            }
-            if d.covariance != Covariance::Isotropic {
-                return Err(Error::invalid(format!(
-                    "data.covariance = \"power-law\" is not allowed with model.kind = \"{kind}\"; use \"isotropic\""
                 )));
             }
         }
@@ -835,10 +855,6 @@ seed = 1
             ),
             (ATTENTION.replace("d = 8", "d = 2"), "data.d = 2"),
             (
-                ATTENTION.replace("seed = 1", "seed = 1\nstart = \"hot\""),
-                "sampler.start = \"hot\"",
-            ),
-            (
                 EXAMPLE.replace("hermite = 3", "cubic_tokens = true"),
                 "target.cubic_tokens = true is not allowed",
             ),
@@ -876,8 +892,8 @@ seed = 1
                 "sampler.method = \"collapsed\" is not allowed with model.kind = \"cnn\"",
             ),
             (
-                ATTENTION.replace("seed = 1", "seed = 1\nmala = true"),
-                "sampler.mala = true is not allowed with model.kind = \"attention\"",
+                ATTENTION.replace("seed = 1", "seed = 1\nmethod = \"collapsed\""),
+                "sampler.method = \"collapsed\" is not allowed with model.kind = \"attention\"",
             ),
         ];
         for (text, want) in cases {

@@ -18,7 +18,7 @@ use super::config::{Covariance, DataConfig, TargetConfig, Teacher};
 use crate::hermite;
 
 /// Distinguishes the data streams' key from the chains' key (same user seed).
-pub(crate) const DATA_KEY_TAG: u64 = 0x6461_7461_5eed_0001;
+const DATA_KEY_TAG: u64 = 0x6461_7461_5eed_0001;
 
 /// A train/test data set with its teacher.
 #[derive(Debug, Clone)]
@@ -53,53 +53,10 @@ impl Dataset {
     /// Draws the data set of an experiment. The configuration must already be validated.
     pub fn generate(data: &DataConfig, target: &TargetConfig, seed: u64) -> Dataset {
         let d = data.d;
-        let key = seed ^ DATA_KEY_TAG;
-        let stream = |s: u64| {
-            let mut rng = ChaCha8Rng::seed_from_u64(key);
-            rng.set_stream(s);
-            rng
-        };
-        let std_devs: Vec<f64> = (1..=d)
-            .map(|k| match data.covariance {
-                Covariance::Isotropic => 1.0,
-                // Σ_kk = k^{−a}, paper App. F (power-law data, a = 1.1).
-                Covariance::PowerLaw => (k as f64).powf(-data.power_law_exponent).sqrt(),
-            })
-            .collect();
-        let teacher = match data.teacher {
-            Teacher::E1 => {
-                let mut w = vec![0.0; d];
-                w[0] = 1.0;
-                w
-            }
-            Teacher::Random => {
-                let mut rng = stream(0);
-                loop {
-                    let w: Vec<f64> = (0..d).map(|_| StandardNormal.sample(&mut rng)).collect();
-                    let norm = w.iter().map(|v| v * v).sum::<f64>().sqrt();
-                    if norm > 1e-12 {
-                        break w.iter().map(|v| v / norm).collect();
-                    }
-                }
-            }
-        };
-        let teacher_scale = teacher
-            .iter()
-            .zip(&std_devs)
-            .map(|(w, s)| (w * s).powi(2))
-            .sum::<f64>()
-            .sqrt();
-        let draw = |n: usize, s: u64| {
-            let mut rng = stream(s);
-            let mut x = Vec::with_capacity(n * d);
-            for _ in 0..n {
-                for sd in &std_devs {
-                    let z: f64 = StandardNormal.sample(&mut rng);
-                    x.push(sd * z);
-                }
-            }
-            x
-        };
+        let std_devs = input_std_devs(data, d);
+        let teacher = teacher_direction(data.teacher, d, seed);
+        let teacher_scale = teacher_scale(&teacher, &std_devs);
+        let draw = |n: usize, s: u64| draw_inputs(n, &std_devs, &mut data_stream(seed, s));
         let x_train = draw(data.p, 1);
         let x_test = draw(data.n_test, 2);
         let target_fn = TargetFn::new(target);
@@ -128,6 +85,70 @@ impl Dataset {
             teacher_scale,
         }
     }
+}
+
+/// Stream `k` of the data key of `seed`: 0 the teacher, 1 the training inputs, 2 the test
+/// inputs (separate streams, so that the test set and the teacher do not change with P).
+pub(crate) fn data_stream(seed: u64, k: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ DATA_KEY_TAG);
+    rng.set_stream(k);
+    rng
+}
+
+/// Standard deviations of input coordinates k = 1 … `len`: 1 (isotropic) or √(k^{−a}),
+/// Σ_kk = k^{−a} with a = `power_law_exponent` (paper App. F, power-law data, a = 1.1).
+pub(crate) fn input_std_devs(data: &DataConfig, len: usize) -> Vec<f64> {
+    (1..=len)
+        .map(|k| match data.covariance {
+            Covariance::Isotropic => 1.0,
+            Covariance::PowerLaw => (k as f64).powf(-data.power_law_exponent).sqrt(),
+        })
+        .collect()
+}
+
+/// The teacher w* ∈ R^len: e_1, or a uniformly random unit vector from data stream 0.
+pub(crate) fn teacher_direction(teacher: Teacher, len: usize, seed: u64) -> Vec<f64> {
+    match teacher {
+        Teacher::E1 => {
+            let mut w = vec![0.0; len];
+            w[0] = 1.0;
+            w
+        }
+        Teacher::Random => {
+            let mut rng = data_stream(seed, 0);
+            loop {
+                let w: Vec<f64> = (0..len).map(|_| StandardNormal.sample(&mut rng)).collect();
+                let norm = w.iter().map(|v| v * v).sum::<f64>().sqrt();
+                if norm > 1e-12 {
+                    break w.iter().map(|v| v / norm).collect();
+                }
+            }
+        }
+    }
+}
+
+/// √(w*ᵀΣw*) for diagonal Σ with standard deviations `std_devs`: Φ* = w*·x/√(w*ᵀΣw*) is then
+/// 𝒩(0, 1) (module doc).
+pub(crate) fn teacher_scale(teacher: &[f64], std_devs: &[f64]) -> f64 {
+    teacher
+        .iter()
+        .zip(std_devs)
+        .map(|(w, s)| (w * s).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// `n` independent inputs, row-major, coordinate i of each drawn as `std_devs[i]`·z, z ~
+/// 𝒩(0, 1), in row order from `rng` (a row is `std_devs.len()` long).
+pub(crate) fn draw_inputs(n: usize, std_devs: &[f64], rng: &mut ChaCha8Rng) -> Vec<f64> {
+    let mut x = Vec::with_capacity(n * std_devs.len());
+    for _ in 0..n {
+        for sd in std_devs {
+            let z: f64 = StandardNormal.sample(rng);
+            x.push(sd * z);
+        }
+    }
+    x
 }
 
 /// The target as a function of Φ* (and of the raw input, for parity labels).

@@ -11,19 +11,21 @@
 //!
 //! Divergence (spec 02 "Robust"): a chain whose energy becomes non-finite or exceeds the
 //! same threshold as the FCN sampler's is stopped and left out of every result.
+//!
+//! As for the FCN: cold, hot ([`FlatModel::hot_start`]) or compared starts
+//! ([`super::run::run_starts`]), optional Metropolis adjustment (MALA, spec 02 (c)),
+//! `adapt_step`, and the summary of [`super::run::finish`].
 
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::attention::AttentionModel;
 use super::cnn::CnnModel;
 use super::config::{ExperimentConfig, ModelKind};
-use super::observables::{
-    finite, integrated_autocorrelation_time, mean_and_error, ChainAccumulator, GroupStats,
-    Measurement, HIST_BINS,
-};
+use super::observables::{finite, ChainAccumulator, ChainSnapshot};
 use super::real::Real;
-use super::run::{ChainRow, Diagnostics, DivergedChain, Histogram, RunResult, Summary, TraceRow};
+use super::run::{finish, run_starts, EnsembleOutcome, RunResult};
 use super::sampler::{chain_rng, Divergence, Dynamics};
 use crate::error::{Error, Result};
 
@@ -83,6 +85,10 @@ pub trait FlatModel<T: Real>: Sync {
     /// (the CNN's filters), as (rows, row length); None where that has no meaning.
     fn filters<'a>(&self, theta: &'a [T]) -> Option<(&'a [T], usize)>;
 
+    /// Turns a prior draw into the model's "hot" (teacher-aligned) initial state (spec 02), in
+    /// place; `teacher` is [`FlatData::teacher`].
+    fn hot_start(&self, theta: &mut [T], teacher: &[f64]);
+
     /// Total number of parameters.
     fn n_params(&self) -> usize {
         self.groups().iter().map(|g| g.len).sum()
@@ -119,6 +125,46 @@ pub struct FlatChain<T> {
     pub sq_error: f64,
     /// θ_g·∇_g U per group at the last gradient evaluation.
     pub virial: Vec<f64>,
+    /// MALA: whether `grad`, `energy`, … hold the values at the current θ.
+    evaluated: bool,
+    /// MALA: the current point while a proposal is judged.
+    saved: Option<SavedPoint<T>>,
+    /// MALA proposals made and accepted.
+    proposed: u64,
+    accepted: u64,
+}
+
+/// The index ranges of the groups that are sampled (not frozen) in a flat parameter vector.
+fn sampled_ranges(groups: &[ParamGroup]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    groups
+        .iter()
+        .scan(0, |start, g| {
+            let range = *start..*start + g.len;
+            *start += g.len;
+            Some((!g.frozen).then_some(range))
+        })
+        .flatten()
+}
+
+/// What every step of every chain reads: the training set, the dynamics, the divergence
+/// threshold.
+struct StepContext<'a, T> {
+    x: &'a [T],
+    y: &'a [T],
+    p: usize,
+    dynamics: Dynamics,
+    threshold: f64,
+    mala: bool,
+}
+
+/// A chain's state at its current point, kept while a MALA proposal is evaluated.
+#[derive(Debug, Clone)]
+struct SavedPoint<T> {
+    theta: Vec<T>,
+    grad: Vec<T>,
+    energy: f64,
+    sq_error: f64,
+    virial: Vec<f64>,
 }
 
 /// E chains of one flat model on one training set.
@@ -140,6 +186,8 @@ pub struct FlatEnsemble<T: Real, M> {
     pub steps_done: usize,
     /// Energy above which a chain is declared diverged.
     pub divergence_threshold: f64,
+    /// Metropolis-adjusted steps (MALA, `sampler.mala`).
+    pub mala: bool,
 }
 
 impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
@@ -172,6 +220,10 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                     energy: 0.0,
                     sq_error: 0.0,
                     virial: vec![0.0; groups.len()],
+                    evaluated: false,
+                    saved: None,
+                    proposed: 0,
+                    accepted: 0,
                 }
             })
             .collect();
@@ -189,15 +241,40 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
             dynamics,
             steps_done: 0,
             divergence_threshold: 1e4 * scale,
+            mala: false,
         }
+    }
+
+    /// Turns every chain's prior draw into the model's hot start ([`FlatModel::hot_start`]).
+    /// Call before the first step.
+    pub fn hot_start(&mut self, teacher: &[f64]) {
+        for chain in &mut self.chains {
+            self.model.hot_start(&mut chain.theta, teacher);
+        }
+    }
+
+    /// MALA: accepted / proposed over the chains that did not diverge (`None` without MALA or
+    /// before the first step).
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        if !self.mala {
+            return None;
+        }
+        let live = self.chains.iter().filter(|c| c.diverged.is_none());
+        let (acc, prop) = live.fold((0, 0), |(a, p), c| (a + c.accepted, p + c.proposed));
+        (prop > 0).then(|| acc as f64 / prop as f64)
     }
 
     /// Advances every live chain by `n` steps, chains in parallel.
     pub fn advance(&mut self, n: usize) {
         let model = &self.model;
-        let (x, y, p) = (&self.x[..], &self.y[..], self.p);
-        let dynamics = self.dynamics;
-        let threshold = self.divergence_threshold;
+        let at = StepContext {
+            x: &self.x,
+            y: &self.y,
+            p: self.p,
+            dynamics: self.dynamics,
+            threshold: self.divergence_threshold,
+            mala: self.mala,
+        };
         let start = self.steps_done;
         self.chains
             .par_iter_mut()
@@ -206,7 +283,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                     if chain.diverged.is_some() {
                         break;
                     }
-                    chain.step(model, x, y, p, dynamics, threshold, start + s + 1, scratch);
+                    chain.step(model, &at, start + s + 1, scratch);
                 }
             });
         self.steps_done += n;
@@ -304,23 +381,20 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
 }
 
 impl<T: Real> FlatChain<T> {
-    /// One unadjusted Langevin step (spec 02 "Sampler").
-    #[allow(clippy::too_many_arguments)]
-    fn step<M: FlatModel<T>>(
+    /// Evaluates ∇U, U, the training error and the per-group virials θ_g·∇_g U at θ.
+    fn evaluate<M: FlatModel<T>>(
         &mut self,
         model: &M,
         x: &[T],
         y: &[T],
         p: usize,
-        dynamics: Dynamics,
-        threshold: f64,
-        global_step: usize,
+        kappa: f64,
         scratch: &mut M::Scratch,
     ) {
-        let inv_kappa = T::of(1.0 / dynamics.kappa);
+        let inv_kappa = T::of(1.0 / kappa);
         self.sq_error =
             model.data_gradient(&self.theta, x, y, p, inv_kappa, &mut self.grad, scratch);
-        let mut energy = self.sq_error / (2.0 * dynamics.kappa);
+        let mut energy = self.sq_error / (2.0 * kappa);
         let mut start = 0;
         for (g, grp) in model.groups().iter().enumerate() {
             let inv_v = 1.0 / grp.prior_var;
@@ -338,31 +412,111 @@ impl<T: Real> FlatChain<T> {
             self.virial[g] = vir;
         }
         self.energy = energy;
-        if !energy.is_finite() || energy > threshold {
-            let reason = if energy.is_finite() {
-                format!("energy exploded (U = {energy:.3e})")
-            } else {
-                "non-finite energy".to_string()
-            };
-            self.diverged = Some(Divergence {
-                step: global_step,
-                reason,
-            });
-            return;
+    }
+
+    /// Stops the chain if its energy is non-finite or beyond `threshold`; true if stopped.
+    fn check(&mut self, threshold: f64, global_step: usize) -> bool {
+        let energy = self.energy;
+        if energy.is_finite() && energy <= threshold {
+            return false;
         }
+        let reason = if energy.is_finite() {
+            format!("energy exploded (U = {energy:.3e})")
+        } else {
+            "non-finite energy".to_string()
+        };
+        self.diverged = Some(Divergence {
+            step: global_step,
+            reason,
+        });
+        true
+    }
+
+    /// θ ← θ − η∇U(θ) + √(2ηT)·ξ on the sampled groups (paper App. A.1), the noise drawn group
+    /// by group, entry by entry, from the chain's stream.
+    fn move_by_langevin<M: FlatModel<T>>(&mut self, model: &M, dynamics: Dynamics) {
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
-        let mut start = 0;
-        for grp in model.groups() {
-            let range = start..start + grp.len;
-            start += grp.len;
-            if grp.frozen {
-                continue;
-            }
+        for range in sampled_ranges(model.groups()) {
             for (ti, &gi) in self.theta[range.clone()].iter_mut().zip(&self.grad[range]) {
                 *ti = *ti - eta * gi + noise * T::standard_normal(&mut self.rng);
             }
         }
+    }
+
+    /// One step: unadjusted Langevin (spec 02 "Sampler"), or with `at.mala` Metropolis-adjusted
+    /// (spec 02 (c)): the Langevin proposal θ′ of [`Self::move_by_langevin`] is accepted with
+    /// probability min(1, α),
+    ///
+    /// log α = −(U(θ′) − U(θ))/T − (|θ − θ′ + η∇U(θ′)|² − |θ′ − θ + η∇U(θ)|²)/(4ηT)
+    ///
+    /// (Roberts & Tweedie 1996, Bernoulli 2:341, eq. 2.2; the norms over the sampled groups),
+    /// with a uniform from the chain's stream drawn after the proposal's noise; otherwise the
+    /// chain stays at θ. exp(−U/T) is then exactly invariant for any η. U and ∇U of the current
+    /// point are cached, so a step costs one evaluation, as an unadjusted one; a non-finite
+    /// proposal is rejected, and only a non-finite or exploding starting point stops the chain.
+    fn step<M: FlatModel<T>>(
+        &mut self,
+        model: &M,
+        at: &StepContext<'_, T>,
+        global_step: usize,
+        scratch: &mut M::Scratch,
+    ) {
+        let dynamics = at.dynamics;
+        if !at.mala {
+            self.evaluate(model, at.x, at.y, at.p, dynamics.kappa, scratch);
+            if !self.check(at.threshold, global_step) {
+                self.move_by_langevin(model, dynamics);
+            }
+            return;
+        }
+        if !self.evaluated {
+            self.evaluate(model, at.x, at.y, at.p, dynamics.kappa, scratch);
+            self.evaluated = true;
+            if self.check(at.threshold, global_step) {
+                return;
+            }
+        }
+        let saved = self.saved.get_or_insert_with(|| SavedPoint {
+            theta: Vec::new(),
+            grad: Vec::new(),
+            energy: 0.0,
+            sq_error: 0.0,
+            virial: Vec::new(),
+        });
+        saved.theta.clone_from(&self.theta);
+        saved.grad.clone_from(&self.grad);
+        saved.energy = self.energy;
+        saved.sq_error = self.sq_error;
+        saved.virial.clone_from(&self.virial);
+        self.move_by_langevin(model, dynamics);
+        self.evaluate(model, at.x, at.y, at.p, dynamics.kappa, scratch);
+        let saved = self.saved.as_ref().expect("saved above");
+        let eta = dynamics.step;
+        let (mut forward_sq, mut backward_sq) = (0.0, 0.0);
+        for range in sampled_ranges(model.groups()) {
+            for i in range {
+                let (old, new) = (saved.theta[i].f64(), self.theta[i].f64());
+                let f = new - old + eta * saved.grad[i].f64();
+                let r = old - new + eta * self.grad[i].f64();
+                forward_sq += f * f;
+                backward_sq += r * r;
+            }
+        }
+        let temperature = dynamics.temperature;
+        let log_alpha = -(self.energy - saved.energy) / temperature
+            - (backward_sq - forward_sq) / (4.0 * eta * temperature);
+        let u: f64 = self.rng.random();
+        self.proposed += 1;
+        if self.energy.is_finite() && log_alpha.is_finite() && u.ln() < log_alpha {
+            self.accepted += 1;
+            return;
+        }
+        self.theta.copy_from_slice(&saved.theta);
+        self.grad.copy_from_slice(&saved.grad);
+        self.energy = saved.energy;
+        self.sq_error = saved.sq_error;
+        self.virial.copy_from_slice(&saved.virial);
     }
 }
 
@@ -390,13 +544,29 @@ pub fn run_model<T: Real>(
     }
 }
 
-/// Runs a flat model's experiment: the sampling loop, observables at every `thin` steps
-/// and the summary of [`super::run::run_experiment`] (same keys; fields that do not apply
-/// are null).
-pub fn run_flat<T: Real, M: FlatModel<T>>(
+/// Runs a flat model's experiment: the ensemble(s) of `sampler.start` (cold, hot, or both
+/// compared, as for the FCN: [`run_starts`]), each with the sampling loop, observables at
+/// every `thin` steps and the summary of [`super::run::run_experiment`] (same keys; fields
+/// that do not apply are null).
+pub fn run_flat<T: Real, M: FlatModel<T> + Clone>(
     cfg: &ExperimentConfig,
     model: M,
     data: &FlatData,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
+    let s = &cfg.sampler;
+    run_starts(s.start, s.steps, progress, &mut |hot, progress| {
+        run_flat_once::<T, M>(cfg, model.clone(), data, hot, progress, interrupted)
+    })
+}
+
+/// One ensemble from a cold (prior) or hot ([`FlatModel::hot_start`]) start.
+fn run_flat_once<T: Real, M: FlatModel<T>>(
+    cfg: &ExperimentConfig,
+    model: M,
+    data: &FlatData,
+    hot: bool,
     progress: &mut dyn FnMut(usize, usize),
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
@@ -415,6 +585,10 @@ pub fn run_flat<T: Real, M: FlatModel<T>>(
         s.seed,
         dynamics,
     );
+    ens.mala = s.mala;
+    if hot {
+        ens.hot_start(&data.teacher);
+    }
     let n_test = data.y_test.len();
     let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
     let y_norm2: f64 = data.y_test.iter().map(|v| v * v).sum();
@@ -472,16 +646,26 @@ pub fn run_flat<T: Real, M: FlatModel<T>>(
     }
     let seconds = start.elapsed().as_secs_f64();
     let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
-    let mut result = finish(cfg, &ens, data, acc, threshold, range, seconds);
+    let outcome = EnsembleOutcome {
+        divergences: ens.chains.iter().map(|c| c.diverged.clone()).collect(),
+        groups: ens.model.groups().to_vec(),
+        p: ens.p,
+        y_test: &data.y_test,
+        teacher: &data.teacher,
+        filter_dim,
+        steps_done: ens.steps_done,
+    };
+    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
     let dg = &mut result.summary.diagnostics;
     dg.step = ens.dynamics.step;
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
+    dg.acceptance_rate = ens.acceptance_rate().and_then(finite);
+    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
     Ok(result)
 }
 
-/// Records chain k's measurement at step t (alignment A_f = ⟨f, y⟩/⟨y, y⟩ on the test set,
-/// paper §3; MSEs; overlaps; parameter moments).
+/// Records chain k's measurement at step t ([`ChainAccumulator::record`]).
 #[allow(clippy::too_many_arguments)]
 fn measure_chain<T: Real, M: FlatModel<T>>(
     ens: &FlatEnsemble<T, M>,
@@ -497,345 +681,27 @@ fn measure_chain<T: Real, M: FlatModel<T>>(
     a: &mut ChainAccumulator,
 ) {
     let chain = &ens.chains[k];
-    let n_test = y_test.len();
-    let mut fy = 0.0;
-    let mut sq = 0.0;
-    for (fv, &yv) in f.iter().zip(y_test) {
-        let fv = fv.f64();
-        fy += fv * yv;
-        sq += (fv - yv).powi(2);
-    }
     let rhos = ens.model.overlaps(&chain.theta, teacher);
-    let r2 = rhos.iter().map(|r| r * r).sum::<f64>() / rhos.len().max(1) as f64;
-    let outliers = rhos.iter().filter(|r| r.abs() > threshold).count();
-    let p = ens.p;
-    a.series.push((
-        sampling,
-        Measurement {
-            step: t,
-            alignment: if y_norm2 > 0.0 { fy / y_norm2 } else { 0.0 },
-            test_mse: sq / n_test as f64,
-            train_mse: (p > 0).then(|| chain.sq_error / p as f64),
-            energy: chain.energy,
-            r_overlap2: r2,
-            outliers,
-        },
-    ));
-    if !sampling {
-        return;
-    }
-    a.samples += 1;
-    for (s, fv) in a.f_test_sum.iter_mut().zip(f) {
-        *s += fv.f64();
-    }
-    for &rho in &rhos {
-        let bin = ((rho + range) / (2.0 * range) * HIST_BINS as f64).floor();
-        if bin >= 0.0 && bin < HIST_BINS as f64 {
-            a.hist[bin as usize] += 1;
-        } else {
-            a.hist_outside += 1;
-        }
-    }
     let mut start = 0;
-    for (g, grp) in ens.model.groups().iter().enumerate() {
-        a.virial_sum[g] += chain.virial[g];
-        let mut m = [0.0; 3];
-        for v in &chain.theta[start..start + grp.len] {
-            let v2 = v.f64() * v.f64();
-            m[0] += v.f64();
-            m[1] += v2;
-            m[2] += v2 * v2;
-        }
-        start += grp.len;
-        for j in 0..3 {
-            a.moments[g][j] += m[j];
-        }
-    }
-    if let Some((rows, dim)) = ens.model.filters(&chain.theta) {
-        for row in rows.chunks_exact(dim) {
-            for i in 0..dim {
-                let wi = row[i].f64();
-                for j in i..dim {
-                    a.second_moment_matrix[i * dim + j] += wi * row[j].f64();
-                }
-            }
-        }
-    }
-}
-
-/// Combines the chains' accumulators into the run's results (the FCN run's `finish`, over a
-/// flat ensemble). The struct updates fill in whatever summary fields other engines add.
-#[allow(clippy::needless_update)]
-fn finish<T: Real, M: FlatModel<T>>(
-    cfg: &ExperimentConfig,
-    ens: &FlatEnsemble<T, M>,
-    data: &FlatData,
-    acc: Vec<ChainAccumulator>,
-    threshold: f64,
-    range: f64,
-    seconds: f64,
-) -> RunResult {
-    let diverged_chains: Vec<DivergedChain> = ens
-        .chains
-        .iter()
-        .enumerate()
-        .filter_map(|(k, c)| {
-            c.diverged.as_ref().map(|d| DivergedChain {
-                chain: k,
-                step: d.step,
-                reason: d.reason.clone(),
-            })
-        })
-        .collect();
-    let alive: Vec<usize> = (0..acc.len())
-        .filter(|&k| ens.chains[k].diverged.is_none())
-        .collect();
-    let samples = alive.first().map(|&k| acc[k].samples).unwrap_or(0);
-    let sampled = |k: usize| -> Vec<&Measurement> {
-        acc[k]
-            .series
-            .iter()
-            .filter(|(s, _)| *s)
-            .map(|(_, m)| m)
-            .collect()
-    };
-    let chain_mean = |k: usize, f: &dyn Fn(&Measurement) -> f64| -> f64 {
-        let ms = sampled(k);
-        ms.iter().map(|m| f(m)).sum::<f64>() / ms.len().max(1) as f64
-    };
-    let stat = |f: &dyn Fn(&Measurement) -> f64| -> (Option<f64>, Option<f64>) {
-        if alive.is_empty() {
-            return (None, None);
-        }
-        let v: Vec<f64> = alive.iter().map(|&k| chain_mean(k, f)).collect();
-        let (m, e) = mean_and_error(&v);
-        (finite(m), e.and_then(finite))
-    };
-    let (alignment, alignment_err) = stat(&|m| m.alignment);
-    let (test_mse, test_mse_err) = stat(&|m| m.test_mse);
-    let (r_overlap2, r_overlap2_err) = stat(&|m| m.r_overlap2);
-    let (outliers, outliers_err) = stat(&|m| m.outliers as f64);
-    let (energy_mean, _) = stat(&|m| m.energy);
-    let train_mse = if ens.p > 0 {
-        stat(&|m| m.train_mse.unwrap_or(0.0)).0
-    } else {
-        None
-    };
-    let half_energy = |first: bool| -> Option<f64> {
-        if alive.is_empty() || samples < 2 {
-            return None;
-        }
-        let h = samples / 2;
-        let v: Vec<f64> = alive
-            .iter()
-            .map(|&k| {
-                let ms = sampled(k);
-                let part = if first { &ms[..h] } else { &ms[h..] };
-                part.iter().map(|m| m.energy).sum::<f64>() / part.len() as f64
-            })
-            .collect();
-        finite(v.iter().sum::<f64>() / v.len() as f64)
-    };
-    let n_test = data.y_test.len();
-    let mut mean_pred = vec![0.0; if alive.is_empty() { 0 } else { n_test }];
-    for &k in &alive {
-        for (m, s) in mean_pred.iter_mut().zip(&acc[k].f_test_sum) {
-            *m += s;
-        }
-    }
-    let denom = (alive.len() * samples).max(1) as f64;
-    mean_pred.iter_mut().for_each(|m| *m /= denom);
-    let test_mse_mean_predictor = (!alive.is_empty()).then(|| {
-        mean_pred
-            .iter()
-            .zip(&data.y_test)
-            .map(|(f, y)| (f - y).powi(2))
-            .sum::<f64>()
-            / n_test as f64
-    });
-    let y_msq = data.y_test.iter().map(|v| v * v).sum::<f64>() / n_test as f64;
-    let mse_lower_bound = alignment.map(|a| (1.0 - a).powi(2) * y_msq);
-    let series_of = |f: &dyn Fn(&Measurement) -> f64| -> Vec<Vec<f64>> {
-        alive
-            .iter()
-            .map(|&k| sampled(k).iter().map(|m| f(m)).collect())
-            .collect()
-    };
-    let iat_alignment = integrated_autocorrelation_time(&series_of(&|m| m.alignment));
-    let iat_r = integrated_autocorrelation_time(&series_of(&|m| m.r_overlap2));
-    let total_samples = (alive.len() * samples) as f64;
-    let groups: Vec<GroupStats> = ens
+    let groups = ens
         .model
         .groups()
         .iter()
-        .enumerate()
-        .map(|(g, grp)| {
-            let entries = (grp.len * alive.len() * samples) as f64;
-            let sum = |j: usize| alive.iter().map(|&k| acc[k].moments[g][j]).sum::<f64>();
-            let vir = alive.iter().map(|&k| acc[k].virial_sum[g]).sum::<f64>();
-            let ok = entries > 0.0;
-            GroupStats {
-                group: grp.name.clone(),
-                prior_variance: finite(grp.prior_var),
-                mean: ok.then(|| sum(0) / entries).and_then(finite),
-                second_moment: ok.then(|| sum(1) / entries).and_then(finite),
-                fourth_moment: ok.then(|| sum(2) / entries).and_then(finite),
-                temperature: ok.then(|| vir / entries).and_then(finite),
-                frozen: grp.frozen,
-            }
+        .zip(&chain.virial)
+        .map(|(grp, &virial)| {
+            start += grp.len;
+            (&chain.theta[start - grp.len..start], virial)
         })
         .collect();
-    let dim = data.teacher.len();
-    let has_filters = ens
-        .chains
-        .first()
-        .and_then(|c| ens.model.filters(&c.theta))
-        .is_some();
-    let leading_direction_overlap = if alive.is_empty() || samples == 0 || !has_filters {
-        None
-    } else {
-        let mut m = vec![0.0; dim * dim];
-        for &k in &alive {
-            for (a, b) in m.iter_mut().zip(&acc[k].second_moment_matrix) {
-                *a += b;
-            }
-        }
-        for i in 0..dim {
-            for j in 0..i {
-                m[i * dim + j] = m[j * dim + i];
-            }
-        }
-        leading_eigenvector(&m, dim)
-            .map(|v| {
-                v.iter()
-                    .zip(&data.teacher)
-                    .map(|(a, b)| a * b)
-                    .sum::<f64>()
-                    .abs()
-            })
-            .and_then(finite)
+    let snapshot = ChainSnapshot {
+        f_test: f,
+        rhos: &rhos,
+        groups,
+        filters: ens.model.filters(&chain.theta),
+        energy: chain.energy,
+        train_mse: (ens.p > 0).then(|| chain.sq_error / ens.p as f64),
     };
-    let mut counts = vec![0u64; HIST_BINS];
-    let mut outside = 0;
-    for &k in &alive {
-        for (c, h) in counts.iter_mut().zip(&acc[k].hist) {
-            *c += h;
-        }
-        outside += acc[k].hist_outside;
-    }
-    let edges = (0..=HIST_BINS)
-        .map(|i| -range + 2.0 * range * i as f64 / HIST_BINS as f64)
-        .collect();
-    let n_rows = alive.first().map(|&k| acc[k].series.len()).unwrap_or(0);
-    let traces = (0..n_rows)
-        .map(|i| {
-            let rows: Vec<&(bool, Measurement)> =
-                alive.iter().map(|&k| &acc[k].series[i]).collect();
-            let n = rows.len() as f64;
-            let mean =
-                |f: &dyn Fn(&Measurement) -> f64| rows.iter().map(|(_, m)| f(m)).sum::<f64>() / n;
-            TraceRow {
-                step: rows[0].1.step,
-                burn_in: !rows[0].0,
-                energy: mean(&|m| m.energy),
-                alignment: mean(&|m| m.alignment),
-                test_mse: mean(&|m| m.test_mse),
-                train_mse: (ens.p > 0).then(|| mean(&|m| m.train_mse.unwrap_or(0.0))),
-                r_overlap2: mean(&|m| m.r_overlap2),
-                outliers: mean(&|m| m.outliers as f64),
-            }
-        })
-        .collect();
-    let chains = (0..acc.len())
-        .map(|k| {
-            let ok = ens.chains[k].diverged.is_none();
-            let v = |f: &dyn Fn(&Measurement) -> f64| ok.then(|| chain_mean(k, f)).and_then(finite);
-            ChainRow {
-                chain: k,
-                status: if ok { "ok" } else { "diverged" }.to_string(),
-                alignment: v(&|m| m.alignment),
-                test_mse: v(&|m| m.test_mse),
-                r_overlap2: v(&|m| m.r_overlap2),
-                outliers: v(&|m| m.outliers as f64),
-                mu: None,
-            }
-        })
-        .collect();
-    let summary = Summary {
-        alignment,
-        alignment_err,
-        test_mse,
-        test_mse_err,
-        test_mse_mean_predictor: test_mse_mean_predictor.and_then(finite),
-        mse_lower_bound: mse_lower_bound.and_then(finite),
-        train_mse,
-        outliers_layer1: outliers,
-        outliers_layer1_err: outliers_err,
-        outlier_threshold: threshold,
-        r_overlap2,
-        r_overlap2_err,
-        leading_direction_overlap,
-        suggested_step: (!diverged_chains.is_empty()).then(|| cfg.sampler.step / 10.0),
-        diverged_chains,
-        chains_used: alive.len(),
-        samples_per_chain: samples,
-        precision: T::NAME.to_string(),
-        diagnostics: Diagnostics {
-            energy_mean,
-            energy_first_half: half_energy(true),
-            energy_second_half: half_energy(false),
-            iat_alignment,
-            ess_alignment: iat_alignment.map(|t| total_samples / t),
-            iat_r_overlap2: iat_r,
-            ess_r_overlap2: iat_r.map(|t| total_samples / t),
-            lambda_max: None,
-            step: cfg.sampler.step,
-            step_times_lambda_max: None,
-            groups,
-            ..Diagnostics::default()
-        },
-        start: "cold".to_string(),
-        hot_start: None,
-        equilibrated: None,
-        steps_per_second: None,
-        ..Summary::default()
-    };
-    RunResult {
-        summary,
-        traces,
-        chains,
-        histogram: Histogram {
-            edges,
-            counts,
-            outside,
-        },
-        probe_histograms: Vec::new(),
-        mean_test_prediction: mean_pred,
-        seconds,
-        steps: ens.steps_done,
-    }
-}
-
-/// Leading eigenvector of a symmetric positive semi-definite matrix by power iteration from
-/// a fixed start (deterministic).
-fn leading_eigenvector(m: &[f64], d: usize) -> Option<Vec<f64>> {
-    let mut v: Vec<f64> = (0..d).map(|i| 1.0 + 0.01 * i as f64).collect();
-    for _ in 0..2000 {
-        let mut w: Vec<f64> = (0..d)
-            .map(|i| (0..d).map(|j| m[i * d + j] * v[j]).sum())
-            .collect();
-        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if !(norm > 0.0 && norm.is_finite()) {
-            return None;
-        }
-        w.iter_mut().for_each(|x| *x /= norm);
-        let change: f64 = w.iter().zip(&v).map(|(a, b)| (a - b).abs()).sum();
-        v = w;
-        if change < 1e-12 {
-            break;
-        }
-    }
-    Some(v)
+    a.record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
 }
 
 /// Central finite-difference check of a flat model's data gradient (used by the models'
@@ -874,8 +740,13 @@ pub(crate) fn gradient_error<M: FlatModel<f64>>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::ExperimentConfig;
+    use super::super::cnn::CnnModel;
+    use super::super::config::{ExperimentConfig, ModelKind, Start};
     use super::super::run::run_experiment;
+
+    const MALA_STEP: f64 = 0.4;
+    const MALA_TOLERANCE: f64 = 0.05;
+    const ULA_ERROR: f64 = 0.15;
 
     const CNN: &str = r#"
 [model]
@@ -921,11 +792,14 @@ seed = 3
 "#;
 
     /// Same file and seed → identical summary, traces and per-chain rows on one and on two
-    /// threads (spec 02 "Reproducible"), for both flat models, f32.
+    /// threads (spec 02 "Reproducible"), for both flat models, f32, with cold and hot starts
+    /// compared (`start = "both"`) and with MALA.
     #[test]
     fn results_do_not_depend_on_the_thread_count() {
-        for text in [CNN, ATTENTION] {
-            let cfg = ExperimentConfig::from_toml(text, "test.toml").unwrap();
+        let both = |text: &str| text.replace("seed = 3", "seed = 3\nstart = \"both\"");
+        let mala = |text: &str| text.replace("seed = 3", "seed = 3\nmala = true");
+        for text in [both(CNN), both(ATTENTION), mala(CNN), mala(ATTENTION)] {
+            let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
             let run = |threads: usize| {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
@@ -940,9 +814,173 @@ seed = 3
             assert_eq!(a.histogram, b.histogram);
             assert_eq!(a.summary.precision, "f32");
             assert!(a.summary.alignment.is_some() && a.summary.diverged_chains.is_empty());
+            assert_eq!(a.summary.start, "cold");
+            assert_eq!(
+                a.summary.hot_start.is_some(),
+                cfg.sampler.start == Start::Both
+            );
+            let acceptance = a.summary.diagnostics.acceptance_rate;
+            assert_eq!(acceptance.is_some(), cfg.sampler.mala, "{acceptance:?}");
         }
     }
 
+    /// `start = "both"`: a hot start that has had no time to relax is flagged "not
+    /// equilibrated" (R of the hot ensemble is the aligned value, not the prior's), and one
+    /// that has relaxed in the lazy regime agrees with the cold start.
+    #[test]
+    fn cold_and_hot_starts_are_compared() {
+        for text in [CNN, ATTENTION] {
+            let base = text
+                .replace(
+                    "seed = 3",
+                    "seed = 3\nstart = \"both\"\nprecision = \"f64\"",
+                )
+                .replace("chains = 7", "chains = 8");
+            // 200 steps of η = 10⁻¹⁰: the chains stay at their starts.
+            let frozen = base
+                .replace("step = 0.002", "step = 1e-10")
+                .replace("step = 1e-3", "step = 1e-10");
+            let cfg = ExperimentConfig::from_toml(&frozen, "test.toml").unwrap();
+            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+            let hot = r.hot_start.clone().unwrap();
+            // Hot: every unit has |ρ| = σ1 (CNN, σ1² = 1) or d·σ_A (attention, d = 4, σ_A = 1),
+            // so R is that squared; cold: the prior value σ1²/S = 1/3, σ_A² = 1.
+            let (r_hot, r_cold) = if cfg.model.kind == ModelKind::Cnn {
+                (1.0, 1.0 / 3.0)
+            } else {
+                (16.0, 1.0)
+            };
+            let rh = hot.r_overlap2.unwrap();
+            assert!((rh - r_hot).abs() < 1e-3 * r_hot, "hot R {rh}");
+            let rc = r.r_overlap2.unwrap();
+            assert!((rc / r_cold - 1.0).abs() < 0.8, "cold R {rc}");
+            assert_eq!(r.equilibrated, Some(false));
+            // Relaxed (lazy regime, P = 40 or 30, 3000 steps): the two starts agree.
+            let relaxed = base
+                .replace("steps = 200", "steps = 3000")
+                .replace("burn_in = 100", "burn_in = 1000");
+            let cfg = ExperimentConfig::from_toml(&relaxed, "test.toml").unwrap();
+            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+            let hot = r.hot_start.unwrap();
+            assert_eq!(r.equilibrated, Some(true), "{:?} vs {hot:?}", r.r_overlap2);
+        }
+    }
+
+    /// `adapt_step`: an absurd η = 1 is brought down to 0.1/λ_max during burn-in and the run
+    /// survives (it diverges without, see the next test).
+    #[test]
+    fn adapt_step_tames_an_absurd_step() {
+        for text in [CNN, ATTENTION] {
+            let text = text
+                .replace("step = 0.002", "step = 1.0")
+                .replace("step = 1e-3", "step = 1.0")
+                .replace("seed = 3", "seed = 3\nadapt_step = true");
+            let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
+            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+            assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
+            let dg = &r.diagnostics;
+            assert!(dg.step < 1.0, "{}", dg.step);
+            let stiffness = dg.step_times_lambda_max.unwrap();
+            assert!(stiffness < 0.5, "η·λ_max = {stiffness}");
+        }
+    }
+
+    /// MALA's stationary law is exact for any η (spec 02 (c)): on the two-parameter CNN
+    /// d = S = N = 1, f(x) = w² erf(w¹x), P = 4, the sampled E[(w¹)²] and E[(w²)²] equal the
+    /// quadrature of exp(−U/T) over the plane at T = 1 and T = 0.5, at a step where unadjusted
+    /// Langevin is off.
+    #[test]
+    fn mala_matches_quadrature_where_ula_is_biased() {
+        let text = |temperature: f64, mala: bool| {
+            format!(
+                r#"
+[model]
+kind = "cnn"
+activation = "erf"
+widths = [1]
+patch = 1
+[data]
+d = 1
+p = 4
+n_test = 10
+[target]
+hermite = 3
+[sampler]
+kappa = 0.5
+step = {MALA_STEP}
+steps = 30000
+burn_in = 2000
+thin = 5
+chains = 32
+seed = 11
+precision = "f64"
+temperature = {temperature}
+mala = {mala}
+"#
+            )
+        };
+        for temperature in [1.0, 0.5] {
+            let cfg = ExperimentConfig::from_toml(&text(temperature, true), "t.toml").unwrap();
+            let model = CnnModel::from_config(&cfg);
+            let data = model.dataset(&cfg);
+            let (v1, v2) = (model.groups[0].prior_var, model.groups[1].prior_var);
+            let kappa = cfg.sampler.kappa;
+            let energy = |w1: f64, w2: f64| -> f64 {
+                let data_term: f64 = data
+                    .x_train
+                    .iter()
+                    .zip(&data.y_train)
+                    .map(|(x, y)| (w2 * libm::erf(w1 * x) - y).powi(2))
+                    .sum();
+                data_term / (2.0 * kappa) + w1 * w1 / (2.0 * v1) + w2 * w2 / (2.0 * v2)
+            };
+            // Riemann sum on a grid of spacing 0.02 over [−8, 8]²: the integrand is smooth
+            // and Gaussian-tailed, so the error is far below the Monte Carlo error.
+            let h = 0.02;
+            let grid: Vec<f64> = (0..=800).map(|i| -8.0 + h * i as f64).collect();
+            let u_min = grid
+                .iter()
+                .flat_map(|&a| grid.iter().map(move |&b| (a, b)))
+                .map(|(a, b)| energy(a, b))
+                .fold(f64::INFINITY, f64::min);
+            let (mut z, mut m1, mut m2) = (0.0, 0.0, 0.0);
+            for &w1 in &grid {
+                for &w2 in &grid {
+                    let p = (-(energy(w1, w2) - u_min) / temperature).exp();
+                    z += p;
+                    m1 += p * w1 * w1;
+                    m2 += p * w2 * w2;
+                }
+            }
+            let exact = [m1 / z, m2 / z];
+            let moments = |mala: bool| -> (Vec<f64>, Option<f64>) {
+                let cfg = ExperimentConfig::from_toml(&text(temperature, mala), "t.toml").unwrap();
+                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+                assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
+                let m = r.diagnostics.groups.iter();
+                let m = m.map(|g| g.second_moment.unwrap()).collect();
+                (m, r.diagnostics.acceptance_rate)
+            };
+            let (mala, acceptance) = moments(true);
+            let (ula, _) = moments(false);
+            let acceptance = acceptance.unwrap();
+            assert!(acceptance > 0.3 && acceptance < 0.99, "{acceptance}");
+            for g in 0..2 {
+                let (m, e) = (mala[g], exact[g]);
+                assert!(
+                    (m / e - 1.0).abs() < MALA_TOLERANCE,
+                    "T = {temperature}, group {g}: MALA {m} vs exact {e}"
+                );
+            }
+            let ula_error = (0..2)
+                .map(|g| (ula[g] / exact[g] - 1.0).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                ula_error > ULA_ERROR,
+                "T = {temperature}: ULA off by only {ula_error}"
+            );
+        }
+    }
     /// An absurd step: every chain is stopped and named, nothing non-finite is reported.
     #[test]
     fn an_absurd_step_diverges_every_chain_without_nan() {

@@ -25,7 +25,7 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use super::collapsed::{self, CollapsedWork};
-use super::config::{Likelihood, SamplerMethod};
+use super::config::{Likelihood, Preconditioner, SamplerMethod};
 use super::model::{FcnModel, Scratch};
 use super::real::Real;
 use super::sampler::{ChainBlock, Divergence, Dynamics, Ensemble};
@@ -42,8 +42,80 @@ struct BlockState<T> {
     proposed: Vec<u64>,
     accepted: Vec<u64>,
     work: CollapsedWork<T>,
-    /// Preconditioner M per chain and neuron of the last hidden layer (b·N, chain-major).
-    precond: Vec<f64>,
+    /// The preconditioner of the last hidden layer.
+    metric: Metric,
+    /// Sum over the averaged adaptations of the curvature estimates (b·N scalars g_i or
+    /// b·N blocks v·G_i, as [`collapsed::neuron_curvature`] and
+    /// [`collapsed::neuron_curvature_blocks`] return them) and their number.
+    curvature_sum: Vec<f64>,
+    curvature_count: usize,
+}
+
+/// The constant preconditioner M of one block's last hidden layer (identity elsewhere and
+/// while its fields are empty). See [`Kernel::adapt_preconditioner`].
+#[derive(Debug, Default)]
+struct Metric {
+    /// `Preconditioner::Neuron`: M_i per chain and neuron (b·N, chain-major).
+    scalar: Vec<f64>,
+    /// `Preconditioner::Block`: per chain and neuron (b·N blocks of n_in × n_in, row-major),
+    /// with M_i⁻¹ = v·G_i = LLᵀ: the matrix v·G_i itself, for |r|²_{M_i⁻¹} = rᵀ(v·G_i)r.
+    /// Empty unless blockwise.
+    inverse_matrix: Vec<f64>,
+    /// M_i = (LLᵀ)⁻¹, the drift's matrix (same layout as `inverse_matrix`).
+    matrix: Vec<f64>,
+    /// L⁻¹ (lower triangular, same layout): the noise K_iξ with K_i = L⁻ᵀ has covariance
+    /// K_iK_iᵀ = M_i, and K_iξ = Σ_j ξ_j·(row j of L⁻¹).
+    inv_factor: Vec<f64>,
+}
+
+/// y = Ax for a symmetric n × n row-major A, as Σ_j x_j·(row j of A) (contiguous rows).
+fn symmetric_times(a: &[f64], x: &[f64], y: &mut [f64]) {
+    let n = x.len();
+    y.fill(0.0);
+    for (j, &xj) in x.iter().enumerate() {
+        for (yi, aij) in y.iter_mut().zip(&a[j * n..(j + 1) * n]) {
+            *yi += xj * aij;
+        }
+    }
+}
+
+/// y = L⁻ᵀξ from the rows of L⁻¹ (`inv`, lower triangular, row-major): Σ_j ξ_j·(row j of L⁻¹).
+fn inverse_transposed_times(inv: &[f64], xi: &[f64], y: &mut [f64]) {
+    let n = xi.len();
+    y.fill(0.0);
+    for (j, &xj) in xi.iter().enumerate() {
+        for (yi, lij) in y[..=j].iter_mut().zip(&inv[j * n..j * n + j + 1]) {
+            *yi += xj * lij;
+        }
+    }
+}
+
+impl Metric {
+    /// Applies K (`transpose` false) or Kᵀ (true) in place to a direction in the layout of a
+    /// block's `params`, with M = KKᵀ: K = diag(√M_i) for scalars, K = L⁻ᵀ for blocks.
+    fn apply(&self, model: &FcnModel, v: &mut [Vec<f64>], transpose: bool) {
+        let g = model.widths.len() - 1;
+        let n_in = model.fan_in(g);
+        if !self.scalar.is_empty() {
+            for (i, a) in v[g].iter_mut().enumerate() {
+                *a *= self.scalar[i / n_in].sqrt();
+            }
+        } else if !self.inv_factor.is_empty() {
+            let nn = n_in * n_in;
+            let mut out = vec![0.0; n_in];
+            for (row, inv) in v[g].chunks_mut(n_in).zip(self.inv_factor.chunks(nn)) {
+                if transpose {
+                    // Kᵀ = L⁻¹.
+                    for (i, o) in out.iter_mut().enumerate() {
+                        *o = (0..=i).map(|j| inv[i * n_in + j] * row[j]).sum();
+                    }
+                } else {
+                    inverse_transposed_times(inv, row, &mut out);
+                }
+                row.copy_from_slice(&out);
+            }
+        }
+    }
 }
 
 /// The cached-gradient Langevin kernel of an ensemble (see the module doc).
@@ -53,6 +125,9 @@ pub struct Kernel<T> {
     pub method: SamplerMethod,
     /// Whether steps are Metropolis-adjusted.
     pub mala: bool,
+    /// Which preconditioner [`Kernel::adapt_preconditioner`] sets (collapsed only; default
+    /// `Block`).
+    pub preconditioner: Preconditioner,
     states: Vec<BlockState<T>>,
 }
 
@@ -72,12 +147,15 @@ impl<T: Real> Kernel<T> {
                 proposed: vec![0; b.len],
                 accepted: vec![0; b.len],
                 work: CollapsedWork::default(),
-                precond: vec![1.0; b.len * ens.model.widths.last().copied().unwrap_or(0)],
+                metric: Metric::default(),
+                curvature_sum: Vec::new(),
+                curvature_count: 0,
             })
             .collect();
         Kernel {
             method,
             mala,
+            preconditioner: Preconditioner::Block,
             states,
         }
     }
@@ -117,19 +195,19 @@ impl<T: Real> Kernel<T> {
                     likelihood,
                     sampled: &sampled,
                 };
-                let precond = std::mem::take(&mut state.precond);
+                let metric = std::mem::take(&mut state.metric);
                 for s in 0..n {
                     ctx.step(
                         block,
                         state,
-                        &precond,
+                        &metric,
                         mala,
                         threshold,
                         start + s + 1,
                         scratch,
                     );
                 }
-                state.precond = precond;
+                state.metric = metric;
             });
         ens.steps_done += n;
     }
@@ -182,8 +260,9 @@ impl<T: Real> Kernel<T> {
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .map_init(Scratch::<T>::default, |scratch, (block, state)| {
-                let scale = precond_scale(model, block.len, &state.precond);
-                block.lambda_max_of(model, iters, &skip, Some(&scale), &mut |b| {
+                let metric = std::mem::take(&mut state.metric);
+                let apply = |v: &mut [Vec<f64>], transpose: bool| metric.apply(model, v, transpose);
+                let lambda = block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {
                     collapsed::data_gradient(
                         b,
                         model,
@@ -195,43 +274,125 @@ impl<T: Real> Kernel<T> {
                         scratch,
                         &mut state.work,
                     )
-                })
+                });
+                state.metric = metric;
+                lambda
             })
             .collect();
         per_block.into_iter().flatten().collect()
     }
 
-    /// Collapsed posterior only: sets the per-neuron preconditioner of the last hidden layer
-    /// from the current state, M_i = (1/v)/g_i with g_i of [`collapsed::neuron_curvature`],
-    /// so that every neuron's incoming weights see about the prior's curvature 1/v. Called
-    /// during burn-in only (with `adapt_step`, before the λ_max estimate that sets η) and then
-    /// frozen: preconditioned Langevin with a constant M, θ ← θ − ηM∇U + √(2ηT·M)ξ, keeps
-    /// exp(−U/T) as its stationary law (Roberts & Stramer 2002, Methodol. Comput. Appl.
-    /// Probab. 4:337, with constant metric), and MALA's acceptance uses the same M.
-    pub fn adapt_preconditioner(&mut self, ens: &mut Ensemble<T>) {
+    /// Collapsed posterior only: sets the preconditioner M of the last hidden layer
+    /// ([`Kernel::preconditioner`]) from the current state so that every neuron's incoming
+    /// weights see about the prior's curvature 1/v:
+    /// `Neuron`: M_i = (1/v)/g_i, g_i of [`collapsed::neuron_curvature`] (one scalar per
+    /// neuron); `Block`: M_i = (v·G_i)⁻¹, G_i of [`collapsed::neuron_curvature_blocks`] (its
+    /// Gauss–Newton block, so also the soft directions of a specialised neuron get a large
+    /// step); `None`: M = I. With `average`, the curvature estimate is the mean over this and
+    /// every earlier averaged call (the run averages over the second half of burn-in, which
+    /// smooths the estimate over the states the chain visits); otherwise the average restarts
+    /// from this state. Called during burn-in only (with `adapt_step`, before the λ_max
+    /// estimate that sets η) and then frozen: preconditioned Langevin with a constant M,
+    /// θ ← θ − ηM∇U + √(2ηT·M)ξ, keeps exp(−U/T) as its stationary law (Roberts & Stramer
+    /// 2002, Methodol. Comput. Appl. Probab. 4:337, with constant metric), and MALA's
+    /// acceptance uses the same M.
+    pub fn adapt_preconditioner(&mut self, ens: &mut Ensemble<T>, average: bool) {
         if self.method != SamplerMethod::Collapsed {
             return;
         }
+        let kind = self.preconditioner;
         let model = &ens.model;
         let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
         let kappa = ens.dynamics.kappa;
         let g = model.widths.len() - 1;
+        let n_in = model.fan_in(g);
         let inv_v = 1.0 / model.prior_var[g];
         ens.blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
-                let curvature = collapsed::neuron_curvature(
-                    block,
-                    model,
-                    x,
-                    y,
-                    p,
-                    kappa,
-                    scratch,
-                    &mut state.work,
-                );
-                state.precond = curvature.iter().map(|&c| inv_v / c).collect();
+                let curvature = match kind {
+                    Preconditioner::None => {
+                        state.metric = Metric::default();
+                        return;
+                    }
+                    Preconditioner::Neuron => collapsed::neuron_curvature(
+                        block,
+                        model,
+                        x,
+                        y,
+                        p,
+                        kappa,
+                        scratch,
+                        &mut state.work,
+                    ),
+                    Preconditioner::Block => collapsed::neuron_curvature_blocks(
+                        block,
+                        model,
+                        x,
+                        y,
+                        p,
+                        kappa,
+                        scratch,
+                        &mut state.work,
+                    ),
+                };
+                if !average || state.curvature_sum.len() != curvature.len() {
+                    state.curvature_sum = vec![0.0; curvature.len()];
+                    state.curvature_count = 0;
+                }
+                for (s, c) in state.curvature_sum.iter_mut().zip(&curvature) {
+                    *s += c;
+                }
+                state.curvature_count += 1;
+                let count = state.curvature_count as f64;
+                let mean = state.curvature_sum.iter().map(|s| s / count);
+                state.metric = match kind {
+                    Preconditioner::None => unreachable!("returned above"),
+                    Preconditioner::Neuron => Metric {
+                        scalar: mean.map(|c| inv_v / c).collect(),
+                        ..Metric::default()
+                    },
+                    Preconditioner::Block => {
+                        let mut mean: Vec<f64> = mean.collect();
+                        let nn = n_in * n_in;
+                        let mut matrix = vec![0.0; mean.len()];
+                        let mut inv_factor = vec![0.0; mean.len()];
+                        let mut l = vec![0.0; nn];
+                        let mut column = vec![0.0; n_in];
+                        for ((a, m), inv) in mean
+                            .chunks_mut(nn)
+                            .zip(matrix.chunks_mut(nn))
+                            .zip(inv_factor.chunks_mut(nn))
+                        {
+                            // v·G_i = I + PSD, so this fails only on non-finite input;
+                            // that neuron then keeps M_i = I.
+                            if !collapsed::cholesky(a, &mut l, n_in) {
+                                a.fill(0.0);
+                                l.fill(0.0);
+                                for j in 0..n_in {
+                                    a[j * n_in + j] = 1.0;
+                                    l[j * n_in + j] = 1.0;
+                                }
+                            }
+                            collapsed::inverse_from_cholesky(&l, m, n_in);
+                            for j in 0..n_in {
+                                column.fill(0.0);
+                                column[j] = 1.0;
+                                collapsed::solve_lower(&l, &mut column, n_in);
+                                for (i, c) in column.iter().enumerate() {
+                                    inv[i * n_in + j] = *c;
+                                }
+                            }
+                        }
+                        Metric {
+                            scalar: Vec::new(),
+                            inverse_matrix: mean,
+                            matrix,
+                            inv_factor,
+                        }
+                    }
+                };
             });
     }
 
@@ -270,22 +431,6 @@ impl<T: Real> Kernel<T> {
                 .collect()
         })
     }
-}
-
-/// √M per parameter in the layout of a block's `params` (1 outside the last hidden layer).
-fn precond_scale(model: &FcnModel, block: usize, precond: &[f64]) -> Vec<Vec<f64>> {
-    let g_pc = model.widths.len() - 1;
-    let n_in = model.fan_in(g_pc);
-    (0..model.n_groups())
-        .map(|g| {
-            let len = block * model.group_len(g);
-            if g == g_pc {
-                (0..len).map(|i| precond[i / n_in].sqrt()).collect()
-            } else {
-                vec![1.0; len]
-            }
-        })
-        .collect()
 }
 
 /// What a block step needs besides the block.
@@ -404,7 +549,7 @@ impl<T: Real> Context<'_, T> {
         &self,
         block: &mut ChainBlock<T>,
         state: &mut BlockState<T>,
-        precond: &[f64],
+        metric: &Metric,
         mala: bool,
         threshold: f64,
         global_step: usize,
@@ -434,6 +579,7 @@ impl<T: Real> Context<'_, T> {
         let g_pc = model.widths.len() - 1;
         let n_in = model.fan_in(g_pc);
         let n_pc = model.widths[g_pc];
+        let precond = &metric.scalar;
         let m_of = |g: usize, c: usize, i: usize| -> f64 {
             if g == g_pc && !precond.is_empty() {
                 precond[c * n_pc + i / n_in]
@@ -441,6 +587,12 @@ impl<T: Real> Context<'_, T> {
                 1.0
             }
         };
+        let nn = n_in * n_in;
+        let part = |c: usize, i: usize| (c * n_pc + i) * nn..(c * n_pc + i + 1) * nn;
+        let blockwise = |g: usize| g == g_pc && !metric.matrix.is_empty();
+        let mut tmp = vec![0.0; n_in];
+        let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
+        let noise_scale = (2.0 * eta * temperature).sqrt();
         for c in 0..b {
             if block.diverged[c].is_some() {
                 continue;
@@ -453,6 +605,24 @@ impl<T: Real> Context<'_, T> {
                 let n = model.group_len(g);
                 let theta = &mut block.params[g][c * n..(c + 1) * n];
                 let grad = &block.grads[g][c * n..(c + 1) * n];
+                if blockwise(g) {
+                    // θ_i ← θ_i − η·M_i∇_iU + √(2ηT)·L⁻ᵀξ (Metric).
+                    for (i, (ti, gi)) in theta.chunks_mut(n_in).zip(grad.chunks(n_in)).enumerate() {
+                        let range = part(c, i);
+                        for (d, &gv) in tmp.iter_mut().zip(gi) {
+                            *d = gv.f64();
+                        }
+                        symmetric_times(&metric.matrix[range.clone()], &tmp, &mut drift_v);
+                        for z in tmp.iter_mut() {
+                            *z = T::standard_normal(rng).f64();
+                        }
+                        inverse_transposed_times(&metric.inv_factor[range], &tmp, &mut noise_v);
+                        for ((t, d), z) in ti.iter_mut().zip(&drift_v).zip(&noise_v) {
+                            *t = T::of(t.f64() - eta * d + noise_scale * z);
+                        }
+                    }
+                    continue;
+                }
                 let mut last_m = f64::NAN;
                 let (mut drift, mut noise) = (T::zero(), T::zero());
                 for (i, (ti, &gi)) in theta.iter_mut().zip(grad).enumerate() {
@@ -488,6 +658,33 @@ impl<T: Real> Context<'_, T> {
                 let new = &block.params[g][range.clone()];
                 let old_grad = &state.saved_grads[g][range.clone()];
                 let new_grad = &block.grads[g][range];
+                if blockwise(g) {
+                    // |r|²_{M_i⁻¹} = rᵀ(v·G_i)r with r = ±(θ′ − θ) + η·M_i∇U (Metric).
+                    for i in 0..n_pc {
+                        let range = part(c, i);
+                        let rows = i * n_in..(i + 1) * n_in;
+                        for (sq, grad, sign) in [
+                            (&mut forward_sq, &old_grad[rows.clone()], 1.0),
+                            (&mut backward_sq, &new_grad[rows.clone()], -1.0),
+                        ] {
+                            for (d, gv) in tmp.iter_mut().zip(grad) {
+                                *d = gv.f64();
+                            }
+                            symmetric_times(&metric.matrix[range.clone()], &tmp, &mut drift_v);
+                            for (j, r) in tmp.iter_mut().enumerate() {
+                                let (o, w) = (old[rows.start + j].f64(), new[rows.start + j].f64());
+                                *r = sign * (w - o) + eta * drift_v[j];
+                            }
+                            symmetric_times(
+                                &metric.inverse_matrix[range.clone()],
+                                &tmp,
+                                &mut noise_v,
+                            );
+                            *sq += tmp.iter().zip(&noise_v).map(|(a, b)| a * b).sum::<f64>();
+                        }
+                    }
+                    continue;
+                }
                 for i in 0..n {
                     let m = m_of(g, c, i);
                     let (o, w) = (old[i].f64(), new[i].f64());

@@ -7,6 +7,8 @@
 
 use serde::Serialize;
 
+use super::real::Real;
+
 /// Bins of the first-layer overlap histogram.
 pub const HIST_BINS: usize = 120;
 
@@ -63,6 +65,101 @@ impl ChainAccumulator {
             moments: vec![[0.0; 3]; groups],
             second_moment_matrix: vec![0.0; d * d],
             samples: 0,
+        }
+    }
+}
+
+/// One chain's state at a sampling time, as [`ChainAccumulator::record`] reads it.
+#[derive(Debug)]
+pub struct ChainSnapshot<'a, T> {
+    /// Test-set predictions f(x_μ).
+    pub f_test: &'a [T],
+    /// Overlaps ρ of the first-layer units with the teacher.
+    pub rhos: &'a [f64],
+    /// Per parameter group: its entries and the virial θ_g·∇_g U.
+    pub groups: Vec<(&'a [T], f64)>,
+    /// First-layer rows (row length) whose second moment E[wwᵀ] is accumulated; None if none.
+    pub filters: Option<(&'a [T], usize)>,
+    /// U at the last gradient evaluation.
+    pub energy: f64,
+    /// Training MSE at the last gradient evaluation (None when P = 0).
+    pub train_mse: Option<f64>,
+}
+
+impl ChainAccumulator {
+    /// Records a chain's measurement at step t — A_f = ⟨f, y⟩/⟨y, y⟩ (paper §3, `y_norm2` =
+    /// ⟨y, y⟩), test MSE, R = mean ρ², outliers |ρ| > `threshold` (App. F.0.1) — and, after
+    /// burn-in (`sampling`), the sums of the predictions, the ρ histogram over ±`range`, the
+    /// per-group moments and virials and Σ_i w_i w_iᵀ of the filters.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record<T: Real>(
+        &mut self,
+        chain: ChainSnapshot<'_, T>,
+        y_test: &[f64],
+        y_norm2: f64,
+        threshold: f64,
+        range: f64,
+        sampling: bool,
+        t: usize,
+    ) {
+        let (mut fy, mut sq) = (0.0, 0.0);
+        for (fv, &yv) in chain.f_test.iter().zip(y_test) {
+            let fv = fv.f64();
+            fy += fv * yv;
+            sq += (fv - yv).powi(2);
+        }
+        let rhos = chain.rhos;
+        let r2 = rhos.iter().map(|r| r * r).sum::<f64>() / rhos.len().max(1) as f64;
+        let outliers = rhos.iter().filter(|r| r.abs() > threshold).count();
+        let m = Measurement {
+            step: t,
+            alignment: if y_norm2 > 0.0 { fy / y_norm2 } else { 0.0 },
+            test_mse: sq / y_test.len() as f64,
+            train_mse: chain.train_mse,
+            energy: chain.energy,
+            r_overlap2: r2,
+            outliers,
+        };
+        self.series.push((sampling, m));
+        if !sampling {
+            return;
+        }
+        self.samples += 1;
+        for (s, fv) in self.f_test_sum.iter_mut().zip(chain.f_test) {
+            *s += fv.f64();
+        }
+        for &rho in rhos {
+            let bin = ((rho + range) / (2.0 * range) * HIST_BINS as f64).floor();
+            if bin >= 0.0 && bin < HIST_BINS as f64 {
+                self.hist[bin as usize] += 1;
+            } else {
+                self.hist_outside += 1;
+            }
+        }
+        for (g, (theta, virial)) in chain.groups.iter().enumerate() {
+            self.virial_sum[g] += virial;
+            let mut m = [0.0; 3];
+            for v in theta.iter() {
+                let v = v.f64();
+                let v2 = v * v;
+                m[0] += v;
+                m[1] += v2;
+                m[2] += v2 * v2;
+            }
+            for j in 0..3 {
+                self.moments[g][j] += m[j];
+            }
+        }
+        // Σ_i w_i w_iᵀ (upper triangle, mirrored when the run is summarised).
+        if let Some((rows, dim)) = chain.filters {
+            for row in rows.chunks_exact(dim) {
+                for i in 0..dim {
+                    let wi = row[i].f64();
+                    for j in i..dim {
+                        self.second_moment_matrix[i * dim + j] += wi * row[j].f64();
+                    }
+                }
+            }
         }
     }
 }

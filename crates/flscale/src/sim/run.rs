@@ -3,17 +3,18 @@
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, ModelKind, Precision, SamplerMethod, Start};
+use super::config::{ExperimentConfig, ModelKind, Precision, Preconditioner, SamplerMethod, Start};
 use super::data::Dataset;
+use super::generic::ParamGroup;
 use super::mala::Kernel;
 use super::model::FcnModel;
 use super::observables::{
     finite, hist_range, integrated_autocorrelation_time, mean_and_error, ChainAccumulator,
-    GroupStats, Measurement, HIST_BINS,
+    ChainSnapshot, GroupStats, Measurement, HIST_BINS,
 };
 use super::overlaps::{summarise, NamedHistogram, Probe, ProbeAccumulator, ProbeSummary};
 use super::real::Real;
-use super::sampler::{Dynamics, Ensemble};
+use super::sampler::{Divergence, Dynamics, Ensemble};
 use crate::error::{Error, Result};
 
 /// η·λ_max targeted by `adapt_step`: well inside the stability limit 2, with a bias of
@@ -280,37 +281,32 @@ fn run_typed<T: Real>(
 ) -> Result<RunResult> {
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
-    match s.start {
-        Start::Cold => run_once::<T>(
-            cfg,
-            &data,
-            false,
-            &mut |d, _| progress(d, s.steps),
-            interrupted,
-        ),
-        Start::Hot => run_once::<T>(
-            cfg,
-            &data,
-            true,
-            &mut |d, _| progress(d, s.steps),
-            interrupted,
-        ),
+    run_starts(s.start, s.steps, progress, &mut |hot, progress| {
+        run_once::<T>(cfg, &data, hot, progress, interrupted)
+    })
+}
+
+/// Runs one ensemble: `(hot, progress)` → its results, from a hot start when `hot`.
+pub(crate) type RunOneStart<'a> =
+    dyn FnMut(bool, &mut dyn FnMut(usize, usize)) -> Result<RunResult> + 'a;
+
+/// Runs the ensemble(s) that `sampler.start` asks for — `run_one(hot, progress)` runs one
+/// from a cold or a hot start — and, for "both", reports the hot one beside the cold one with
+/// the "not equilibrated" verdict (spec 02: hysteresis of a first-order transition is
+/// reported, not averaged away). Shared by the FCN and the flat-parameter engines.
+pub(crate) fn run_starts(
+    start: Start,
+    steps: usize,
+    progress: &mut dyn FnMut(usize, usize),
+    run_one: &mut RunOneStart<'_>,
+) -> Result<RunResult> {
+    match start {
+        Start::Cold => run_one(false, &mut |d, _| progress(d, steps)),
+        Start::Hot => run_one(true, &mut |d, _| progress(d, steps)),
         Start::Both => {
-            let total = 2 * s.steps;
-            let mut cold = run_once::<T>(
-                cfg,
-                &data,
-                false,
-                &mut |d, _| progress(d, total),
-                interrupted,
-            )?;
-            let hot = run_once::<T>(
-                cfg,
-                &data,
-                true,
-                &mut |d, _| progress(s.steps + d, total),
-                interrupted,
-            )?;
+            let total = 2 * steps;
+            let mut cold = run_one(false, &mut |d, _| progress(d, total))?;
+            let hot = run_one(true, &mut |d, _| progress(steps + d, total))?;
             let (c, h) = (&cold.summary, &hot.summary);
             let equilibrated = match (
                 agree(c.alignment, c.alignment_err, h.alignment, h.alignment_err),
@@ -369,8 +365,11 @@ fn run_once<T: Real>(
     }
     // The collapsed posterior and MALA run on the cached-gradient kernel; plain ULA keeps the
     // sampler's fused step.
-    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala)
-        .then(|| Kernel::new(&ens, s.method, s.mala));
+    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala).then(|| {
+        let mut k = Kernel::new(&ens, s.method, s.mala);
+        k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
+        k
+    });
     let lambda_max = |ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters| {
         let per_chain = match kernel {
             Some(k) => k.lambda_max(ens, iters),
@@ -396,7 +395,7 @@ fn run_once<T: Real>(
             // Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the
             // collapsed sampler after its per-neuron preconditioner, also frozen afterwards).
             if let Some(k) = &mut kernel {
-                k.adapt_preconditioner(&mut ens);
+                k.adapt_preconditioner(&mut ens, 2 * t >= s.burn_in);
             }
             let lambda = lambda_max(&mut ens, &mut kernel, 10);
             if lambda > 0.0 {
@@ -438,7 +437,23 @@ fn run_once<T: Real>(
     }
     let seconds = start.elapsed().as_secs_f64();
     let lambda = lambda_max(&mut ens, &mut kernel, 20);
-    let mut result = finish(cfg, &ens, data, &model, acc, threshold, range, seconds);
+    let outcome = EnsembleOutcome {
+        divergences: ens.divergences(),
+        groups: (0..model.n_groups())
+            .map(|g| ParamGroup {
+                name: model.group_name(g),
+                len: model.group_len(g),
+                prior_var: model.prior_var[g],
+                frozen: model.frozen[g],
+            })
+            .collect(),
+        p: ens.p,
+        y_test: &data.y_test,
+        teacher: &data.teacher,
+        filter_dim: d,
+        steps_done: ens.steps_done,
+    };
+    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
     let alive: Vec<usize> = (0..s.chains).filter(|&k| ens.alive(k)).collect();
     let (probe_summary, probe_histograms) = summarise(
         &probe,
@@ -497,92 +512,67 @@ fn measure<T: Real>(
             let Some((f, probe_sample)) = &preds[chain] else {
                 continue;
             };
-            let a = &mut acc[chain];
-            let mut fy = 0.0;
-            let mut sq = 0.0;
-            for (fv, &yv) in f.iter().zip(y_test) {
-                let fv = fv.f64();
-                fy += fv * yv;
-                sq += (fv - yv).powi(2);
-            }
             let w1 = &block.params[0][c * n1 * d..(c + 1) * n1 * d];
-            let mut r2 = 0.0;
-            let mut outliers = 0;
-            let mut rhos = Vec::with_capacity(n1);
-            for row in w1.chunks_exact(d) {
-                let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
-                r2 += rho * rho;
-                if rho.abs() > threshold {
-                    outliers += 1;
-                }
-                rhos.push(rho);
-            }
-            let m = Measurement {
-                step: t,
-                alignment: if y_norm2 > 0.0 { fy / y_norm2 } else { 0.0 },
-                test_mse: sq / n_test as f64,
-                train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
+            let rhos: Vec<f64> = w1
+                .chunks_exact(d)
+                .map(|row| row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum())
+                .collect();
+            let groups = (0..model.n_groups())
+                .map(|g| {
+                    let n = model.group_len(g);
+                    (&block.params[g][c * n..(c + 1) * n], block.virial[c][g])
+                })
+                .collect();
+            let snapshot = ChainSnapshot {
+                f_test: f,
+                rhos: &rhos,
+                groups,
+                filters: Some((w1, d)),
                 energy: block.energy[c],
-                r_overlap2: r2 / n1 as f64,
-                outliers,
+                train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
             };
-            a.series.push((sampling, m));
-            if !sampling {
-                continue;
-            }
-            probe_acc[chain].add(probe, f, y_test, probe_sample);
-            a.samples += 1;
-            for (s, fv) in a.f_test_sum.iter_mut().zip(f) {
-                *s += fv.f64();
-            }
-            for &rho in &rhos {
-                let bin = ((rho + range) / (2.0 * range) * HIST_BINS as f64).floor();
-                if bin >= 0.0 && bin < HIST_BINS as f64 {
-                    a.hist[bin as usize] += 1;
-                } else {
-                    a.hist_outside += 1;
-                }
-            }
-            for g in 0..model.n_groups() {
-                let n = model.group_len(g);
-                a.virial_sum[g] += block.virial[c][g];
-                let mut m = [0.0; 3];
-                for v in &block.params[g][c * n..(c + 1) * n] {
-                    let v = v.f64();
-                    let v2 = v * v;
-                    m[0] += v;
-                    m[1] += v2;
-                    m[2] += v2 * v2;
-                }
-                for j in 0..3 {
-                    a.moments[g][j] += m[j];
-                }
-            }
-            // Σ_i w_i w_iᵀ (upper triangle, mirrored at the end).
-            for row in w1.chunks_exact(d) {
-                for i in 0..d {
-                    let wi = row[i].f64();
-                    for j in i..d {
-                        a.second_moment_matrix[i * d + j] += wi * row[j].f64();
-                    }
-                }
+            acc[chain].record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
+            if sampling {
+                probe_acc[chain].add(probe, f, y_test, probe_sample);
             }
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn finish<T: Real>(
+/// What the summary needs to know about an ensemble besides its chains' accumulators — the
+/// same for the FCN engine and the flat-parameter one ([`super::generic`]).
+#[derive(Debug)]
+pub(crate) struct EnsembleOutcome<'a> {
+    /// Per chain (chain order): why and when it was stopped, `None` if it survived.
+    pub divergences: Vec<Option<Divergence>>,
+    /// The parameter groups, in the order of the accumulators' moments.
+    pub groups: Vec<ParamGroup>,
+    /// Training-set size P.
+    pub p: usize,
+    /// Test targets.
+    pub y_test: &'a [f64],
+    /// The direction the leading eigenvector of the filters' second moment is compared with.
+    pub teacher: &'a [f64],
+    /// Length of one filter (first-layer row); 0 where there are none (no leading direction).
+    pub filter_dim: usize,
+    /// Steps taken.
+    pub steps_done: usize,
+}
+
+/// Combines the per-chain accumulators of the chains that survived into the run's results:
+/// means and standard errors over chains of the time-averaged observables, the mean
+/// predictor, autocorrelation times, per-group moments and temperatures, the leading
+/// direction, histogram, traces and per-chain rows (spec 02 "Observables"). Every reduction
+/// runs in chain order. `start`, λ_max and the acceptance rate are left for the caller.
+pub(crate) fn finish<T: Real>(
     cfg: &ExperimentConfig,
-    ens: &Ensemble<T>,
-    data: &Dataset,
-    model: &FcnModel,
+    ens: EnsembleOutcome<'_>,
     acc: Vec<ChainAccumulator>,
     threshold: f64,
     range: f64,
     seconds: f64,
 ) -> RunResult {
-    let divergences = ens.divergences();
+    let divergences = &ens.divergences;
     let diverged_chains: Vec<DivergedChain> = divergences
         .iter()
         .enumerate()
@@ -643,7 +633,7 @@ fn finish<T: Real>(
             .collect();
         finite(v.iter().sum::<f64>() / v.len() as f64)
     };
-    let n_test = data.n_test();
+    let n_test = ens.y_test.len();
     let mut mean_pred = vec![0.0; if alive.is_empty() { 0 } else { n_test }];
     for &k in &alive {
         for (m, s) in mean_pred.iter_mut().zip(&acc[k].f_test_sum) {
@@ -657,12 +647,12 @@ fn finish<T: Real>(
     let test_mse_mean_predictor = (!alive.is_empty()).then(|| {
         mean_pred
             .iter()
-            .zip(&data.y_test)
+            .zip(ens.y_test)
             .map(|(f, y)| (f - y).powi(2))
             .sum::<f64>()
             / n_test as f64
     });
-    let y_msq = data.y_test.iter().map(|v| v * v).sum::<f64>() / n_test as f64;
+    let y_msq = ens.y_test.iter().map(|v| v * v).sum::<f64>() / n_test as f64;
     let mse_lower_bound = alignment.map(|a| (1.0 - a).powi(2) * y_msq);
     let series_of = |f: &dyn Fn(&Measurement) -> f64| -> Vec<Vec<f64>> {
         alive
@@ -673,27 +663,30 @@ fn finish<T: Real>(
     let iat_alignment = integrated_autocorrelation_time(&series_of(&|m| m.alignment));
     let iat_r = integrated_autocorrelation_time(&series_of(&|m| m.r_overlap2));
     let total_samples = (alive.len() * samples) as f64;
-    let groups: Vec<GroupStats> = (0..model.n_groups())
-        .map(|g| {
-            let entries = (model.group_len(g) * alive.len() * samples) as f64;
+    let groups: Vec<GroupStats> = ens
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(g, grp)| {
+            let entries = (grp.len * alive.len() * samples) as f64;
             let sum = |j: usize| alive.iter().map(|&k| acc[k].moments[g][j]).sum::<f64>();
             let vir = alive.iter().map(|&k| acc[k].virial_sum[g]).sum::<f64>();
             let ok = entries > 0.0;
             GroupStats {
-                group: model.group_name(g),
-                prior_variance: finite(model.prior_var[g]),
+                group: grp.name.clone(),
+                prior_variance: finite(grp.prior_var),
                 mean: ok.then(|| sum(0) / entries).and_then(finite),
                 second_moment: ok.then(|| sum(1) / entries).and_then(finite),
                 fourth_moment: ok.then(|| sum(2) / entries).and_then(finite),
                 temperature: ok.then(|| vir / entries).and_then(finite),
-                frozen: model.frozen[g],
+                frozen: grp.frozen,
             }
         })
         .collect();
-    let leading_direction_overlap = if alive.is_empty() || samples == 0 {
+    let leading_direction_overlap = if alive.is_empty() || samples == 0 || ens.filter_dim == 0 {
         None
     } else {
-        let d = model.d;
+        let d = ens.filter_dim;
         let mut m = vec![0.0; d * d];
         for &k in &alive {
             for (a, b) in m.iter_mut().zip(&acc[k].second_moment_matrix) {
@@ -708,7 +701,7 @@ fn finish<T: Real>(
         leading_eigenvector(&m, d)
             .map(|v| {
                 v.iter()
-                    .zip(&data.teacher)
+                    .zip(ens.teacher)
                     .map(|(a, b)| a * b)
                     .sum::<f64>()
                     .abs()

@@ -324,6 +324,11 @@ impl<T: Real> Ensemble<T> {
     }
 }
 
+/// A factor K of a constant preconditioner M = KKᵀ, applied in place to a direction in the
+/// layout of a block's `params`: K when the flag is false, Kᵀ when true
+/// ([`ChainBlock::lambda_max_of`]).
+pub(super) type MetricFactor<'a> = dyn Fn(&mut [Vec<f64>], bool) + 'a;
+
 impl<T: Real> ChainBlock<T> {
     /// Data-term gradient ∇L of every chain of the block into `self.grads`; L and the training
     /// squared error go to `self.data_loss` and `self.sq_error`.
@@ -387,18 +392,18 @@ impl<T: Real> ChainBlock<T> {
 
     /// Power iteration of [`ChainBlock::lambda_max`] for any energy whose non-prior part's
     /// gradient `data_gradient` writes into `self.grads`; groups with `skip[g]` are left out.
-    /// With `scale` (s = M^{1/2} per parameter, the layout of `params`) it is the top
-    /// eigenvalue of the preconditioned Hessian M^{1/2}HM^{1/2} that limits the step of
+    /// With `metric` (a factor K of a constant preconditioner M = KKᵀ, applied in place to a
+    /// direction in the layout of `params`: K when its flag is false, Kᵀ when true) it is the
+    /// top eigenvalue of KᵀHK — similar to MH, so the curvature that limits the step of
     /// preconditioned Langevin. Shared by the plain and the collapsed sampler.
     pub(super) fn lambda_max_of(
         &mut self,
         model: &FcnModel,
         iters: usize,
         skip: &[bool],
-        scale: Option<&[Vec<f64>]>,
+        metric: Option<&MetricFactor<'_>>,
         data_gradient: &mut dyn FnMut(&mut Self),
     ) -> Vec<f64> {
-        let s = |g: usize, i: usize| scale.map_or(1.0, |sc| sc[g][i]);
         let b = self.len;
         let groups = model.n_groups();
         let saved = self.params.clone();
@@ -457,13 +462,16 @@ impl<T: Real> ChainBlock<T> {
                     }
                     eps[c] = 1e-3 * (nt.sqrt() + 1e-3);
                 }
+                // u = Kv is the direction in parameter space.
+                let mut u = v.clone();
+                if let Some(k) = metric {
+                    k(&mut u, false);
+                }
                 let mut grad_at = |sign: f64, this: &mut Self| -> Vec<Vec<f64>> {
                     for g in 0..groups {
                         let n = model.group_len(g);
                         for (i, t) in this.params[g].iter_mut().enumerate() {
-                            *t = T::of(
-                                saved[g][i].f64() + sign * eps[i / n.max(1)] * s(g, i) * v[g][i],
-                            );
+                            *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * u[g][i]);
                         }
                     }
                     data_gradient(this);
@@ -474,17 +482,29 @@ impl<T: Real> ChainBlock<T> {
                 };
                 let plus = grad_at(1.0, self);
                 let minus = grad_at(-1.0, self);
-                let mut hv: Vec<Vec<f64>> = v.clone();
+                // Hu (data by finite differences, prior exactly), then Kᵀ(Hu) − shift·v.
+                let mut hv: Vec<Vec<f64>> = u;
                 for g in 0..groups {
                     let n = model.group_len(g);
                     for i in 0..hv[g].len() {
                         hv[g][i] = if skip[g] {
                             0.0
                         } else {
-                            let si = s(g, i);
-                            si * (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
-                                + si * si * v[g][i] / model.prior_var[g]
-                                - shift[i / n.max(1)] * v[g][i]
+                            (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
+                                + hv[g][i] / model.prior_var[g]
+                        };
+                    }
+                }
+                if let Some(k) = metric {
+                    k(&mut hv, true);
+                }
+                for g in 0..groups {
+                    let n = model.group_len(g);
+                    for i in 0..hv[g].len() {
+                        hv[g][i] = if skip[g] {
+                            0.0
+                        } else {
+                            hv[g][i] - shift[i / n.max(1)] * v[g][i]
                         };
                     }
                 }

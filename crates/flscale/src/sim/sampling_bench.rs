@@ -8,10 +8,21 @@
 //! ESS = chains × samples / τ with τ the integrated autocorrelation time of the per-chain
 //! series ([`super::observables::integrated_autocorrelation_time`]); ESS/s divides by the
 //! wall-clock seconds of the sampling loop (burn-in included, since every user pays it).
+//!
+//! τ subtracts each chain's own mean, so it cannot see chains that sit in different
+//! metastable states (neurons specialised or not) and overstates the ESS of a sampler that
+//! has not mixed. The bench therefore also reports the *precision per second*
+//! 1/(SE²·seconds), SE the standard error of the ensemble mean from the spread of the chains'
+//! means (the summary's `*_err`), which does see them: for two samplers of the same
+//! posterior the per-sample variance s² is the same and SE² = s²/ESS, so the ratio of their
+//! precisions per second is the ratio of their ESS/s (Geyer, *Practical Markov chain Monte
+//! Carlo*, Stat. Sci. 7 (1992) 473, sec. 3: the variance of independent chains' means). With
+//! few chains SE² is itself uncertain (relative error √(2/(chains − 1))), and the ratio means
+//! something only where the two samplers agree on the value (`samplers_agree`).
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, SamplerMethod};
+use super::config::{ExperimentConfig, Preconditioner, SamplerMethod};
 use super::run::run_experiment;
 use crate::error::Result;
 
@@ -26,6 +37,8 @@ pub struct SamplingSetting {
     pub thin: usize,
     /// Ensemble size.
     pub chains: usize,
+    /// The collapsed sampler's preconditioner (`sampler.preconditioner`).
+    pub preconditioner: Preconditioner,
 }
 
 impl Default for SamplingSetting {
@@ -35,6 +48,7 @@ impl Default for SamplingSetting {
             steps: 40_000,
             thin: 100,
             chains: 8,
+            preconditioner: Preconditioner::Block,
         }
     }
 }
@@ -64,6 +78,12 @@ pub struct SamplerEfficiency {
     pub ess_per_second_alignment: Option<f64>,
     /// Effective samples of R per second.
     pub ess_per_second_r_overlap2: Option<f64>,
+    /// 1/(SE²·seconds) of the alignment, SE = `alignment_err` (module doc).
+    pub precision_per_second_alignment: Option<f64>,
+    /// 1/(SE²·seconds) of R, SE = `r_overlap2_err`.
+    pub precision_per_second_r_overlap2: Option<f64>,
+    /// Wall-clock seconds of the run (burn-in included).
+    pub seconds: f64,
     /// Chains that diverged.
     pub diverged_chains: usize,
 }
@@ -81,13 +101,31 @@ pub struct SamplingComparison {
     pub speedup_alignment: Option<f64>,
     /// collapsed / plain ESS per second of R.
     pub speedup_r_overlap2: Option<f64>,
+    /// collapsed / plain precision per second of the alignment (module doc).
+    pub precision_speedup_alignment: Option<f64>,
+    /// collapsed / plain precision per second of R.
+    pub precision_speedup_r_overlap2: Option<f64>,
+    /// Whether the two samplers agree on the alignment and on R within 3 combined standard
+    /// errors; false means at least one has not equilibrated and the ratios are not
+    /// comparisons of equals.
+    pub samplers_agree: Option<bool>,
 }
 
 /// The blog-setting experiment for `method`.
 pub fn blog_config(setting: SamplingSetting, method: SamplerMethod) -> Result<ExperimentConfig> {
-    let method = match method {
-        SamplerMethod::Plain => "plain",
-        SamplerMethod::Collapsed => "collapsed",
+    let (method, preconditioner) = match method {
+        SamplerMethod::Plain => ("plain", String::new()),
+        SamplerMethod::Collapsed => (
+            "collapsed",
+            format!(
+                "preconditioner = \"{}\"",
+                match setting.preconditioner {
+                    Preconditioner::None => "none",
+                    Preconditioner::Neuron => "neuron",
+                    Preconditioner::Block => "block",
+                }
+            ),
+        ),
     };
     let text = format!(
         r#"
@@ -112,6 +150,7 @@ chains = {chains}
 seed = 1
 adapt_step = true
 method = "{method}"
+{preconditioner}
 [priors]
 sigma2 = [1.0, 1.0]
 "#,
@@ -131,6 +170,10 @@ pub fn measure(setting: SamplingSetting, method: SamplerMethod) -> Result<Sample
     let s = &r.summary;
     let dg = &s.diagnostics;
     let per_second = |ess: Option<f64>| ess.map(|e| e / r.seconds.max(1e-9));
+    let precision = |err: Option<f64>| {
+        err.filter(|e| *e > 0.0)
+            .map(|e| 1.0 / (e * e * r.seconds.max(1e-9)))
+    };
     let thin = setting.thin as f64;
     Ok(SamplerEfficiency {
         method: dg.method.clone(),
@@ -144,6 +187,9 @@ pub fn measure(setting: SamplingSetting, method: SamplerMethod) -> Result<Sample
         iat_r_overlap2_steps: dg.iat_r_overlap2.map(|t| t * thin),
         ess_per_second_alignment: per_second(dg.ess_alignment),
         ess_per_second_r_overlap2: per_second(dg.ess_r_overlap2),
+        precision_per_second_alignment: precision(s.alignment_err),
+        precision_per_second_r_overlap2: precision(s.r_overlap2_err),
+        seconds: r.seconds,
         diverged_chains: s.diverged_chains.len(),
     })
 }
@@ -153,8 +199,33 @@ pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
     let plain = measure(setting, SamplerMethod::Plain)?;
     let collapsed = measure(setting, SamplerMethod::Collapsed)?;
     let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?).filter(|r| r.is_finite());
+    let agree = |a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>| {
+        Some((a? - b?).abs() <= 3.0 * (ea? * ea? + eb? * eb?).sqrt())
+    };
+    let samplers_agree = agree(
+        plain.alignment,
+        plain.alignment_err,
+        collapsed.alignment,
+        collapsed.alignment_err,
+    )
+    .zip(agree(
+        plain.r_overlap2,
+        plain.r_overlap2_err,
+        collapsed.r_overlap2,
+        collapsed.r_overlap2_err,
+    ))
+    .map(|(a, r)| a && r);
     Ok(SamplingComparison {
         setting,
+        precision_speedup_alignment: ratio(
+            collapsed.precision_per_second_alignment,
+            plain.precision_per_second_alignment,
+        ),
+        precision_speedup_r_overlap2: ratio(
+            collapsed.precision_per_second_r_overlap2,
+            plain.precision_per_second_r_overlap2,
+        ),
+        samplers_agree,
         speedup_alignment: ratio(
             collapsed.ess_per_second_alignment,
             plain.ess_per_second_alignment,
