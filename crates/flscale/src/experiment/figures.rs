@@ -9,8 +9,8 @@
 //! * `overlap_histograms`: −log density of the first-layer overlaps ρ = w·w\* (Figs. 2a, 8).
 //! * `test_mse_vs_X`: test MSE against the same x per group, when the observable is A_f
 //!   (the right panel of Fig. 3b).
-//! * `mse_vs_alignment`: test MSE against A_f with the bound (1 − A_f)²·⟨y²⟩ that every
-//!   predictor obeys (App. F.2).
+//! * `mse_vs_alignment`: the mean predictor's test MSE divided by each run's ⟨y²⟩ against A_f,
+//!   with the bound (1 − A_f)² that every predictor obeys (App. F.2).
 //! * `layer2_overlap_histograms_phi`, `layer2_overlap_histograms_he3`: −log density of the
 //!   second-layer overlaps with Φ\* and Ĥe3(Φ\*), one curve per run (Fig. 8, second-layer
 //!   panels), and `outliers_by_layer_vs_n1`: first-layer outliers and second-layer NNGP
@@ -461,39 +461,31 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
         };
         save(dir, "overlap_histograms", &chart, &mut out)?;
     }
-    // Test MSE vs alignment with the Cauchy–Schwarz bound.
+    // Test MSE vs alignment with the Cauchy–Schwarz bound MSE ≥ (1 − A_f)²·⟨y²⟩ of the
+    // ensemble-mean predictor (spec 02, "Observables"). Every run has its own test set and so
+    // its own ⟨y²⟩ (He3 targets scatter it widely at small n_test); dividing each run's MSE by
+    // its ⟨y²⟩ turns the bound into the one curve (1 − A_f)² that holds for every run.
     let mut pts = Vec::new();
-    let mut target_mean_squares = Vec::new();
     for r in &data.runs {
         let get = |k: &str| r.summary.get(k).and_then(|v| v.as_f64());
-        if let (Some(a), Some(m)) = (get("alignment"), get("test_mse")) {
-            pts.push((a, m));
-            // Each run stores its own bound (1 − A_f)²·⟨y²⟩ with its own test set's ⟨y²⟩;
-            // recover ⟨y²⟩ so that one smooth curve can be drawn instead of joining the runs'
-            // points (which zig-zags as ⟨y²⟩ varies between data sets).
-            if let Some(b) = get("mse_lower_bound") {
-                let gap = (1.0 - a).powi(2);
-                if gap > 1e-6 && b.is_finite() {
-                    target_mean_squares.push(b / gap);
-                }
+        let mse = get("test_mse_mean_predictor").or_else(|| get("test_mse"));
+        if let (Some(a), Some(m), Some(b)) = (get("alignment"), mse, get("mse_lower_bound")) {
+            if let Some(y_msq) = target_mean_square(a, b) {
+                pts.push((a, m / y_msq));
             }
         }
     }
     if pts.len() >= 2 {
-        let bound = mse_bound_curve(&pts, &target_mean_squares);
+        let bound = mse_bound_curve(&pts);
         let chart = LineChart {
             title: "test MSE vs alignment".into(),
             x_label: "alignment A_f".into(),
-            y_label: "test MSE".into(),
+            y_label: "test MSE / ⟨y²⟩ (mean predictor)".into(),
             log_x: false,
             log_y: false,
             series: vec![
                 Series::new("runs", pts, Mark::Points),
-                Series::new(
-                    "bound (1 − A_f)²·⟨y²⟩, ⟨y²⟩ averaged over runs",
-                    bound,
-                    Mark::Dashed,
-                ),
+                Series::new("bound (1 − A_f)²", bound, Mark::Dashed),
             ],
             notes: Vec::new(),
         };
@@ -503,41 +495,51 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
     Ok(out)
 }
 
-/// The bound MSE ≥ (1 − A_f)²·⟨y²⟩ (Cauchy–Schwarz on the test set, spec 02 "Observables") as a
-/// smooth curve over the alignment range of the runs, with ⟨y²⟩ the runs' mean. Empty when no
-/// run stored its bound.
-fn mse_bound_curve(points: &[(f64, f64)], target_mean_squares: &[f64]) -> Vec<(f64, f64)> {
-    if target_mean_squares.is_empty() {
-        return Vec::new();
-    }
-    let y_msq = target_mean_squares.iter().sum::<f64>() / target_mean_squares.len() as f64;
+/// A run's test-set ⟨y²⟩ from its stored bound (1 − A_f)²·⟨y²⟩; `None` where A_f is too close
+/// to 1 for the division to be meaningful.
+fn target_mean_square(alignment: f64, bound: f64) -> Option<f64> {
+    let gap = (1.0 - alignment).powi(2);
+    let y_msq = bound / gap;
+    (gap > 1e-6 && y_msq.is_finite() && y_msq > 0.0).then_some(y_msq)
+}
+
+/// The normalised bound MSE/⟨y²⟩ ≥ (1 − A_f)² (Cauchy–Schwarz on the test set, spec 02
+/// "Observables") as a smooth curve over the alignment range of the runs.
+fn mse_bound_curve(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let lo = points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     const SAMPLES: usize = 64;
     (0..SAMPLES)
         .map(|k| {
             let a = lo + (hi - lo) * k as f64 / (SAMPLES - 1) as f64;
-            (a, (1.0 - a).powi(2) * y_msq)
+            (a, (1.0 - a).powi(2))
         })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::mse_bound_curve;
+    use super::{mse_bound_curve, target_mean_square};
 
     #[test]
     fn mse_bound_is_one_smooth_decreasing_curve_over_the_runs_alignment_range() {
-        // Three runs whose test sets have different ⟨y²⟩ (0.9, 1.0, 1.1): joining their own
-        // bounds would zig-zag; the curve uses the mean ⟨y²⟩ = 1.
         let points = [(0.2, 0.7), (0.5, 0.3), (0.35, 0.5)];
-        let curve = mse_bound_curve(&points, &[0.9, 1.0, 1.1]);
+        let curve = mse_bound_curve(&points);
         assert_eq!(curve.first().unwrap().0, 0.2);
         assert!((curve.last().unwrap().0 - 0.5).abs() < 1e-12);
         for &(a, b) in &curve {
             assert!((b - (1.0 - a).powi(2)).abs() < 1e-12);
         }
         assert!(curve.windows(2).all(|w| w[1].1 < w[0].1));
-        assert!(mse_bound_curve(&points, &[]).is_empty());
+    }
+
+    #[test]
+    fn target_mean_square_inverts_the_stored_bound() {
+        let y_msq = 0.83;
+        let a = 0.3;
+        let got = target_mean_square(a, (1.0 - a) * (1.0 - a) * y_msq).unwrap();
+        assert!((got - y_msq).abs() < 1e-12);
+        assert_eq!(target_mean_square(1.0, 0.0), None);
+        assert_eq!(target_mean_square(0.2, f64::NAN), None);
     }
 }
