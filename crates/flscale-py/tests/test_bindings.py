@@ -165,6 +165,9 @@ def test_ctrl_c_interrupts_a_long_sample():
     # thread raising it needs the GIL first, which the sampler's main thread, re-attaching
     # every 100 steps to check for signals, can keep winning: that version of this test was
     # flaky once the sampler got fast.)
+    # A shell's background job (`cmd &`) inherits SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: install it, as an interactive session has it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     killer = subprocess.Popen(
         ["sh", "-c", f"sleep 1; kill -{int(signal.SIGINT)} {os.getpid()}"]
     )
@@ -173,6 +176,7 @@ def test_ctrl_c_interrupts_a_long_sample():
             flscale.sample(long_run)
     finally:
         killer.wait()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_ldt_rate_equals_cli():
