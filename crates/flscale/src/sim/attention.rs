@@ -286,8 +286,7 @@ impl<T: Real> FlatModel<T> for AttentionModel {
     }
 
     /// φ_{(h,k)}(X) = (1/√L) Σ_{a,b} @_{ab;h}(X) x^b_k = (1/√L)(Xᵀc_h)_k, c_{h,b} = Σ_a @_{ab;h}
-    /// (module doc): f = Σ_h w_h·φ_h, K = H·d. One chain and one sequence at a time — the
-    /// scores x^aᵀA_h x^b are bilinear in the sequence, so no GEMM is shared across chains.
+    /// (module doc): f = Σ_h w_h·φ_h, K = H·d. One chain and one sequence at a time.
     fn features_block(
         &self,
         thetas: &[&[T]],

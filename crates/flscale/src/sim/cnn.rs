@@ -240,35 +240,51 @@ impl<T: Real> FlatModel<T> for CnnModel {
         let (rows, bn) = (n * nw, thetas.len() * nc);
         self.forward_block(thetas, x, n, sc);
         sc.delta.resize(rows * bn, T::zero());
-        let chains = thetas.iter().zip(grads.iter_mut()).zip(sq.iter_mut());
-        for (c, ((theta, grad), sq_c)) in chains.enumerate() {
-            let w2 = &theta[nc * s..];
-            let g2 = &mut grad[nc * s..];
-            g2.fill(T::zero());
-            let mut sum = 0.0;
-            for mu in 0..n {
-                let chain_row = |i: usize| (mu * nw + i) * bn + c * nc;
+        for (grad, sq_c) in grads.iter_mut().zip(sq.iter_mut()) {
+            grad[nc * s..].fill(T::zero());
+            *sq_c = 0.0;
+        }
+        // Sample by sample, the block's chains side by side, so that H, σ(H), σ′(H) and Δ
+        // are read and written in storage order.
+        let per_sample = nw * bn;
+        for mu in 0..n {
+            let span = mu * per_sample..(mu + 1) * per_sample;
+            let act = &sc.act[span.clone()];
+            let der = &sc.der[span.clone()];
+            let delta = &mut sc.delta[span];
+            for (c, ((theta, grad), sq_c)) in thetas
+                .iter()
+                .zip(grads.iter_mut())
+                .zip(sq.iter_mut())
+                .enumerate()
+            {
+                let w2 = &theta[nc * s..];
                 let mut f = T::zero();
-                for i in 0..nw {
-                    let a = &sc.act[chain_row(i)..chain_row(i) + nc];
-                    f = a
+                for (i, w) in w2.chunks_exact(nc).enumerate() {
+                    let at = i * bn + c * nc;
+                    f = act[at..at + nc]
                         .iter()
-                        .zip(&w2[i * nc..(i + 1) * nc])
+                        .zip(w)
                         .fold(f, |acc, (&ai, &wi)| acc + ai * wi);
                 }
                 let e = f - y[mu];
-                sum += (e * e).f64();
+                *sq_c += (e * e).f64();
                 let r = e * inv_kappa;
-                for i in 0..nw {
-                    let at = chain_row(i);
-                    for j in 0..nc {
-                        let k = i * nc + j;
-                        g2[k] += r * sc.act[at + j];
-                        sc.delta[at + j] = r * w2[k] * sc.der[at + j];
+                let g2 = &mut grad[nc * s..];
+                for (i, (g, w)) in g2.chunks_exact_mut(nc).zip(w2.chunks_exact(nc)).enumerate() {
+                    let at = i * bn + c * nc;
+                    let cells = g
+                        .iter_mut()
+                        .zip(w)
+                        .zip(&act[at..at + nc])
+                        .zip(&der[at..at + nc])
+                        .zip(&mut delta[at..at + nc]);
+                    for ((((gk, &wk), &ak), &dk), dl) in cells {
+                        *gk += r * ak;
+                        *dl = r * wk * dk;
                     }
                 }
             }
-            *sq_c = sum;
         }
         self.filter_gradients_block(x, n, grads, sc);
     }
