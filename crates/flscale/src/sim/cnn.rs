@@ -203,6 +203,14 @@ pub struct CnnScratch<T> {
     filters: Vec<T>,
     /// A block's filter gradients, (B·N) × S.
     filter_grads: Vec<T>,
+    /// A block's readouts and their gradients in the layout of one sample's rows of H,
+    /// N_w × (B·N).
+    readout: Vec<T>,
+    readout_grad: Vec<T>,
+    /// Per column of H (chain c's columns c·N … (c + 1)·N): Σ_i σ(h_ij) w²_ij of the current
+    /// sample, and the chain's residual r.
+    column_sum: Vec<T>,
+    column_residual: Vec<T>,
 }
 
 impl<T: Real> FlatModel<T> for CnnModel {
@@ -223,8 +231,11 @@ impl<T: Real> FlatModel<T> for CnnModel {
     }
 
     /// [`FlatModel::data_gradient`] of a block of chains, the first layer and its gradient
-    /// one GEMM each over the block ([`CnnModel::forward_block`]); per chain the same
-    /// operations in the same order as the one-chain path, which the tests keep as reference.
+    /// one GEMM each over the block ([`CnnModel::forward_block`]), the element-wise passes along
+    /// whole rows of the block. Per chain the readout gradient and δ are the one-chain path's
+    /// operations in its order; f sums the same products in another order (patch by patch
+    /// per column, then over the chain's columns), so the two agree to rounding (the tests
+    /// keep the one-chain path as reference); no chain's numbers depend on the block.
     fn data_gradient_block(
         &self,
         thetas: &[&[T]],
@@ -240,50 +251,68 @@ impl<T: Real> FlatModel<T> for CnnModel {
         let (rows, bn) = (n * nw, thetas.len() * nc);
         self.forward_block(thetas, x, n, sc);
         sc.delta.resize(rows * bn, T::zero());
-        for (grad, sq_c) in grads.iter_mut().zip(sq.iter_mut()) {
-            grad[nc * s..].fill(T::zero());
-            *sq_c = 0.0;
+        // The block's readouts in the layout of one sample's N_w rows of H (row i, column
+        // c·N + j holds w²_ij of chain c), so that every element-wise pass below runs along
+        // whole contiguous rows of B·N entries.
+        sc.readout.resize(nw * bn, T::zero());
+        sc.readout_grad.clear();
+        sc.readout_grad.resize(nw * bn, T::zero());
+        for (c, theta) in thetas.iter().enumerate() {
+            for (i, w) in theta[nc * s..].chunks_exact(nc).enumerate() {
+                sc.readout[i * bn + c * nc..i * bn + (c + 1) * nc].copy_from_slice(w);
+            }
         }
-        // Sample by sample, the block's chains side by side, so that H, σ(H), σ′(H) and Δ
-        // are read and written in storage order.
+        sc.column_sum.resize(bn, T::zero());
+        sc.column_residual.resize(bn, T::zero());
+        sq.fill(0.0);
         let per_sample = nw * bn;
         for mu in 0..n {
             let span = mu * per_sample..(mu + 1) * per_sample;
             let act = &sc.act[span.clone()];
             let der = &sc.der[span.clone()];
             let delta = &mut sc.delta[span];
-            for (c, ((theta, grad), sq_c)) in thetas
-                .iter()
-                .zip(grads.iter_mut())
-                .zip(sq.iter_mut())
-                .enumerate()
-            {
-                let w2 = &theta[nc * s..];
-                let mut f = T::zero();
-                for (i, w) in w2.chunks_exact(nc).enumerate() {
-                    let at = i * bn + c * nc;
-                    f = act[at..at + nc]
-                        .iter()
-                        .zip(w)
-                        .fold(f, |acc, (&ai, &wi)| acc + ai * wi);
+            // f_c = Σ_j Σ_i σ(h_ij) w²_ij: column sums over the patches, then chain c's columns.
+            sc.column_sum.fill(T::zero());
+            for (a, w) in act.chunks_exact(bn).zip(sc.readout.chunks_exact(bn)) {
+                for ((sum, &ak), &wk) in sc.column_sum.iter_mut().zip(a).zip(w) {
+                    *sum += ak * wk;
                 }
+            }
+            let chains = sc
+                .column_sum
+                .chunks_exact(nc)
+                .zip(sc.column_residual.chunks_exact_mut(nc));
+            for ((sums, residual), sq_c) in chains.zip(sq.iter_mut()) {
+                let f = sums.iter().fold(T::zero(), |acc, &v| acc + v);
                 let e = f - y[mu];
                 *sq_c += (e * e).f64();
-                let r = e * inv_kappa;
-                let g2 = &mut grad[nc * s..];
-                for (i, (g, w)) in g2.chunks_exact_mut(nc).zip(w2.chunks_exact(nc)).enumerate() {
-                    let at = i * bn + c * nc;
-                    let cells = g
-                        .iter_mut()
-                        .zip(w)
-                        .zip(&act[at..at + nc])
-                        .zip(&der[at..at + nc])
-                        .zip(&mut delta[at..at + nc]);
-                    for ((((gk, &wk), &ak), &dk), dl) in cells {
-                        *gk += r * ak;
-                        *dl = r * wk * dk;
-                    }
+                residual.fill(e * inv_kappa);
+            }
+            // ∂/∂w²_ij += r σ(h_ij), δ_ij = r w²_ij σ′(h_ij).
+            let rows = act
+                .chunks_exact(bn)
+                .zip(der.chunks_exact(bn))
+                .zip(delta.chunks_exact_mut(bn))
+                .zip(
+                    sc.readout
+                        .chunks_exact(bn)
+                        .zip(sc.readout_grad.chunks_exact_mut(bn)),
+                );
+            for (((a, dr), dl), (w, g)) in rows {
+                let cells = g
+                    .iter_mut()
+                    .zip(dl.iter_mut())
+                    .zip(a.iter().zip(dr))
+                    .zip(w.iter().zip(&sc.column_residual));
+                for (((gk, dk), (&ak, &derk)), (&wk, &r)) in cells {
+                    *gk += r * ak;
+                    *dk = r * wk * derk;
                 }
+            }
+        }
+        for (c, grad) in grads.iter_mut().enumerate() {
+            for (i, g) in grad[nc * s..].chunks_exact_mut(nc).enumerate() {
+                g.copy_from_slice(&sc.readout_grad[i * bn + c * nc..i * bn + (c + 1) * nc]);
             }
         }
         self.filter_gradients_block(x, n, grads, sc);
