@@ -257,7 +257,8 @@ fn sampled_ranges(
         .scan(0, move |start, (g, grp)| {
             let range = *start..*start + grp.len;
             *start += grp.len;
-            Some((!grp.frozen && !(collapsed && g == last)).then_some(range))
+            let integrated_out = collapsed && g == last;
+            Some((!grp.frozen && !integrated_out).then_some(range))
         })
         .flatten()
 }
