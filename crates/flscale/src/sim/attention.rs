@@ -47,8 +47,8 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use super::config::ExperimentConfig;
-use super::data::{data_stream, draw_inputs, input_std_devs};
-use super::generic::{FlatData, FlatModel, ParamGroup};
+use super::data::input_std_devs;
+use super::generic::{set_component, FlatData, FlatModel, ParamGroup};
 use super::real::Real;
 
 /// A softmax attention layer (no weights: those live in the chains).
@@ -112,23 +112,8 @@ impl AttentionModel {
     pub fn dataset(&self, cfg: &ExperimentConfig) -> FlatData {
         let (d, l) = (self.d, self.tokens);
         let token_std_devs = input_std_devs(&cfg.data, d);
-        let row_std_devs = token_std_devs.repeat(l);
-        let seed = cfg.sampler.seed;
-        let draw = |n: usize, k: u64| draw_inputs(n, &row_std_devs, &mut data_stream(seed, k));
-        let labels = |x: &[f64]| -> Vec<f64> {
-            x.chunks_exact(l * d)
-                .map(|s| cubic_token_target(s, l, d, &token_std_devs))
-                .collect()
-        };
-        let x_train = draw(cfg.data.p, 1);
-        let x_test = draw(cfg.data.n_test, 2);
-        FlatData {
-            y_train: labels(&x_train),
-            y_test: labels(&x_test),
-            x_train,
-            x_test,
-            teacher: Vec::new(),
-        }
+        let label = |s: &[f64]| cubic_token_target(s, l, d, &token_std_devs);
+        FlatData::draw(cfg, &token_std_devs, l, Vec::new(), label)
     }
 
     /// f of one sequence `x` (L × d); leaves @_h, v, u, c of every head in `sc`.
@@ -194,7 +179,6 @@ impl AttentionModel {
     ) {
         let (d, l, heads) = (self.d, self.tokens, self.heads);
         let coef = r / T::of((l as f64).sqrt());
-        let xm = MatRef::from_row_major_slice(x, l, d);
         let (ga_all, gw_all) = grad.split_at_mut(heads * d * d);
         for h in 0..heads {
             let c = &sc.c[h * l..(h + 1) * l];
@@ -205,24 +189,38 @@ impl AttentionModel {
                     *g += s * xi;
                 }
             }
-            let p = &sc.att[h * l * l..(h + 1) * l * l];
-            let v = &sc.v[h * l..(h + 1) * l];
-            let u = &sc.u[h * l..(h + 1) * l];
-            for ((grow, prow), &ua) in sc.g.chunks_exact_mut(l).zip(p.chunks_exact(l)).zip(u) {
-                for ((gab, &pab), &vb) in grow.iter_mut().zip(prow).zip(v) {
-                    *gab = coef * pab * (vb - ua);
-                }
-            }
-            {
-                let g = MatRef::from_row_major_slice(&sc.g[..], l, l);
-                let gx = MatMut::from_row_major_slice_mut(&mut sc.xa[..], l, d);
-                matmul(gx, Accum::Replace, g, xm, T::one(), Par::Seq);
-            }
-            let gx = MatRef::from_row_major_slice(&sc.xa[..], l, d);
-            let ga =
-                MatMut::from_row_major_slice_mut(&mut ga_all[h * d * d..(h + 1) * d * d], d, d);
-            matmul(ga, Accum::Add, xm.transpose(), gx, T::one(), Par::Seq);
+            self.add_score_gradient(x, coef, h, &mut ga_all[h * d * d..(h + 1) * d * d], sc);
         }
+    }
+
+    /// Adds XᵀGX, G_ab = coef·P_ab(v_b − u_a), to head h's ∂/∂A_h (`ga`, d × d), with P, v and u
+    /// of head h in `sc` (module doc, "Gradients").
+    fn add_score_gradient<T: Real>(
+        &self,
+        x: &[T],
+        coef: T,
+        h: usize,
+        ga: &mut [T],
+        sc: &mut AttentionScratch<T>,
+    ) {
+        let (d, l) = (self.d, self.tokens);
+        let xm = MatRef::from_row_major_slice(x, l, d);
+        let p = &sc.att[h * l * l..(h + 1) * l * l];
+        let v = &sc.v[h * l..(h + 1) * l];
+        let u = &sc.u[h * l..(h + 1) * l];
+        for ((grow, prow), &ua) in sc.g.chunks_exact_mut(l).zip(p.chunks_exact(l)).zip(u) {
+            for ((gab, &pab), &vb) in grow.iter_mut().zip(prow).zip(v) {
+                *gab = coef * pab * (vb - ua);
+            }
+        }
+        {
+            let g = MatRef::from_row_major_slice(&sc.g[..], l, l);
+            let gx = MatMut::from_row_major_slice_mut(&mut sc.xa[..], l, d);
+            matmul(gx, Accum::Replace, g, xm, T::one(), Par::Seq);
+        }
+        let gx = MatRef::from_row_major_slice(&sc.xa[..], l, d);
+        let ga = MatMut::from_row_major_slice_mut(ga, d, d);
+        matmul(ga, Accum::Add, xm.transpose(), gx, T::one(), Par::Seq);
     }
 }
 
@@ -287,6 +285,89 @@ impl<T: Real> FlatModel<T> for AttentionModel {
         sq
     }
 
+    /// φ_{(h,k)}(X) = (1/√L) Σ_{a,b} @_{ab;h}(X) x^b_k = (1/√L)(Xᵀc_h)_k, c_{h,b} = Σ_a @_{ab;h}
+    /// (module doc): f = Σ_h w_h·φ_h, K = H·d. One chain and one sequence at a time.
+    fn features_block(
+        &self,
+        thetas: &[&[T]],
+        x: &[T],
+        n: usize,
+        phis: &mut [Vec<T>],
+        sc: &mut Self::Scratch,
+    ) {
+        let (d, l, heads) = (self.d, self.tokens, self.heads);
+        let norm = T::of(1.0 / (l as f64).sqrt());
+        for (theta, phi) in thetas.iter().zip(phis.iter_mut()) {
+            phi.clear();
+            phi.resize(n * heads * d, T::zero());
+            for (xs, row) in x
+                .chunks_exact(l * d)
+                .zip(phi.chunks_exact_mut(heads * d))
+                .take(n)
+            {
+                self.forward_sample(theta, xs, sc);
+                for (h, out) in row.chunks_exact_mut(d).enumerate() {
+                    for (xb, &cb) in xs.chunks_exact(d).zip(&sc.c[h * l..(h + 1) * l]) {
+                        for (o, &xi) in out.iter_mut().zip(xb) {
+                            *o += cb * xi;
+                        }
+                    }
+                    out.iter_mut().for_each(|o| *o *= norm);
+                }
+            }
+        }
+    }
+
+    /// Σ_{μ,h} D_{μ,h}·∇φ_h(X_μ): the value gradient's back-propagation with w_h replaced by
+    /// D_{μ,h} and r = 1 (v_b = D_{μ,h}·x^b, u_a = Σ_b @_ab v_b, ∂A_h += XᵀGX; module doc). The
+    /// attention of each sequence is recomputed (forward and backward are per sequence).
+    fn feature_backward_block(
+        &self,
+        thetas: &[&[T]],
+        x: &[T],
+        n: usize,
+        dphis: &[Vec<T>],
+        grads: &mut [&mut [T]],
+        sc: &mut Self::Scratch,
+    ) {
+        let (d, l, heads) = (self.d, self.tokens, self.heads);
+        let coef = T::one() / T::of((l as f64).sqrt());
+        for ((theta, dphi), grad) in thetas.iter().zip(dphis).zip(grads.iter_mut()) {
+            grad.fill(T::zero());
+            let ga_all = &mut grad[..heads * d * d];
+            for (xs, drow) in x
+                .chunks_exact(l * d)
+                .zip(dphi.chunks_exact(heads * d))
+                .take(n)
+            {
+                self.forward_sample(theta, xs, sc);
+                for h in 0..heads {
+                    let dh = &drow[h * d..(h + 1) * d];
+                    for (vb, xb) in sc.v[h * l..(h + 1) * l].iter_mut().zip(xs.chunks_exact(d)) {
+                        *vb = xb
+                            .iter()
+                            .zip(dh)
+                            .fold(T::zero(), |acc, (&xi, &di)| acc + xi * di);
+                    }
+                    let p = &sc.att[h * l * l..(h + 1) * l * l];
+                    for (ua, prow) in sc.u[h * l..(h + 1) * l].iter_mut().zip(p.chunks_exact(l)) {
+                        *ua = prow
+                            .iter()
+                            .zip(&sc.v[h * l..(h + 1) * l])
+                            .fold(T::zero(), |acc, (&pab, &vb)| acc + pab * vb);
+                    }
+                    self.add_score_gradient(
+                        xs,
+                        coef,
+                        h,
+                        &mut ga_all[h * d * d..(h + 1) * d * d],
+                        sc,
+                    );
+                }
+            }
+        }
+    }
+
     /// ρ_h = d·((A_h)_12 + (A_h)_13)/√2 (module doc).
     fn overlaps(&self, theta: &[T], _teacher: &[f64]) -> Vec<f64> {
         let d = self.d;
@@ -315,20 +396,18 @@ impl<T: Real> FlatModel<T> for AttentionModel {
         let (d, heads) = (self.d, self.heads);
         let sigma_a = self.groups[0].prior_var.sqrt() * d as f64;
         let sigma_w = (self.groups[1].prior_var * d as f64).sqrt();
-        // Sets the component of (v_1, v_2) along (1, 1)/√2 to `target`.
-        let align = |v: &mut [T], target: f64| {
-            let c = (v[0].f64() + v[1].f64()) / std::f64::consts::SQRT_2;
-            let shift = (target - c) / std::f64::consts::SQRT_2;
-            for x in v.iter_mut() {
-                *x = T::of(x.f64() + shift);
-            }
-        };
+        let diagonal = [std::f64::consts::FRAC_1_SQRT_2; 2];
         let (a_all, w_all) = theta.split_at_mut(heads * d * d);
         for h in 0..heads {
             let sign = if h % 2 == 0 { 1.0 } else { -1.0 };
-            // (A_h)_12 and (A_h)_13 (row-major indices 1, 2), and (w_h)_2, (w_h)_3.
-            align(&mut a_all[h * d * d + 1..h * d * d + 3], sign * sigma_a);
-            align(&mut w_all[h * d + 1..h * d + 3], sign * sigma_w);
+            // (A_h)_12 and (A_h)_13 (row-major indices 1, 2), and (w_h)_2, (w_h)_3, along
+            // (1, 1)/√2.
+            set_component(
+                &mut a_all[h * d * d + 1..h * d * d + 3],
+                &diagonal,
+                sign * sigma_a,
+            );
+            set_component(&mut w_all[h * d + 1..h * d + 3], &diagonal, sign * sigma_w);
         }
     }
 }

@@ -21,17 +21,20 @@
 //!
 //! Layout of one chain's θ: W¹ (N × S, row-major), then W² (N_w × N, row-major, w²_ij at
 //! i·N + j). The first layer of all patches of all inputs is one GEMM: the n × d input
-//! matrix *is* the (n·N_w) × S patch matrix, so H = X_p·W¹ᵀ and ∇_{W¹} = Δᵀ·X_p.
+//! matrix *is* the (n·N_w) × S patch matrix, so H = X_p·W¹ᵀ and ∇_{W¹} = Δᵀ·X_p. The patch
+//! matrix is the same for every chain, so a block of B chains stacks its filters into one
+//! (B·N) × S matrix and both products become one GEMM for the whole block
+//! ([`FlatModel::data_gradient_block`]), the FCN engine's first-layer blocking
+//! ([`super::model`]). The readout is linear in the features σ(w¹_j·x_i), which the collapsed
+//! sampler integrates out ([`super::collapsed_generic`]).
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use super::activation::Activation;
 use super::config::{ExperimentConfig, Parametrization};
-use super::data::{
-    data_stream, draw_inputs, input_std_devs, teacher_direction, teacher_scale, TargetFn,
-};
-use super::generic::{FlatData, FlatModel, ParamGroup};
+use super::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
+use super::generic::{set_component, FlatData, FlatModel, ParamGroup};
 use super::real::Real;
 
 /// A CNN with non-overlapping patches (no weights: those live in the chains).
@@ -88,47 +91,33 @@ impl CnnModel {
         }
     }
 
-    /// Train and test sets of the experiment (see the module doc), from the data streams
-    /// of [`super::data::Dataset::generate`] (teacher 0, train 1, test 2) and its input
-    /// covariance applied to every patch, so that S = d reproduces the FCN's data exactly.
+    /// Train and test sets of the experiment (see the module doc): inputs of
+    /// [`FlatData::draw`] with the input covariance applied to every patch, so that S = d
+    /// reproduces the FCN's data exactly.
     pub fn dataset(&self, cfg: &ExperimentConfig) -> FlatData {
-        let (d, s) = (self.d, self.patch);
+        let s = self.patch;
         let seed = cfg.sampler.seed;
         let teacher = teacher_direction(cfg.data.teacher, s, seed);
         let patch_std_devs = input_std_devs(&cfg.data, s);
         let scale = teacher_scale(&teacher, &patch_std_devs);
-        let row_std_devs = patch_std_devs.repeat(self.windows);
-        let draw = |n: usize, k: u64| draw_inputs(n, &row_std_devs, &mut data_stream(seed, k));
         let target = TargetFn::new(&cfg.target);
         let norm = 1.0 / (self.windows as f64).sqrt();
-        let labels = |x: &[f64]| -> Vec<f64> {
-            x.chunks_exact(d)
-                .map(|row| {
-                    let sum: f64 = row
-                        .chunks_exact(s)
-                        .map(|xi| {
-                            let phi =
-                                xi.iter().zip(&teacher).map(|(a, b)| a * b).sum::<f64>() / scale;
-                            target.eval(phi, xi)
-                        })
-                        .sum();
-                    if self.windows == 1 {
-                        sum
-                    } else {
-                        norm * sum
-                    }
+        let windows = self.windows;
+        let label = |row: &[f64]| -> f64 {
+            let sum: f64 = row
+                .chunks_exact(s)
+                .map(|xi| {
+                    let phi = xi.iter().zip(&teacher).map(|(a, b)| a * b).sum::<f64>() / scale;
+                    target.eval(phi, xi)
                 })
-                .collect()
+                .sum();
+            if windows == 1 {
+                sum
+            } else {
+                norm * sum
+            }
         };
-        let x_train = draw(cfg.data.p, 1);
-        let x_test = draw(cfg.data.n_test, 2);
-        FlatData {
-            y_train: labels(&x_train),
-            y_test: labels(&x_test),
-            x_train,
-            x_test,
-            teacher,
-        }
+        FlatData::draw(cfg, &patch_std_devs, windows, teacher.clone(), label)
     }
 
     fn forward<T: Real>(&self, theta: &[T], x: &[T], n: usize, sc: &mut CnnScratch<T>) {
@@ -154,6 +143,52 @@ impl CnnModel {
                 .fold(T::zero(), |acc, (&ai, &wi)| acc + ai * wi);
         }
     }
+    /// The first layer of a block of chains in one GEMM (module doc): the filters of chain c
+    /// are rows c·N … (c + 1)·N of a (B·N) × S matrix, so H = X_p·W¹ᵀ is (n·N_w) × (B·N), and
+    /// σ(H), σ′(H) follow; chain c's columns are c·N … (c + 1)·N.
+    fn forward_block<T: Real>(&self, thetas: &[&[T]], x: &[T], n: usize, sc: &mut CnnScratch<T>) {
+        let (s, nw, nc) = (self.patch, self.windows, self.channels);
+        let (rows, bn) = (n * nw, thetas.len() * nc);
+        sc.filters.clear();
+        for theta in thetas {
+            sc.filters.extend_from_slice(&theta[..nc * s]);
+        }
+        sc.h.resize(rows * bn, T::zero());
+        sc.act.resize(rows * bn, T::zero());
+        sc.der.resize(rows * bn, T::zero());
+        if rows > 0 && bn > 0 {
+            let xp = MatRef::from_row_major_slice(&x[..rows * s], rows, s);
+            let w1 = MatRef::from_row_major_slice(&sc.filters[..], bn, s);
+            let h = MatMut::from_row_major_slice_mut(&mut sc.h[..], rows, bn);
+            matmul(h, Accum::Replace, xp, w1.transpose(), T::one(), Par::Seq);
+        }
+        self.activation.apply(&sc.h, &mut sc.act, &mut sc.der);
+    }
+
+    /// ∇_{W¹} of every chain of the block from the back-propagated δ in `sc.delta` ((n·N_w) ×
+    /// (B·N), same layout as H) in one GEMM, Δᵀ·X_p, into the filter part of `grads[c]`.
+    fn filter_gradients_block<T: Real>(
+        &self,
+        x: &[T],
+        n: usize,
+        grads: &mut [&mut [T]],
+        sc: &mut CnnScratch<T>,
+    ) {
+        let (s, nw, nc) = (self.patch, self.windows, self.channels);
+        let (rows, bn) = (n * nw, grads.len() * nc);
+        sc.filter_grads.resize(bn * s, T::zero());
+        if rows > 0 && bn > 0 {
+            let xp = MatRef::from_row_major_slice(&x[..rows * s], rows, s);
+            let delta = MatRef::from_row_major_slice(&sc.delta[..rows * bn], rows, bn);
+            let g = MatMut::from_row_major_slice_mut(&mut sc.filter_grads[..], bn, s);
+            matmul(g, Accum::Replace, delta.transpose(), xp, T::one(), Par::Seq);
+        } else {
+            sc.filter_grads.fill(T::zero());
+        }
+        for (grad, g) in grads.iter_mut().zip(sc.filter_grads.chunks_exact(nc * s)) {
+            grad[..nc * s].copy_from_slice(g);
+        }
+    }
 }
 
 /// Work buffers of one chain's CNN evaluation.
@@ -164,6 +199,18 @@ pub struct CnnScratch<T> {
     der: Vec<T>,
     f: Vec<T>,
     delta: Vec<T>,
+    /// A block's filters side by side, (B·N) × S.
+    filters: Vec<T>,
+    /// A block's filter gradients, (B·N) × S.
+    filter_grads: Vec<T>,
+    /// A block's readouts and their gradients in the layout of one sample's rows of H,
+    /// N_w × (B·N).
+    readout: Vec<T>,
+    readout_grad: Vec<T>,
+    /// Per column of H (chain c's columns c·N … (c + 1)·N): Σ_i σ(h_ij) w²_ij of the current
+    /// sample, and the chain's residual r.
+    column_sum: Vec<T>,
+    column_residual: Vec<T>,
 }
 
 impl<T: Real> FlatModel<T> for CnnModel {
@@ -175,6 +222,153 @@ impl<T: Real> FlatModel<T> for CnnModel {
 
     fn sample_len(&self) -> usize {
         self.d
+    }
+
+    /// A chain's columns of the block's H (n·N_w × N floats): the FCN's cache rule on the
+    /// first-layer activations ([`super::sampler::block_size`]).
+    fn chain_bytes(&self, p: usize, bytes_per_float: usize) -> usize {
+        p.max(1) * self.windows * self.channels * bytes_per_float
+    }
+
+    /// [`FlatModel::data_gradient`] of a block of chains, the first layer and its gradient
+    /// one GEMM each over the block ([`CnnModel::forward_block`]), the element-wise passes along
+    /// whole rows of the block. Per chain the readout gradient and δ are the one-chain path's
+    /// operations in its order; f sums the same products in another order (patch by patch
+    /// per column, then over the chain's columns), so the two agree to rounding (the tests
+    /// keep the one-chain path as reference); no chain's numbers depend on the block.
+    fn data_gradient_block(
+        &self,
+        thetas: &[&[T]],
+        x: &[T],
+        y: &[T],
+        n: usize,
+        inv_kappa: T,
+        grads: &mut [&mut [T]],
+        sq: &mut [f64],
+        sc: &mut CnnScratch<T>,
+    ) {
+        let (s, nw, nc) = (self.patch, self.windows, self.channels);
+        let (rows, bn) = (n * nw, thetas.len() * nc);
+        self.forward_block(thetas, x, n, sc);
+        sc.delta.resize(rows * bn, T::zero());
+        // The block's readouts in the layout of one sample's N_w rows of H (row i, column
+        // c·N + j holds w²_ij of chain c), so that every element-wise pass below runs along
+        // whole contiguous rows of B·N entries.
+        sc.readout.resize(nw * bn, T::zero());
+        sc.readout_grad.clear();
+        sc.readout_grad.resize(nw * bn, T::zero());
+        for (c, theta) in thetas.iter().enumerate() {
+            for (i, w) in theta[nc * s..].chunks_exact(nc).enumerate() {
+                sc.readout[i * bn + c * nc..i * bn + (c + 1) * nc].copy_from_slice(w);
+            }
+        }
+        sc.column_sum.resize(bn, T::zero());
+        sc.column_residual.resize(bn, T::zero());
+        sq.fill(0.0);
+        let per_sample = nw * bn;
+        for mu in 0..n {
+            let span = mu * per_sample..(mu + 1) * per_sample;
+            let act = &sc.act[span.clone()];
+            let der = &sc.der[span.clone()];
+            let delta = &mut sc.delta[span];
+            // f_c = Σ_j Σ_i σ(h_ij) w²_ij: column sums over the patches, then chain c's columns.
+            sc.column_sum.fill(T::zero());
+            for (a, w) in act.chunks_exact(bn).zip(sc.readout.chunks_exact(bn)) {
+                for ((sum, &ak), &wk) in sc.column_sum.iter_mut().zip(a).zip(w) {
+                    *sum += ak * wk;
+                }
+            }
+            let chains = sc
+                .column_sum
+                .chunks_exact(nc)
+                .zip(sc.column_residual.chunks_exact_mut(nc));
+            for ((sums, residual), sq_c) in chains.zip(sq.iter_mut()) {
+                let f = sums.iter().fold(T::zero(), |acc, &v| acc + v);
+                let e = f - y[mu];
+                *sq_c += (e * e).f64();
+                residual.fill(e * inv_kappa);
+            }
+            // ∂/∂w²_ij += r σ(h_ij), δ_ij = r w²_ij σ′(h_ij).
+            let rows = act
+                .chunks_exact(bn)
+                .zip(der.chunks_exact(bn))
+                .zip(delta.chunks_exact_mut(bn))
+                .zip(
+                    sc.readout
+                        .chunks_exact(bn)
+                        .zip(sc.readout_grad.chunks_exact_mut(bn)),
+                );
+            for (((a, dr), dl), (w, g)) in rows {
+                let cells = g
+                    .iter_mut()
+                    .zip(dl.iter_mut())
+                    .zip(a.iter().zip(dr))
+                    .zip(w.iter().zip(&sc.column_residual));
+                for (((gk, dk), (&ak, &derk)), (&wk, &r)) in cells {
+                    *gk += r * ak;
+                    *dk = r * wk * derk;
+                }
+            }
+        }
+        for (c, grad) in grads.iter_mut().enumerate() {
+            for (i, g) in grad[nc * s..].chunks_exact_mut(nc).enumerate() {
+                g.copy_from_slice(&sc.readout_grad[i * bn + c * nc..i * bn + (c + 1) * nc]);
+            }
+        }
+        self.filter_gradients_block(x, n, grads, sc);
+    }
+
+    /// Φ_{μ,(i,j)} = σ(w¹_j·x_{μ,i}), K = N_w·N (readout index i·N + j).
+    fn features_block(
+        &self,
+        thetas: &[&[T]],
+        x: &[T],
+        n: usize,
+        phis: &mut [Vec<T>],
+        sc: &mut CnnScratch<T>,
+    ) {
+        let (nw, nc) = (self.windows, self.channels);
+        let bn = thetas.len() * nc;
+        self.forward_block(thetas, x, n, sc);
+        for (c, phi) in phis.iter_mut().enumerate() {
+            phi.clear();
+            for row in 0..n * nw {
+                let at = row * bn + c * nc;
+                phi.extend_from_slice(&sc.act[at..at + nc]);
+            }
+        }
+    }
+
+    /// δ_{μ,i,j} = D_{μ,(i,j)}·σ′(h_{μ,i,j}) in the layout of H, then ∇_{W¹} = Δᵀ·X_p.
+    fn feature_backward_block(
+        &self,
+        _thetas: &[&[T]],
+        x: &[T],
+        n: usize,
+        dphis: &[Vec<T>],
+        grads: &mut [&mut [T]],
+        sc: &mut CnnScratch<T>,
+    ) {
+        let (s, nw, nc) = (self.patch, self.windows, self.channels);
+        let (rows, bn) = (n * nw, grads.len() * nc);
+        sc.delta.resize(rows * bn, T::zero());
+        for (c, dphi) in dphis.iter().enumerate().take(grads.len()) {
+            for row in 0..rows {
+                let at = row * bn + c * nc;
+                let d = &dphi[row * nc..(row + 1) * nc];
+                for ((delta, &der), &dv) in sc.delta[at..at + nc]
+                    .iter_mut()
+                    .zip(&sc.der[at..at + nc])
+                    .zip(d)
+                {
+                    *delta = dv * der;
+                }
+            }
+        }
+        self.filter_gradients_block(x, n, grads, sc);
+        for grad in grads.iter_mut() {
+            grad[nc * s..].fill(T::zero());
+        }
     }
 
     fn predict(&self, theta: &[T], x: &[T], n: usize, f: &mut [T], sc: &mut CnnScratch<T>) {
@@ -249,11 +443,8 @@ impl<T: Real> FlatModel<T> for CnnModel {
         let sigma1 = (self.groups[0].prior_var * self.patch as f64).sqrt();
         let filters = &mut theta[..self.channels * self.patch];
         for (j, row) in filters.chunks_exact_mut(self.patch).enumerate() {
-            let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
             let target = if j % 2 == 0 { sigma1 } else { -sigma1 };
-            for (w, t) in row.iter_mut().zip(teacher) {
-                *w = T::of(w.f64() + (target - rho) * t);
-            }
+            set_component(row, teacher, target);
         }
     }
 }

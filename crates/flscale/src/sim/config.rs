@@ -272,6 +272,7 @@ pub struct SamplerConfig {
     /// is integrated out exactly (its posterior given the hidden features is Gaussian),
     /// Langevin runs on the hidden weights only and readouts are drawn exactly from their
     /// conditional at every measurement; much less stiff when P/κ is large (docs/langevin.md).
+    /// For the CNN the readout W² and for attention the value vectors w_h are integrated out.
     #[serde(default = "default_method")]
     pub method: SamplerMethod,
     /// Metropolis-adjusted Langevin (MALA, spec 02 (c)): every step is a proposal accepted
@@ -300,6 +301,17 @@ pub enum Preconditioner {
     Neuron,
     /// One fan-in × fan-in matrix per neuron.
     Block,
+}
+
+impl Preconditioner {
+    /// The name in the experiment file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preconditioner::None => "none",
+            Preconditioner::Neuron => "neuron",
+            Preconditioner::Block => "block",
+        }
+    }
 }
 
 /// What the Langevin dynamics runs on.
@@ -473,11 +485,6 @@ impl ExperimentConfig {
             }
         }
         if s.method == SamplerMethod::Collapsed {
-            if m.kind != ModelKind::Fcn {
-                return Err(Error::invalid(
-                    "sampler.method = \"collapsed\" is not allowed for this model.kind; it needs a linear readout on the last hidden layer, allowed with model.kind = \"fcn\"",
-                ));
-            }
             if s.likelihood != Likelihood::Gaussian {
                 return Err(Error::invalid(
                     "sampler.method = \"collapsed\" with sampler.likelihood = \"cross-entropy\" is not allowed; integrating the readout out exactly needs the Gaussian likelihood (the readout posterior is then Gaussian): use method = \"plain\"",
@@ -490,11 +497,7 @@ impl ExperimentConfig {
             }
         }
         if let Some(pc) = s.preconditioner {
-            let name = match pc {
-                Preconditioner::None => "none",
-                Preconditioner::Neuron => "neuron",
-                Preconditioner::Block => "block",
-            };
+            let name = pc.name();
             if s.method != SamplerMethod::Collapsed || !s.adapt_step {
                 return Err(Error::invalid(format!(
                     "sampler.preconditioner = \"{name}\" is not allowed here; it is set during burn-in by the collapsed sampler only: it needs method = \"collapsed\" and adapt_step = true"
@@ -635,9 +638,10 @@ impl ExperimentConfig {
                     "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
                 )));
             }
-            if s.method == SamplerMethod::Collapsed {
+            if let Some(pc) = s.preconditioner {
                 return Err(Error::invalid(format!(
-                    "sampler.method = \"collapsed\" is not allowed with model.kind = \"{kind}\"; the collapsed sampler exists for \"fcn\" only, use \"plain\""
+                    "sampler.preconditioner = \"{}\" is not allowed with model.kind = \"{kind}\"; the per-neuron preconditioner exists for \"fcn\" only, leave it out",
+                    pc.name()
                 )));
             }
             if s.likelihood != Likelihood::Gaussian {
@@ -888,14 +892,23 @@ seed = 1
                 "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"cnn\"",
             ),
             (
-                cnn.replace("seed = 1", "seed = 1\nmethod = \"collapsed\""),
-                "sampler.method = \"collapsed\" is not allowed with model.kind = \"cnn\"",
+                cnn.replace(
+                    "seed = 1",
+                    "seed = 1\nmethod = \"collapsed\"\nadapt_step = true\npreconditioner = \"block\"",
+                ),
+                "sampler.preconditioner = \"block\" is not allowed with model.kind = \"cnn\"",
             ),
             (
-                ATTENTION.replace("seed = 1", "seed = 1\nmethod = \"collapsed\""),
-                "sampler.method = \"collapsed\" is not allowed with model.kind = \"attention\"",
+                ATTENTION.replace("seed = 1", "seed = 1\nmethod = \"collapsed\"\nfrozen_layers = [2]"),
+                "sampler.method = \"collapsed\" with the readout (layer 2) in sampler.frozen_layers is not allowed",
             ),
         ];
+        // The collapsed sampler exists for every architecture (the readout is linear in
+        // features for the CNN and for attention).
+        for text in [cnn.clone(), ATTENTION.to_string()] {
+            let text = text.replace("seed = 1", "seed = 1\nmethod = \"collapsed\"");
+            ExperimentConfig::from_toml(&text, "x.toml").unwrap();
+        }
         for (text, want) in cases {
             let e = ExperimentConfig::from_toml(&text, "x.toml").unwrap_err();
             assert_eq!(e.exit_code(), 2, "{want}");

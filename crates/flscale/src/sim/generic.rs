@@ -5,9 +5,20 @@
 //! Σ_g |θ_g|²/(2 v_g), θ ← θ − η∇U(θ) + √(2ηT)·ξ. Each chain owns its parameters and its
 //! ChaCha8 stream (seed, k) ([`super::sampler::chain_rng`]); it draws its initial state group
 //! by group from the prior and its noise group by group, entry by entry, in the same order as
-//! the FCN sampler, so a CNN with one patch retraces the FCN chain exactly. Chains are
-//! advanced in parallel with rayon (one task per chain) and every reduction runs in chain
-//! order, so the numbers do not depend on the thread count.
+//! the FCN sampler, so a CNN with one patch retraces the FCN chain exactly.
+//!
+//! Chains are advanced in blocks of consecutive chains ([`flat_block_size`], fixed by the
+//! problem size and E), blocks in parallel with rayon. The data terms of a block's chains are
+//! evaluated together ([`FlatModel::data_gradient_block`]): the CNN's first layer reads the
+//! same patch matrix for every chain, so the block's filters side by side make one GEMM, as
+//! the FCN engine does with its first layer ([`super::model`]). Everything random is drawn per
+//! chain, and every reduction runs in chain order, so the numbers do not depend on the thread
+//! count or on the blocking.
+//!
+//! Collapsed posterior (`sampler.method = "collapsed"`, spec 02 (b)): both models are linear
+//! in their last group, so it is integrated out exactly ([`super::collapsed_generic`]);
+//! Langevin then moves the other groups only, and the readout is drawn from its conditional
+//! before every measurement ([`FlatEnsemble::draw_readouts`]).
 //!
 //! Divergence (spec 02 "Robust"): a chain whose energy becomes non-finite or exceeds the
 //! same threshold as the FCN sampler's is stopped and left out of every result.
@@ -22,7 +33,9 @@ use rayon::prelude::*;
 
 use super::attention::AttentionModel;
 use super::cnn::CnnModel;
-use super::config::{ExperimentConfig, ModelKind};
+use super::collapsed_generic::{self, CollapsedWork};
+use super::config::{ExperimentConfig, ModelKind, SamplerMethod};
+use super::data::{data_stream, draw_inputs};
 use super::observables::{finite, ChainAccumulator, ChainSnapshot};
 use super::real::Real;
 use super::run::{finish, run_starts, EnsembleOutcome, RunResult};
@@ -89,6 +102,60 @@ pub trait FlatModel<T: Real>: Sync {
     /// place; `teacher` is [`FlatData::teacher`].
     fn hot_start(&self, theta: &mut [T], teacher: &[f64]);
 
+    /// Bytes of one chain's share of a chain block's work buffers on `p` inputs, which sizes
+    /// the blocks ([`flat_block_size`]); 0 where the model evaluates its chains one at a time
+    /// (one chain per block).
+    fn chain_bytes(&self, _p: usize, _bytes_per_float: usize) -> usize {
+        0
+    }
+
+    /// [`FlatModel::data_gradient`] of the chains of a block at once: `thetas[c]` in,
+    /// `grads[c]` and `sq[c]` out. The default evaluates them one after the other; a model
+    /// whose first layer reads the shared input batches it over the chains (the CNN).
+    #[allow(clippy::too_many_arguments)]
+    fn data_gradient_block(
+        &self,
+        thetas: &[&[T]],
+        x: &[T],
+        y: &[T],
+        n: usize,
+        inv_kappa: T,
+        grads: &mut [&mut [T]],
+        sq: &mut [f64],
+        scratch: &mut Self::Scratch,
+    ) {
+        for ((theta, grad), s) in thetas.iter().zip(grads.iter_mut()).zip(sq.iter_mut()) {
+            *s = self.data_gradient(theta, x, y, n, inv_kappa, grad, scratch);
+        }
+    }
+
+    /// The model is linear in its last group (the readout a, K = its length) given the
+    /// others: f(x) = Σ_k φ_k(x; θ_hidden)·a_k. Writes every chain's feature matrix Φ
+    /// (`n` × K, row-major) into `phis[c]` (resized), for the collapsed sampler
+    /// ([`super::collapsed_generic`]).
+    fn features_block(
+        &self,
+        thetas: &[&[T]],
+        x: &[T],
+        n: usize,
+        phis: &mut [Vec<T>],
+        scratch: &mut Self::Scratch,
+    );
+
+    /// Given D_c = ∂E/∂Φ_c (`n` × K, row-major) per chain, writes the gradient of E through
+    /// the features, Σ_{μ,k} (D_c)_{μk} ∇_θ (Φ_c)_{μk}, into the hidden groups of `grads[c]`
+    /// and zeroes its readout. Call right after [`FlatModel::features_block`] with the same
+    /// `thetas`, `x` and `scratch`.
+    fn feature_backward_block(
+        &self,
+        thetas: &[&[T]],
+        x: &[T],
+        n: usize,
+        dphis: &[Vec<T>],
+        grads: &mut [&mut [T]],
+        scratch: &mut Self::Scratch,
+    );
+
     /// Total number of parameters.
     fn n_params(&self) -> usize {
         self.groups().iter().map(|g| g.len).sum()
@@ -110,6 +177,45 @@ pub struct FlatData {
     pub teacher: Vec<f64>,
 }
 
+impl FlatData {
+    /// Train (P) and test (n_test) sets whose every input is `repeats` independent units
+    /// (the CNN's patches, attention's tokens) of `unit_std_devs.len()` coordinates with those
+    /// standard deviations (the experiment's covariance, [`super::data`]), drawn from the data
+    /// streams 1 and 2 of [`super::data::Dataset::generate`] (so the test set does not change
+    /// with P, and a CNN with one patch gets the FCN's inputs), each labelled by `label`.
+    pub fn draw(
+        cfg: &ExperimentConfig,
+        unit_std_devs: &[f64],
+        repeats: usize,
+        teacher: Vec<f64>,
+        label: impl Fn(&[f64]) -> f64,
+    ) -> FlatData {
+        let row_std_devs = unit_std_devs.repeat(repeats);
+        let seed = cfg.sampler.seed;
+        let draw = |n: usize, k: u64| draw_inputs(n, &row_std_devs, &mut data_stream(seed, k));
+        let labels =
+            |x: &[f64]| -> Vec<f64> { x.chunks_exact(row_std_devs.len()).map(&label).collect() };
+        let x_train = draw(cfg.data.p, 1);
+        let x_test = draw(cfg.data.n_test, 2);
+        FlatData {
+            y_train: labels(&x_train),
+            y_test: labels(&x_test),
+            x_train,
+            x_test,
+            teacher,
+        }
+    }
+}
+
+/// Sets the component of `v` along the unit vector `direction` to `target`, keeping the
+/// orthogonal part: v ← v + (target − v·u)·u. The hot starts (spec 02) of the flat models.
+pub(crate) fn set_component<T: Real>(v: &mut [T], direction: &[f64], target: f64) {
+    let along: f64 = v.iter().zip(direction).map(|(w, t)| w.f64() * t).sum();
+    for (w, t) in v.iter_mut().zip(direction) {
+        *w = T::of(w.f64() + (target - along) * t);
+    }
+}
+
 /// One chain: its parameters, gradient, stream and status.
 #[derive(Debug, Clone)]
 pub struct FlatChain<T> {
@@ -121,10 +227,14 @@ pub struct FlatChain<T> {
     pub diverged: Option<Divergence>,
     /// U at the last gradient evaluation.
     pub energy: f64,
-    /// Σ_μ (f − y)² on the training set at the last gradient evaluation.
+    /// Σ_μ (f − y)² on the training set at the last gradient evaluation (collapsed: at the
+    /// readout drawn for the last measurement).
     pub sq_error: f64,
-    /// θ_g·∇_g U per group at the last gradient evaluation.
+    /// θ_g·∇_g U per group at the last gradient evaluation (collapsed readout: at its last
+    /// draw).
     pub virial: Vec<f64>,
+    /// Why the last evaluation failed (the collapsed energy's Cholesky), if it did.
+    failure: Option<String>,
     /// MALA: whether `grad`, `energy`, … hold the values at the current θ.
     evaluated: bool,
     /// MALA: the current point while a proposal is judged.
@@ -134,20 +244,43 @@ pub struct FlatChain<T> {
     accepted: u64,
 }
 
-/// The index ranges of the groups that are sampled (not frozen) in a flat parameter vector.
-fn sampled_ranges(groups: &[ParamGroup]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+/// The index ranges of the groups that Langevin moves: not frozen, and not the readout (the
+/// last group) when `collapsed`.
+fn sampled_ranges(
+    groups: &[ParamGroup],
+    collapsed: bool,
+) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let last = groups.len().saturating_sub(1);
     groups
         .iter()
-        .scan(0, |start, g| {
-            let range = *start..*start + g.len;
-            *start += g.len;
-            Some((!g.frozen).then_some(range))
+        .enumerate()
+        .scan(0, move |start, (g, grp)| {
+            let range = *start..*start + grp.len;
+            *start += grp.len;
+            let integrated_out = collapsed && g == last;
+            Some((!grp.frozen && !integrated_out).then_some(range))
         })
         .flatten()
 }
 
+/// Chains per block: the FCN sampler's rule ([`super::sampler::block_size`]) for a model
+/// whose chains take `per_chain` bytes of the block's buffers — as many as keep the block's
+/// buffers within ~1 MiB (at most 8), preferring a size that cuts E into an even number of
+/// equal blocks (the two cores get equal work). One chain per block when `per_chain` is 0.
+/// Depends on the problem size and E only, never on the thread count.
+pub fn flat_block_size(per_chain: usize, chains: usize) -> usize {
+    if per_chain == 0 {
+        return 1;
+    }
+    let cache_bound = (1024 * 1024 / per_chain).clamp(1, 8);
+    (cache_bound.div_ceil(2)..=cache_bound)
+        .rev()
+        .find(|&b| chains % b == 0 && (chains / b) % 2 == 0)
+        .unwrap_or(cache_bound)
+}
+
 /// What every step of every chain reads: the training set, the dynamics, the divergence
-/// threshold.
+/// threshold and the variant of the sampler.
 struct StepContext<'a, T> {
     x: &'a [T],
     y: &'a [T],
@@ -155,6 +288,7 @@ struct StepContext<'a, T> {
     dynamics: Dynamics,
     threshold: f64,
     mala: bool,
+    collapsed: bool,
 }
 
 /// A chain's state at its current point, kept while a MALA proposal is evaluated.
@@ -165,6 +299,17 @@ struct SavedPoint<T> {
     energy: f64,
     sq_error: f64,
     virial: Vec<f64>,
+}
+
+/// Work buffers of one rayon task: the model's scratch, the collapsed evaluation's, and the
+/// per-chain outputs of a block evaluation.
+#[derive(Debug, Default)]
+struct BlockWork<T, S> {
+    scratch: S,
+    collapsed: CollapsedWork<T>,
+    sq: Vec<f64>,
+    data_energy: Vec<f64>,
+    failure: Vec<Option<String>>,
 }
 
 /// E chains of one flat model on one training set.
@@ -180,6 +325,9 @@ pub struct FlatEnsemble<T: Real, M> {
     pub p: usize,
     /// The chains, in chain order.
     pub chains: Vec<FlatChain<T>>,
+    /// Chains evaluated together (consecutive chains; [`flat_block_size`] unless set). Each
+    /// chain's numbers do not depend on it (test `cnn_blocks_do_not_change_the_chains`).
+    pub block: usize,
     /// κ, η, T.
     pub dynamics: Dynamics,
     /// Steps taken so far.
@@ -188,6 +336,10 @@ pub struct FlatEnsemble<T: Real, M> {
     pub divergence_threshold: f64,
     /// Metropolis-adjusted steps (MALA, `sampler.mala`).
     pub mala: bool,
+    /// The collapsed posterior (`sampler.method = "collapsed"`): the readout integrated out
+    /// ([`super::collapsed_generic`]), Langevin on the other groups, readouts drawn exactly by
+    /// [`FlatEnsemble::draw_readouts`].
+    pub collapsed: bool,
 }
 
 impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
@@ -202,6 +354,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
     ) -> Self {
         let groups = model.groups().to_vec();
         let n = model.n_params();
+        let block = flat_block_size(model.chain_bytes(y.len(), std::mem::size_of::<T>()), chains);
         let chains = (0..chains)
             .map(|k| {
                 let mut rng = chain_rng(seed, k);
@@ -220,6 +373,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                     energy: 0.0,
                     sq_error: 0.0,
                     virial: vec![0.0; groups.len()],
+                    failure: None,
                     evaluated: false,
                     saved: None,
                     proposed: 0,
@@ -238,10 +392,12 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
             y: y.iter().map(|&v| T::of(v)).collect(),
             p,
             chains,
+            block,
             dynamics,
             steps_done: 0,
             divergence_threshold: 1e4 * scale,
             mala: false,
+            collapsed: false,
         }
     }
 
@@ -264,9 +420,21 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
         (prop > 0).then(|| acc as f64 / prop as f64)
     }
 
-    /// Advances every live chain by `n` steps, chains in parallel.
+    fn context(&self) -> StepContext<'_, T> {
+        StepContext {
+            x: &self.x,
+            y: &self.y,
+            p: self.p,
+            dynamics: self.dynamics,
+            threshold: self.divergence_threshold,
+            mala: self.mala,
+            collapsed: self.collapsed,
+        }
+    }
+
+    /// Advances every live chain by `n` steps: blocks of [`FlatEnsemble::block`] chains in
+    /// parallel, the chains of a block evaluated together.
     pub fn advance(&mut self, n: usize) {
-        let model = &self.model;
         let at = StepContext {
             x: &self.x,
             y: &self.y,
@@ -274,19 +442,70 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
             dynamics: self.dynamics,
             threshold: self.divergence_threshold,
             mala: self.mala,
+            collapsed: self.collapsed,
         };
+        let model = &self.model;
         let start = self.steps_done;
-        self.chains
-            .par_iter_mut()
-            .for_each_init(M::Scratch::default, |scratch, chain| {
+        self.chains.par_chunks_mut(self.block.max(1)).for_each_init(
+            BlockWork::<T, M::Scratch>::default,
+            |work, block| {
                 for s in 0..n {
-                    if chain.diverged.is_some() {
-                        break;
-                    }
-                    chain.step(model, &at, start + s + 1, scratch);
+                    step_block(model, &at, block, start + s + 1, work);
                 }
-            });
+            },
+        );
         self.steps_done += n;
+    }
+
+    /// Collapsed posterior: draws every live chain's readout exactly from its conditional
+    /// given the chain's other groups ([`collapsed_generic::draw_readout`]), from the chain's
+    /// stream, and sets its training error and readout virial — what a measurement needs.
+    pub fn draw_readouts(&mut self) {
+        let model = &self.model;
+        let (x, y, p) = (&self.x[..], &self.y[..], self.p);
+        let (kappa, temperature) = (self.dynamics.kappa, self.dynamics.temperature);
+        let readout = model
+            .groups()
+            .last()
+            .expect("a flat model has a readout group");
+        let (k, prior_var, len) = (readout.len, readout.prior_var, model.n_params());
+        self.chains.par_chunks_mut(self.block.max(1)).for_each_init(
+            BlockWork::<T, M::Scratch>::default,
+            |work, block| {
+                let live: Vec<usize> = (0..block.len())
+                    .filter(|&c| block[c].diverged.is_none())
+                    .collect();
+                let thetas: Vec<&[T]> = live.iter().map(|&c| &block[c].theta[..]).collect();
+                let phis = &mut work.collapsed.phis;
+                if phis.len() < thetas.len() {
+                    phis.resize_with(thetas.len(), Vec::new);
+                }
+                model.features_block(&thetas, x, p, &mut phis[..thetas.len()], &mut work.scratch);
+                for (i, &c) in live.iter().enumerate() {
+                    let chain = &mut block[c];
+                    // Left to the next step's evaluation to report a failure; the chain
+                    // keeps its previous readout.
+                    let Some(draw) = collapsed_generic::draw_readout(
+                        &mut work.collapsed,
+                        i,
+                        y,
+                        p,
+                        k,
+                        kappa,
+                        temperature,
+                        prior_var,
+                        &mut chain.rng,
+                    ) else {
+                        continue;
+                    };
+                    for (t, &a) in chain.theta[len - k..].iter_mut().zip(&draw.readout) {
+                        *t = T::of(a);
+                    }
+                    chain.sq_error = draw.sq_error;
+                    *chain.virial.last_mut().expect("a readout group") = draw.virial;
+                }
+            },
+        );
     }
 
     /// Test predictions of every chain (None for diverged ones), in chain order.
@@ -304,29 +523,33 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
             .collect()
     }
 
-    /// Largest Hessian eigenvalue of U per chain (0 for diverged chains), by `iters` power
-    /// iterations on Hessian–vector products: the data term's is a central difference of
-    /// analytic gradients with ε = 10⁻³·(‖θ‖ + 10⁻³), the prior's is exact (the FCN
-    /// sampler's estimator, spec 02 "Stiffness is the enemy"). Frozen groups are left out.
+    /// Largest Hessian eigenvalue of the sampled energy per chain (0 for diverged chains), by
+    /// `iters` power iterations on Hessian–vector products: the data term's is a central
+    /// difference of analytic gradients with ε = 10⁻³·(‖θ‖ + 10⁻³), the prior's is exact (the
+    /// FCN sampler's estimator, spec 02 "Stiffness is the enemy"). Groups Langevin does not
+    /// move (frozen, the collapsed readout) are left out; collapsed, the data term is U_c's.
     pub fn lambda_max(&self, iters: usize) -> Vec<f64> {
         let model = &self.model;
-        let (x, y, p) = (&self.x[..], &self.y[..], self.p);
-        let inv_kappa = T::of(1.0 / self.dynamics.kappa);
+        let at = self.context();
         let groups = model.groups();
+        let n = model.n_params();
+        let mut moved = vec![false; n];
+        for range in sampled_ranges(groups, at.collapsed) {
+            moved[range].fill(true);
+        }
+        let mut prior_var = Vec::with_capacity(n);
+        for grp in groups {
+            prior_var.extend(std::iter::repeat_n(grp.prior_var, grp.len));
+        }
         self.chains
             .par_iter()
-            .map_init(M::Scratch::default, |scratch, chain| {
+            .map_init(BlockWork::<T, M::Scratch>::default, |work, chain| {
                 if chain.diverged.is_some() {
                     return 0.0;
                 }
-                let n = chain.theta.len();
-                let mut group_of = Vec::with_capacity(n);
-                for (g, grp) in groups.iter().enumerate() {
-                    group_of.extend(std::iter::repeat_n(g, grp.len));
-                }
                 let mut v: Vec<f64> = (0..n)
                     .map(|i| {
-                        if groups[group_of[i]].frozen {
+                        if !moved[i] {
                             0.0
                         } else if i % 2 == 0 {
                             1.0
@@ -352,18 +575,23 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                         for ((s, t), vi) in shifted.iter_mut().zip(&chain.theta).zip(&v) {
                             *s = T::of(t.f64() + sign * eps * vi);
                         }
-                        model.data_gradient(&shifted, x, y, p, inv_kappa, &mut grad, scratch);
+                        data_term_gradients(
+                            model,
+                            &at,
+                            &[&shifted[..]],
+                            &mut [&mut grad[..]],
+                            work,
+                        );
                         grad.iter().map(|g| g.f64()).collect()
                     };
                     let plus = grad_at(1.0);
                     let minus = grad_at(-1.0);
                     let hv: Vec<f64> = (0..n)
                         .map(|i| {
-                            let g = &groups[group_of[i]];
-                            if g.frozen {
-                                0.0
+                            if moved[i] {
+                                (plus[i] - minus[i]) / (2.0 * eps) + v[i] / prior_var[i]
                             } else {
-                                (plus[i] - minus[i]) / (2.0 * eps) + v[i] / g.prior_var
+                                0.0
                             }
                         })
                         .collect();
@@ -380,27 +608,150 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
     }
 }
 
-impl<T: Real> FlatChain<T> {
-    /// Evaluates ∇U, U, the training error and the per-group virials θ_g·∇_g U at θ.
-    fn evaluate<M: FlatModel<T>>(
-        &mut self,
-        model: &M,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        scratch: &mut M::Scratch,
-    ) {
+/// The data term of U — |f − y|²/(2κ), or collapsed the non-prior part of U_c — and its
+/// gradient for the chains `thetas` of a block, together: gradients into `grads`, and into
+/// `work` the data energies, the training errors Σ(f − y)² and the failures.
+fn data_term_gradients<T: Real, M: FlatModel<T>>(
+    model: &M,
+    at: &StepContext<'_, T>,
+    thetas: &[&[T]],
+    grads: &mut [&mut [T]],
+    work: &mut BlockWork<T, M::Scratch>,
+) {
+    let b = thetas.len();
+    work.sq.resize(b, 0.0);
+    work.data_energy.resize(b, 0.0);
+    work.failure.clear();
+    work.failure.resize(b, None);
+    let kappa = at.dynamics.kappa;
+    if at.collapsed {
+        collapsed_generic::data_gradient_block(
+            model,
+            thetas,
+            at.x,
+            at.y,
+            at.p,
+            kappa,
+            at.dynamics.temperature,
+            grads,
+            &mut work.data_energy,
+            &mut work.sq,
+            &mut work.failure,
+            &mut work.scratch,
+            &mut work.collapsed,
+        );
+    } else {
         let inv_kappa = T::of(1.0 / kappa);
-        self.sq_error =
-            model.data_gradient(&self.theta, x, y, p, inv_kappa, &mut self.grad, scratch);
-        let mut energy = self.sq_error / (2.0 * kappa);
+        model.data_gradient_block(
+            thetas,
+            at.x,
+            at.y,
+            at.p,
+            inv_kappa,
+            grads,
+            &mut work.sq,
+            &mut work.scratch,
+        );
+        for (e, s) in work.data_energy.iter_mut().zip(&work.sq) {
+            *e = s / (2.0 * kappa);
+        }
+    }
+}
+
+/// Evaluates ∇U, U, the training error and the per-group virials of the chains of `block`
+/// with `mask[c]`, their data terms together ([`data_term_gradients`]).
+fn evaluate_block<T: Real, M: FlatModel<T>>(
+    model: &M,
+    at: &StepContext<'_, T>,
+    block: &mut [FlatChain<T>],
+    mask: &[bool],
+    work: &mut BlockWork<T, M::Scratch>,
+) {
+    let (thetas, mut grads): (Vec<&[T]>, Vec<&mut [T]>) = block
+        .iter_mut()
+        .zip(mask)
+        .filter(|(_, m)| **m)
+        .map(|(c, _)| (&c.theta[..], &mut c.grad[..]))
+        .unzip();
+    if thetas.is_empty() {
+        return;
+    }
+    data_term_gradients(model, at, &thetas, &mut grads, work);
+    let chains = block.iter_mut().zip(mask).filter(|(_, m)| **m);
+    for (i, (chain, _)) in chains.enumerate() {
+        chain.sq_error = work.sq[i];
+        chain.failure = work.failure[i].take();
+        chain.add_prior(model, work.data_energy[i], at.collapsed);
+    }
+}
+
+/// One step of every live chain of a block: unadjusted Langevin (spec 02 "Sampler"), or with
+/// `at.mala` Metropolis-adjusted (spec 02 (c); [`FlatChain::metropolis`]). The chains' data
+/// terms are evaluated together; everything random is drawn per chain from its own stream, in
+/// the order of a chain stepped alone, so no chain's numbers depend on the block.
+fn step_block<T: Real, M: FlatModel<T>>(
+    model: &M,
+    at: &StepContext<'_, T>,
+    block: &mut [FlatChain<T>],
+    global_step: usize,
+    work: &mut BlockWork<T, M::Scratch>,
+) {
+    let live = |block: &[FlatChain<T>]| -> Vec<bool> {
+        block.iter().map(|c| c.diverged.is_none()).collect()
+    };
+    if !at.mala {
+        let mask = live(block);
+        evaluate_block(model, at, block, &mask, work);
+        for (chain, &m) in block.iter_mut().zip(&mask) {
+            if m && !chain.check(at.threshold, global_step) {
+                chain.move_by_langevin(model, at);
+            }
+        }
+        return;
+    }
+    // MALA caches U and ∇U of the current point: evaluate only chains that have none yet.
+    let fresh: Vec<bool> = block
+        .iter()
+        .map(|c| c.diverged.is_none() && !c.evaluated)
+        .collect();
+    evaluate_block(model, at, block, &fresh, work);
+    for (chain, &f) in block.iter_mut().zip(&fresh) {
+        if f {
+            chain.evaluated = true;
+            chain.check(at.threshold, global_step);
+        }
+    }
+    let mask = live(block);
+    for (chain, &m) in block.iter_mut().zip(&mask) {
+        if m {
+            chain.save();
+            chain.move_by_langevin(model, at);
+        }
+    }
+    evaluate_block(model, at, block, &mask, work);
+    for (chain, &m) in block.iter_mut().zip(&mask) {
+        if m {
+            chain.metropolis(model, at);
+        }
+    }
+}
+
+impl<T: Real> FlatChain<T> {
+    /// Completes an evaluation whose data term (`data_energy`, gradient in `grad`) is done:
+    /// adds the prior's gradient θ/v and energy |θ|²/(2v) and sets the per-group virials
+    /// θ_g·∇_g U — for every group but the collapsed readout, which is not in U_c.
+    fn add_prior<M: FlatModel<T>>(&mut self, model: &M, data_energy: f64, collapsed: bool) {
+        let mut energy = data_energy;
         let mut start = 0;
+        let last = model.groups().len() - 1;
         for (g, grp) in model.groups().iter().enumerate() {
-            let inv_v = 1.0 / grp.prior_var;
-            let inv_v_t = T::of(inv_v);
             let range = start..start + grp.len;
             start += grp.len;
+            if collapsed && g == last {
+                continue;
+            }
+            let inv_v = 1.0 / grp.prior_var;
+            let inv_v_t = T::of(inv_v);
             let mut sq = 0.0;
             let mut vir = 0.0;
             for (gi, &ti) in self.grad[range.clone()].iter_mut().zip(&self.theta[range]) {
@@ -414,13 +765,16 @@ impl<T: Real> FlatChain<T> {
         self.energy = energy;
     }
 
-    /// Stops the chain if its energy is non-finite or beyond `threshold`; true if stopped.
+    /// Stops the chain if its evaluation failed or its energy is non-finite or beyond
+    /// `threshold`; true if stopped.
     fn check(&mut self, threshold: f64, global_step: usize) -> bool {
         let energy = self.energy;
-        if energy.is_finite() && energy <= threshold {
+        if self.failure.is_none() && energy.is_finite() && energy <= threshold {
             return false;
         }
-        let reason = if energy.is_finite() {
+        let reason = if let Some(failure) = self.failure.take() {
+            failure
+        } else if energy.is_finite() {
             format!("energy exploded (U = {energy:.3e})")
         } else {
             "non-finite energy".to_string()
@@ -434,49 +788,19 @@ impl<T: Real> FlatChain<T> {
 
     /// θ ← θ − η∇U(θ) + √(2ηT)·ξ on the sampled groups (paper App. A.1), the noise drawn group
     /// by group, entry by entry, from the chain's stream.
-    fn move_by_langevin<M: FlatModel<T>>(&mut self, model: &M, dynamics: Dynamics) {
+    fn move_by_langevin<M: FlatModel<T>>(&mut self, model: &M, at: &StepContext<'_, T>) {
+        let dynamics = at.dynamics;
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
-        for range in sampled_ranges(model.groups()) {
+        for range in sampled_ranges(model.groups(), at.collapsed) {
             for (ti, &gi) in self.theta[range.clone()].iter_mut().zip(&self.grad[range]) {
                 *ti = *ti - eta * gi + noise * T::standard_normal(&mut self.rng);
             }
         }
     }
 
-    /// One step: unadjusted Langevin (spec 02 "Sampler"), or with `at.mala` Metropolis-adjusted
-    /// (spec 02 (c)): the Langevin proposal θ′ of [`Self::move_by_langevin`] is accepted with
-    /// probability min(1, α),
-    ///
-    /// log α = −(U(θ′) − U(θ))/T − (|θ − θ′ + η∇U(θ′)|² − |θ′ − θ + η∇U(θ)|²)/(4ηT)
-    ///
-    /// (Roberts & Tweedie 1996, Bernoulli 2:341, eq. 2.2; the norms over the sampled groups),
-    /// with a uniform from the chain's stream drawn after the proposal's noise; otherwise the
-    /// chain stays at θ. exp(−U/T) is then exactly invariant for any η. U and ∇U of the current
-    /// point are cached, so a step costs one evaluation, as an unadjusted one; a non-finite
-    /// proposal is rejected, and only a non-finite or exploding starting point stops the chain.
-    fn step<M: FlatModel<T>>(
-        &mut self,
-        model: &M,
-        at: &StepContext<'_, T>,
-        global_step: usize,
-        scratch: &mut M::Scratch,
-    ) {
-        let dynamics = at.dynamics;
-        if !at.mala {
-            self.evaluate(model, at.x, at.y, at.p, dynamics.kappa, scratch);
-            if !self.check(at.threshold, global_step) {
-                self.move_by_langevin(model, dynamics);
-            }
-            return;
-        }
-        if !self.evaluated {
-            self.evaluate(model, at.x, at.y, at.p, dynamics.kappa, scratch);
-            self.evaluated = true;
-            if self.check(at.threshold, global_step) {
-                return;
-            }
-        }
+    /// MALA: keeps the current point while a proposal is evaluated.
+    fn save(&mut self) {
         let saved = self.saved.get_or_insert_with(|| SavedPoint {
             theta: Vec::new(),
             grad: Vec::new(),
@@ -489,12 +813,24 @@ impl<T: Real> FlatChain<T> {
         saved.energy = self.energy;
         saved.sq_error = self.sq_error;
         saved.virial.clone_from(&self.virial);
-        self.move_by_langevin(model, dynamics);
-        self.evaluate(model, at.x, at.y, at.p, dynamics.kappa, scratch);
-        let saved = self.saved.as_ref().expect("saved above");
-        let eta = dynamics.step;
+    }
+
+    /// MALA (spec 02 (c)): the Langevin proposal θ′ of [`Self::move_by_langevin`], evaluated,
+    /// is accepted with probability min(1, α),
+    ///
+    /// log α = −(U(θ′) − U(θ))/T − (|θ − θ′ + η∇U(θ′)|² − |θ′ − θ + η∇U(θ)|²)/(4ηT)
+    ///
+    /// (Roberts & Tweedie 1996, Bernoulli 2:341, eq. 2.2; the norms over the sampled groups),
+    /// with a uniform from the chain's stream drawn after the proposal's noise; otherwise the
+    /// chain returns to θ. exp(−U/T) is then exactly invariant for any η. U and ∇U of the
+    /// current point are cached, so a step costs one evaluation, as an unadjusted one; a
+    /// non-finite proposal is rejected, and only a non-finite or exploding starting point
+    /// stops the chain.
+    fn metropolis<M: FlatModel<T>>(&mut self, model: &M, at: &StepContext<'_, T>) {
+        let saved = self.saved.as_ref().expect("saved before the proposal");
+        let eta = at.dynamics.step;
         let (mut forward_sq, mut backward_sq) = (0.0, 0.0);
-        for range in sampled_ranges(model.groups()) {
+        for range in sampled_ranges(model.groups(), at.collapsed) {
             for i in range {
                 let (old, new) = (saved.theta[i].f64(), self.theta[i].f64());
                 let f = new - old + eta * saved.grad[i].f64();
@@ -503,12 +839,13 @@ impl<T: Real> FlatChain<T> {
                 backward_sq += r * r;
             }
         }
-        let temperature = dynamics.temperature;
+        let temperature = at.dynamics.temperature;
         let log_alpha = -(self.energy - saved.energy) / temperature
             - (backward_sq - forward_sq) / (4.0 * eta * temperature);
         let u: f64 = self.rng.random();
         self.proposed += 1;
-        if self.energy.is_finite() && log_alpha.is_finite() && u.ln() < log_alpha {
+        let evaluated = self.failure.take().is_none() && self.energy.is_finite();
+        if evaluated && log_alpha.is_finite() && u.ln() < log_alpha {
             self.accepted += 1;
             return;
         }
@@ -586,6 +923,7 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         dynamics,
     );
     ens.mala = s.mala;
+    ens.collapsed = s.method == SamplerMethod::Collapsed;
     if hot {
         ens.hot_start(&data.teacher);
     }
@@ -618,6 +956,9 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         ens.advance(next - t);
         t = next;
         if t % s.thin == 0 {
+            if ens.collapsed {
+                ens.draw_readouts();
+            }
             let preds = ens.predict(&x_test, n_test);
             for (k, f) in preds.iter().enumerate() {
                 let Some(f) = f else { continue };
@@ -793,12 +1134,25 @@ seed = 3
 
     /// Same file and seed → identical summary, traces and per-chain rows on one and on two
     /// threads (spec 02 "Reproducible"), for both flat models, f32, with cold and hot starts
-    /// compared (`start = "both"`) and with MALA.
+    /// compared (`start = "both"`), with MALA and with the collapsed sampler.
     #[test]
     fn results_do_not_depend_on_the_thread_count() {
         let both = |text: &str| text.replace("seed = 3", "seed = 3\nstart = \"both\"");
         let mala = |text: &str| text.replace("seed = 3", "seed = 3\nmala = true");
-        for text in [both(CNN), both(ATTENTION), mala(CNN), mala(ATTENTION)] {
+        let collapsed = |text: &str| {
+            text.replace(
+                "seed = 3",
+                "seed = 3\nmethod = \"collapsed\"\nstart = \"both\"",
+            )
+        };
+        for text in [
+            both(CNN),
+            both(ATTENTION),
+            mala(CNN),
+            mala(ATTENTION),
+            collapsed(CNN),
+            collapsed(ATTENTION),
+        ] {
             let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
             let run = |threads: usize| {
                 rayon::ThreadPoolBuilder::new()

@@ -29,6 +29,7 @@ pub mod attention;
 pub mod bench;
 pub mod cnn;
 pub mod collapsed;
+pub mod collapsed_generic;
 pub mod config;
 pub mod data;
 pub mod generic;
@@ -44,6 +45,8 @@ pub mod sampling_bench;
 
 #[cfg(test)]
 mod collapsed_tests;
+#[cfg(test)]
+mod flat_tests;
 #[cfg(test)]
 mod tests;
 
