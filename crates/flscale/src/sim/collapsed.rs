@@ -43,6 +43,10 @@ pub struct CollapsedWork<T> {
     ones: Vec<T>,
     mean: Vec<f64>,
     mean_t: Vec<T>,
+    /// Per chain of the block (b·N, chain-major, the layout of the readout parameters): the
+    /// conditional mean m = E[a | W] at the last [`draw_readouts`], for Rao–Blackwellised
+    /// predictions (a chain whose A could not be factorised keeps its current readout).
+    pub conditional_means: Vec<T>,
     /// Per chain of the block: why the evaluation failed (`None` when it did not).
     pub failure: Vec<Option<String>>,
 }
@@ -354,6 +358,7 @@ pub fn draw_readouts<T: Real>(
     let hidden = model.widths.len();
     let n = model.widths[hidden - 1];
     work.ensure(n, p, b);
+    work.conditional_means.clone_from(&block.params[hidden]);
     forward(model, &block.params, b, x, p, scratch);
     let scale = (kappa * temperature).sqrt();
     for c in 0..b {
@@ -364,6 +369,12 @@ pub fn draw_readouts<T: Real>(
             // Left to the next step's evaluation to report; keep the previous readout.
             continue;
         };
+        for (dst, &src) in work.conditional_means[c * n..(c + 1) * n]
+            .iter_mut()
+            .zip(&work.mean)
+        {
+            *dst = T::of(src);
+        }
         let mut z: Vec<f64> = (0..n)
             .map(|_| T::standard_normal(&mut block.rngs[c]).f64())
             .collect();
@@ -395,6 +406,31 @@ pub fn draw_readouts<T: Real>(
             *dst = T::of(src);
         }
     }
+}
+
+/// The input z_μ of hidden layer `g` for sample μ of chain `c` of a block whose forward pass
+/// is in `scratch`: x_μ for the first layer, else the previous layer's activations
+/// (layer-normalised with `layernorm`).
+fn layer_input<'a, T: Real>(
+    model: &FcnModel,
+    scratch: &'a Scratch<T>,
+    x: &'a [T],
+    g: usize,
+    b: usize,
+    c: usize,
+    mu: usize,
+) -> &'a [T] {
+    let n_in = model.fan_in(g);
+    if g == 0 {
+        return &x[mu * n_in..(mu + 1) * n_in];
+    }
+    let row = mu * b * n_in + c * n_in;
+    let input = if model.layernorm {
+        &scratch.normed[g - 1]
+    } else {
+        &scratch.act[g - 1]
+    };
+    &input[row..row + n_in]
 }
 
 /// Per chain and neuron i of the last hidden layer (b·N values, chain-major): the
@@ -434,20 +470,10 @@ pub fn neuron_curvature<T: Real>(
         }
         let der = &scratch.der[g];
         for mu in 0..p {
-            let z2: f64 = if g == 0 {
-                x[mu * n_in..(mu + 1) * n_in]
-                    .iter()
-                    .map(|v| v.f64().powi(2))
-                    .sum()
-            } else {
-                let row = mu * b * n_in + c * n_in;
-                let input = if model.layernorm {
-                    &scratch.normed[g - 1]
-                } else {
-                    &scratch.act[g - 1]
-                };
-                input[row..row + n_in].iter().map(|v| v.f64().powi(2)).sum()
-            };
+            let z2: f64 = layer_input(model, scratch, x, g, b, c, mu)
+                .iter()
+                .map(|v| v.f64().powi(2))
+                .sum();
             let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
             for (i, s) in row.iter().enumerate() {
                 out[c * n + i] += work.mean[i].powi(2) / kappa * s.f64().powi(2) * z2 / n_in as f64;
@@ -502,20 +528,11 @@ pub fn neuron_curvature_blocks<T: Real>(
         }
         let der = &scratch.der[g];
         for mu in 0..p {
-            if g == 0 {
-                for (zj, xj) in z.iter_mut().zip(&x[mu * n_in..(mu + 1) * n_in]) {
-                    *zj = xj.f64();
-                }
-            } else {
-                let row = mu * b * n_in + c * n_in;
-                let input = if model.layernorm {
-                    &scratch.normed[g - 1]
-                } else {
-                    &scratch.act[g - 1]
-                };
-                for (zj, a) in z.iter_mut().zip(&input[row..row + n_in]) {
-                    *zj = a.f64();
-                }
+            for (zj, a) in z
+                .iter_mut()
+                .zip(layer_input(model, scratch, x, g, b, c, mu))
+            {
+                *zj = a.f64();
             }
             let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
             for (i, s) in row.iter().enumerate() {
