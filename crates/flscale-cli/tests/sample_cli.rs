@@ -190,7 +190,12 @@ fn bench_json_has_the_documented_shape() {
     for c in cases {
         assert!(c["steps_per_second"].as_f64().unwrap() > 0.0);
         assert!(c["gflops"].as_f64().unwrap() > 0.0);
+        let fraction = c["fraction_of_gemm_peak"].as_f64().unwrap();
+        let expected = c["gflops"].as_f64().unwrap() / v["gemm_peak"]["gflops"].as_f64().unwrap();
+        assert!((fraction - expected).abs() < 1e-12 * expected);
     }
+    assert_eq!(v["gemm_peak"]["size"], 1024);
+    assert!(v["gemm_peak"]["gflops"].as_f64().unwrap() > 0.0);
     let r = flscale(&["bench", "--chains", "0"], None);
     assert_eq!(r.status.code(), Some(2));
 }

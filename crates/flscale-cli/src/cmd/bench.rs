@@ -1,7 +1,7 @@
 //! `flscale bench [--json]`: ensemble-steps per second and effective GFLOP/s of the Langevin
 //! engine in the paper's Fig. 2 setting (spec 02, "Performance bar").
 
-use flscale::sim::bench::{bench_case, BenchSize};
+use flscale::sim::bench::{bench_case, gemm_peak, BenchSize};
 use flscale::sim::config::Preconditioner;
 use flscale::sim::sampling_bench::{compare, SamplingSetting};
 use flscale::{Error, Result};
@@ -13,8 +13,11 @@ use super::{out, out_json, Ctx};
 #[command(
     after_help = "Example:\n  flscale bench            # E = 30 and 300, d = N = 40, P = 1600, f32\n  \
 flscale bench --json --chains 300 --steps 50 --repeats 7\n\n\
-Prints {\"cases\": [{\"chains\": 30, \"steps_per_second\": …, \"gflops\": …}, …]} with --json.\n\
-GFLOP/s counts 6PdN + 6PN per network-step. Use RAYON_NUM_THREADS to set the thread count.\n\n\
+Prints {\"cases\": [{\"chains\": 30, \"steps_per_second\": …, \"gflops\": …}, …],\n\
+\"gemm_peak\": {\"gflops\": …}} with --json. GFLOP/s counts 6PdN + 6PN per network-step;\n\
+gemm_peak is this machine's f32 GEMM rate (faer, 1024³, same threads) measured in the same\n\
+run, and each case's fraction_of_gemm_peak is its effective GFLOP/s over it.\n\
+Use RAYON_NUM_THREADS to set the thread count.\n\n\
 --sampling instead measures effective samples per second (ESS/s) in equilibrium of the\n\
 alignment, R = E[ρ²] and the outlier count, plain vs collapsed sampler (each with adapt_step),\n\
 and the precision per second 1/(SE²·s) from the spread of the chains' means, at the blog\n\
@@ -81,9 +84,22 @@ pub fn run(args: BenchArgs, ctx: &Ctx) -> Result<()> {
         }
         cases.push(bench_case(size, chains, steps, args.repeats));
     }
+    if !ctx.quiet && !args.json {
+        eprintln!("timing the f32 GEMM peak (1024³) …");
+    }
+    let (peak, _) = gemm_peak(1024, args.repeats.max(3));
     if args.json {
+        let cases: Vec<serde_json::Value> = cases
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                v["fraction_of_gemm_peak"] = serde_json::json!(c.gflops / peak.gflops);
+                v
+            })
+            .collect();
         let v = serde_json::json!({
             "cases": cases,
+            "gemm_peak": peak,
             "setting": {"d": size.d, "n": size.n, "p": size.p, "precision": "f32",
                         "threads": rayon_threads()},
         });
@@ -96,17 +112,27 @@ pub fn run(args: BenchArgs, ctx: &Ctx) -> Result<()> {
         size.p,
         rayon_threads()
     );
-    t += "chains  ensemble-steps/s  (min–max)        GFLOP/s  steps/CPU-s\n";
+    t += "chains  ensemble-steps/s  (min–max)        GFLOP/s  of peak  steps/CPU-s\n";
     for c in &cases {
         let cpu = c
             .steps_per_cpu_second
             .map(|v| format!("{v:.1}"))
             .unwrap_or_else(|| "n/a".into());
         t += &format!(
-            "{:>6}  {:>16.1}  ({:.1}–{:.1})  {:>10.1}  {:>11}\n",
-            c.chains, c.steps_per_second, c.range[0], c.range[1], c.gflops, cpu
+            "{:>6}  {:>16.1}  ({:.1}–{:.1})  {:>10.1}  {:>6.0} %  {:>11}\n",
+            c.chains,
+            c.steps_per_second,
+            c.range[0],
+            c.range[1],
+            c.gflops,
+            100.0 * c.gflops / peak.gflops,
+            cpu
         );
     }
+    t += &format!(
+        "f32 GEMM peak of this machine (faer, {0}×{0}×{0}, {1} threads): {2:.1} GFLOP/s ({3:.1}–{4:.1})\n",
+        peak.size, peak.threads, peak.gflops, peak.range[0], peak.range[1]
+    );
     out(&t)
 }
 

@@ -128,3 +128,87 @@ pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) 
         steps_per_cpu_second,
     }
 }
+
+/// The machine's dense f32 GEMM rate, measured with the library the engine's GEMMs use (faer),
+/// so that the effective GFLOP/s of a case can be read against it (issue 3: "the effective
+/// GFLOP/s against the machine's measured f32 GEMM peak").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GemmPeak {
+    /// Matrix size n of the n × n × n product C = A·B.
+    pub size: usize,
+    /// Threads used (all of the rayon pool).
+    pub threads: usize,
+    /// Median GFLOP/s over the repeats, 2n³ flops per product.
+    pub gflops: f64,
+    /// Slowest and fastest repeat, GFLOP/s.
+    pub range: [f64; 2],
+}
+
+/// Times `repeats` products C = A·B of n × n f32 matrices (after one warm-up) on all rayon
+/// threads. The matrices hold a deterministic pattern; the product is returned so that a test
+/// can check that the timed kernel computed it.
+pub fn gemm_peak(n: usize, repeats: usize) -> (GemmPeak, faer::Mat<f32>) {
+    use faer::linalg::matmul::matmul;
+    use faer::{Accum, Mat, Par};
+    let n = n.max(1);
+    let a = Mat::<f32>::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f32 / 11.0 - 0.5);
+    let b = Mat::<f32>::from_fn(n, n, |i, j| ((i * 5 + j * 2) % 13) as f32 / 13.0 - 0.5);
+    let mut c = Mat::<f32>::zeros(n, n);
+    let threads = rayon::current_num_threads();
+    let par = if threads > 1 {
+        Par::rayon(threads)
+    } else {
+        Par::Seq
+    };
+    let product = |c: &mut Mat<f32>| {
+        matmul(
+            c.as_mut(),
+            Accum::Replace,
+            a.as_ref(),
+            b.as_ref(),
+            1.0f32,
+            par,
+        );
+    };
+    product(&mut c);
+    let flops = 2.0 * (n as f64).powi(3);
+    let mut rates: Vec<f64> = (0..repeats.max(1))
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            product(&mut c);
+            flops / t0.elapsed().as_secs_f64() / 1e9
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    let peak = GemmPeak {
+        size: n,
+        threads,
+        gflops: rates[rates.len() / 2],
+        range: [rates[0], rates[rates.len() - 1]],
+    };
+    (peak, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The timed kernel really computes A·B: compared entry by entry with a naive f64 product
+    /// of the same pattern.
+    #[test]
+    fn gemm_peak_times_the_real_product() {
+        let n = 37;
+        let (peak, c) = gemm_peak(n, 2);
+        assert_eq!(peak.size, n);
+        assert!(peak.gflops.is_finite() && peak.gflops > 0.0);
+        assert!(peak.range[0] <= peak.gflops && peak.gflops <= peak.range[1]);
+        let a = |i: usize, j: usize| ((i * 7 + j * 3) % 11) as f64 / 11.0 - 0.5;
+        let b = |i: usize, j: usize| ((i * 5 + j * 2) % 13) as f64 / 13.0 - 0.5;
+        for i in 0..n {
+            for j in 0..n {
+                let exact: f64 = (0..n).map(|k| a(i, k) * b(k, j)).sum();
+                assert!((c[(i, j)] as f64 - exact).abs() < 1e-4, "C[{i},{j}]");
+            }
+        }
+    }
+}
