@@ -102,20 +102,8 @@ pub fn cholesky(a: &[f64], l: &mut [f64], n: usize) -> bool {
 
 /// Solves LLᵀ x = b in place (forward then backward substitution).
 pub fn cholesky_solve(l: &[f64], b: &mut [f64], n: usize) {
-    for i in 0..n {
-        let mut s = b[i];
-        for k in 0..i {
-            s -= l[i * n + k] * b[k];
-        }
-        b[i] = s / l[i * n + i];
-    }
-    for i in (0..n).rev() {
-        let mut s = b[i];
-        for k in i + 1..n {
-            s -= l[k * n + i] * b[k];
-        }
-        b[i] = s / l[i * n + i];
-    }
+    solve_lower(l, b, n);
+    solve_upper_transposed(l, b, n);
 }
 
 /// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`): the columns of L⁻¹ by forward
@@ -453,34 +441,14 @@ pub fn neuron_curvature<T: Real>(
     scratch: &mut Scratch<T>,
     work: &mut CollapsedWork<T>,
 ) -> Vec<f64> {
-    let b = block.len;
-    let hidden = model.widths.len();
-    let g = hidden - 1;
-    let n = model.widths[g];
+    // g_i = tr(G_i)/n_in = tr(v·G_i)/(v·n_in) of the block (neuron_curvature_blocks).
+    let g = model.widths.len() - 1;
     let n_in = model.fan_in(g);
-    let inv_v = 1.0 / model.prior_var[g];
-    work.ensure(n, p, b);
-    forward(model, &block.params, b, x, p, scratch);
-    let mut out = vec![inv_v; b * n];
-    for c in 0..b {
-        if block.diverged[c].is_some()
-            || conditional(model, scratch, b, c, y, p, kappa, work).is_none()
-        {
-            continue;
-        }
-        let der = &scratch.der[g];
-        for mu in 0..p {
-            let z2: f64 = layer_input(model, scratch, x, g, b, c, mu)
-                .iter()
-                .map(|v| v.f64().powi(2))
-                .sum();
-            let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
-            for (i, s) in row.iter().enumerate() {
-                out[c * n + i] += work.mean[i].powi(2) / kappa * s.f64().powi(2) * z2 / n_in as f64;
-            }
-        }
-    }
-    out
+    let scale = 1.0 / (model.prior_var[g] * n_in as f64);
+    neuron_curvature_blocks(block, model, x, y, p, kappa, scratch, work)
+        .chunks(n_in * n_in)
+        .map(|blk| (0..n_in).map(|j| blk[j * n_in + j]).sum::<f64>() * scale)
+        .collect()
 }
 
 /// Per chain and neuron i of the last hidden layer (b·N blocks of n_in × n_in, row-major,

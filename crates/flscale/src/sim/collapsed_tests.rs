@@ -697,3 +697,36 @@ fn collapsed_cold_and_hot_starts_agree_at_p_32_d_small() {
 fn collapsed_cold_and_hot_starts_agree_at_p_32_d_full() {
     cold_and_hot_agree_at_32_d(20, 40_000, 200, 8);
 }
+
+/// `run_experiment_from` continues from the given state: a run that continues from another
+/// run's final state with a frozen first layer keeps that layer exactly, and an initial state
+/// of the wrong shape or with a non-finite value is an input error (exit code 2).
+#[test]
+fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
+    let cfg = blog_like(
+        16,
+        4,
+        "plain",
+        "steps = 200\nburn_in = 100\nthin = 50\nchains = 3\nprecision = \"f64\"",
+    );
+    let first = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let mut frozen = cfg.clone();
+    frozen.sampler.frozen_layers = vec![1];
+    frozen.sampler.adapt_step = false;
+    frozen.sampler.step = 1e-4;
+    let next =
+        super::run::run_experiment_from(&frozen, &first.final_state, &mut |_, _| {}).unwrap();
+    for (a, b) in first.final_state.iter().zip(&next.final_state) {
+        assert_eq!(a[0], b[0], "the frozen first layer moved");
+        assert_ne!(a[1], b[1], "the readout did not move");
+    }
+    let mut short = first.final_state.clone();
+    short.pop();
+    let mut nan = first.final_state.clone();
+    nan[0][0][0] = f64::NAN;
+    for bad in [short, nan] {
+        let e = super::run::run_experiment_from(&cfg, &bad, &mut |_, _| {}).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains("initial state"), "{e}");
+    }
+}
