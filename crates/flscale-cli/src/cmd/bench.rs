@@ -53,7 +53,8 @@ pub struct BenchArgs {
     #[arg(long = "sampling-chains", default_value_t = SamplingSetting::default().chains)]
     pub sampling_chains: usize,
     /// With --sampling: the collapsed sampler without the Metropolis adjustment (unadjusted
-    /// Langevin at η·λ_max = 0.1 instead of MALA at η·λ_max = 1).
+    /// Langevin at η·λ_max = 0.1 instead of MALA with its step adapted to an acceptance of
+    /// 0.574).
     #[arg(long = "no-mala")]
     pub no_mala: bool,
     /// With --sampling: the collapsed sampler's preconditioner (none, neuron or block).
