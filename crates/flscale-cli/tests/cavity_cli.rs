@@ -194,6 +194,11 @@ fn sweep_writes_a_figure_and_json() {
     ]));
     assert_eq!(v["unaligned"].as_array().unwrap().len(), 2);
     assert_eq!(v["aligned"].as_array().unwrap().len(), 2);
+    // Fixed points found after a jump in R but not kept are listed, each with its P.
+    for alt in v["alternatives"].as_array().unwrap() {
+        assert!(num(alt, &["solution", "p"]) > 0.0);
+        assert!(num(alt, &["free_energy_above_branch"]).is_finite());
+    }
     assert!(num(&v, &["r_threshold"]) > 0.0);
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     // centre_drive = [s_a²P²α²/(T²L0)]/[D/σ_w² + ℓ/L0] at each solution's b (blog §"Expand the
@@ -429,10 +434,11 @@ data.p = [8, 16]
 /// The sweeps behind the documented blog overlays (docs/cavity.md, RESULTS.md) are valid grids.
 #[test]
 fn blog_overlay_sweep_files_are_valid() {
-    // The plain-sampler file of docs/cavity.md and the collapsed-sampler one of RESULTS.md.
+    // The plain-sampler file of docs/cavity.md and the collapsed-sampler ones of RESULTS.md.
     for (name, runs) in [
         ("examples/sweeps/blog-cavity-overlay.toml", 6),
         ("docs/results/cavity-overlay-collapsed.toml", 6),
+        ("docs/results/cavity-transition-overlay.toml", 6),
     ] {
         let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../..")

@@ -580,6 +580,22 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
             .collect::<Vec<_>>()
             .join("; ")
     };
+    for alt in &rep.alternatives {
+        s += &format!(
+            "second fixed point of the {} branch at P = {} (R jumped; {}): R = {:.5}, b = {:+.5}, c = {:+.5}, F − F(kept) = {:+.3} nats\n",
+            flscale::cavity::adaptive::branch_name(alt.branch),
+            alt.solution.p,
+            match alt.origin {
+                flscale::cavity::adaptive::SolutionOrigin::PreviousSolution =>
+                    "continued from the previous P",
+                flscale::cavity::adaptive::SolutionOrigin::BranchStart => "from the branch's start",
+            },
+            alt.solution.r,
+            alt.solution.b,
+            alt.solution.c,
+            alt.free_energy_above_branch
+        );
+    }
     s += &format!(
         "largest centre drive X of the unaligned branch at its population residual: {:.4} at P ≈ {:.1} (population estimate; X < 1: no spinodal at that level)\n",
         rep.population_drive_max.drive, rep.population_drive_max.p

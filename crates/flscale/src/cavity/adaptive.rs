@@ -990,6 +990,11 @@ pub struct SweepReport {
     /// 1 the centre keeps its stability at every P when b takes its population value; the
     /// finite-P fixed points' (b, c) (their `centre_drive`) can lie above or below it.
     pub population_drive_max: PopulationDrive,
+    /// Fixed points a branch found but did not keep: where R jumped by more than
+    /// [`R_JUMP_FACTOR`] between neighbouring P, the branch's start was solved as well, and
+    /// when the two differ the one continuous with the previous R stays on the branch; the
+    /// other is listed here with its free energy relative to the kept one.
+    pub alternatives: Vec<AlternativeSolution>,
 }
 
 /// The maximum over P of the population centre drive.
@@ -1094,19 +1099,35 @@ pub fn sweep_p_observed(
     at_least("smallest P", ps[0], 2)?;
     let all = Points::sample(prm.d, p_max, prm.seed, 0);
     let test = Points::sample(prm.d, prm.p_test, prm.seed, 1);
-    let run =
-        |order: Vec<usize>, start: (f64, f64), branch: Branch| -> Result<Vec<BranchSolution>> {
-            let mut at = start;
-            let mut out = Vec::with_capacity(order.len());
-            for p in order {
-                let prep = Prepared::new(all.prefix(p), prm.eps, prm.sigma_w2);
-                let fp = fixed_point(prm, &prep, at)?;
-                at = fp.bc;
-                out.push(finish(prm, &prep, &test, branch, fp)?);
-                on_solved(branch, p);
+    type Run = (Vec<BranchSolution>, Vec<AlternativeSolution>);
+    let run = |order: Vec<usize>, start: (f64, f64), branch: Branch| -> Result<Run> {
+        let mut at = start;
+        let mut out: Vec<BranchSolution> = Vec::with_capacity(order.len());
+        let mut alternatives = Vec::new();
+        for p in order {
+            let prep = Prepared::new(all.prefix(p), prm.eps, prm.sigma_w2);
+            let fp = fixed_point(prm, &prep, at)?;
+            let mut sol = finish(prm, &prep, &test, branch, fp)?;
+            // Continuation across a large step in P can leave the basin it came from (at
+            // D = N = 20 the step P = 320 → 640 fell from R = 0.10 into the fully aligned
+            // R = 6.5). When R jumps, the branch's own start is solved too: the branch keeps
+            // the solution continuous with its previous R, the other is reported with its
+            // free energy.
+            if let Some(prev) = out.last() {
+                if at != start && r_jumped(prev.r, sol.r) {
+                    let fp_start = fixed_point(prm, &prep, start)?;
+                    let from_start = finish(prm, &prep, &test, branch, fp_start)?;
+                    let (kept, alternative) = keep_continuous(prev.r, sol, from_start);
+                    sol = kept;
+                    alternatives.extend(alternative);
+                }
             }
-            Ok(out)
-        };
+            at = (sol.b, sol.c);
+            out.push(sol);
+            on_solved(branch, p);
+        }
+        Ok((out, alternatives))
+    };
     let (cold, hot) = rayon::join(
         || run(ps.clone(), (0.0, 0.0), Branch::Unaligned),
         || {
@@ -1117,18 +1138,17 @@ pub fn sweep_p_observed(
             )
         },
     );
-    let cold = cold?;
-    let mut hot = hot?;
+    let (cold, mut alternatives) = cold?;
+    let (mut hot, hot_alternatives) = hot?;
     hot.reverse();
+    alternatives.extend(hot_alternatives);
+    alternatives.sort_by_key(|a| a.solution.p);
     let thr = r_threshold(prm);
     let curve = |v: &[BranchSolution]| v.iter().map(|s| (s.p as f64, s.r)).collect::<Vec<_>>();
     let free_energy_gap: Vec<Option<f64>> = cold
         .iter()
         .zip(&hot)
-        .map(|(a, b)| {
-            ((a.r - b.r).abs() > 1e-3 * a.r.max(b.r))
-                .then_some(b.free_energy.total - a.free_energy.total)
-        })
+        .map(|(a, b)| distinct(a, b).then_some(b.free_energy.total - a.free_energy.total))
         .collect();
     let hysteresis = free_energy_gap.iter().any(Option::is_some);
     let (p_drive, drive) = super::potential::population_centre_drive_max(
@@ -1164,7 +1184,73 @@ pub fn sweep_p_observed(
         aligned: hot,
         r_threshold: thr,
         hysteresis,
+        alternatives,
     })
+}
+
+/// Two solutions at one P are distinct when their R differ by more than 1e-3 of the larger.
+fn distinct(a: &BranchSolution, b: &BranchSolution) -> bool {
+    (a.r - b.r).abs() > 1e-3 * a.r.max(b.r)
+}
+
+/// Of the solution continued from the previous P (`continued`) and the one solved from the
+/// branch's start (`from_start`) at the same P, keeps the one whose R is nearer (in log R) to
+/// the branch's previous `prev_r`, and returns the other as an [`AlternativeSolution`] with
+/// its free-energy difference, or `None` when the two are the same fixed point.
+fn keep_continuous(
+    prev_r: f64,
+    continued: BranchSolution,
+    from_start: BranchSolution,
+) -> (BranchSolution, Option<AlternativeSolution>) {
+    if !distinct(&continued, &from_start) {
+        return (continued, None);
+    }
+    let log_gap = |s: &BranchSolution| (s.r.max(1e-300).ln() - prev_r.max(1e-300).ln()).abs();
+    let (kept, other, origin) = if log_gap(&from_start) < log_gap(&continued) {
+        (from_start, continued, SolutionOrigin::PreviousSolution)
+    } else {
+        (continued, from_start, SolutionOrigin::BranchStart)
+    };
+    let alternative = AlternativeSolution {
+        branch: kept.branch,
+        origin,
+        free_energy_above_branch: other.free_energy.total - kept.free_energy.total,
+        solution: other,
+    };
+    (kept, Some(alternative))
+}
+
+/// A continuation step "jumped" when R changed by more than a factor [`R_JUMP_FACTOR`].
+fn r_jumped(prev: f64, next: f64) -> bool {
+    (next.max(1e-300).ln() - prev.max(1e-300).ln()).abs() > R_JUMP_FACTOR.ln()
+}
+
+/// R ratio between neighbouring P that triggers a second solve from the branch's start.
+pub const R_JUMP_FACTOR: f64 = 2.0;
+
+/// Where a solution that a branch did not keep was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SolutionOrigin {
+    /// Continued from the branch's solution at the previous P.
+    PreviousSolution,
+    /// Solved from the branch's own start ((0, 0) or (1, ε)).
+    BranchStart,
+}
+
+/// A second fixed point found at one P when the continuation jumped in R: the branch kept the
+/// solution continuous with its previous R, this is the other one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlternativeSolution {
+    /// The branch whose continuation found it.
+    pub branch: Branch,
+    /// How it was reached.
+    pub origin: SolutionOrigin,
+    /// F(this) − F(the branch's solution at the same P), in nats ([`FreeEnergy`]): positive
+    /// means the kept solution is the more probable one.
+    pub free_energy_above_branch: f64,
+    /// The solution itself.
+    pub solution: BranchSolution,
 }
 
 #[cfg(test)]
@@ -1543,6 +1629,35 @@ mod tests {
             &[Some(1.0), Some(2.0)]
         )
         .is_empty());
+    }
+
+    #[test]
+    fn a_jump_in_r_keeps_the_continuous_solution_and_reports_the_other() {
+        let base = solve(&small(40)).unwrap().unaligned;
+        let with = |r: f64, f: f64| {
+            let mut s = base.clone();
+            s.r = r;
+            s.free_energy.total = f;
+            s
+        };
+        // Continued from R = 0.10 into a basin with R = 6.5; the branch's start finds 0.11.
+        let (kept, alt) = keep_continuous(0.10, with(6.5, 900.0), with(0.11, 100.0));
+        let alt = alt.expect("two distinct fixed points");
+        assert_eq!(kept.r, 0.11);
+        assert_eq!(alt.solution.r, 6.5);
+        assert_eq!(alt.origin, SolutionOrigin::PreviousSolution);
+        assert!((alt.free_energy_above_branch - 800.0).abs() < 1e-12);
+        // The continued solution is the nearer one: it stays, the start's is reported.
+        let (kept, alt) = keep_continuous(4.0, with(3.5, 50.0), with(0.05, 80.0));
+        let alt = alt.unwrap();
+        assert_eq!((kept.r, alt.solution.r), (3.5, 0.05));
+        assert_eq!(alt.origin, SolutionOrigin::BranchStart);
+        assert!((alt.free_energy_above_branch - 30.0).abs() < 1e-12);
+        // One fixed point reached from both: nothing to report.
+        assert!(keep_continuous(0.1, with(0.5, 1.0), with(0.5, 1.0))
+            .1
+            .is_none());
+        assert!(r_jumped(0.1, 0.25) && r_jumped(0.25, 0.1) && !r_jumped(0.1, 0.19));
     }
 
     #[test]
