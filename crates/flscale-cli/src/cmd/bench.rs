@@ -18,10 +18,12 @@ Prints {\"cases\": [{\"chains\": 30, \"steps_per_second\": …, \"gflops\": …}
 gemm_peak is this machine's f32 GEMM rate (faer, 1024³, same threads) measured in the same\n\
 run, and each case's fraction_of_gemm_peak is its effective GFLOP/s over it.\n\
 Use RAYON_NUM_THREADS to set the thread count.\n\n\
---sampling instead measures the time to an equilibrated answer: effective samples per second\n\
-(ESS/s) of the alignment and of R = E[ρ²], plain vs collapsed sampler (each with adapt_step), and\n\
-the precision per second 1/(SE²·s) from the spread of the chains' means, at\n\
-the blog setting D = N = 20, y = He1 + 0.3·He3, κ = 0.05, f32:\n  \
+--sampling instead measures effective samples per second (ESS/s) in equilibrium of the\n\
+alignment, R = E[ρ²] and the outlier count, plain vs collapsed sampler (each with adapt_step),\n\
+and the precision per second 1/(SE²·s) from the spread of the chains' means, at the blog\n\
+setting D = N = 20, y = He1 + 0.3·He3, κ = 0.05, f32: the collapsed sampler runs from the\n\
+prior (half burn-in), the plain one from its final state (exact posterior draws) for as many\n\
+steps as the collapsed window; both are timed over their windows only:\n  \
 flscale bench --sampling --p 160 --sampling-steps 40000 --json"
 )]
 pub struct BenchArgs {
@@ -50,6 +52,11 @@ pub struct BenchArgs {
     /// With --sampling: ensemble size.
     #[arg(long = "sampling-chains", default_value_t = SamplingSetting::default().chains)]
     pub sampling_chains: usize,
+    /// With --sampling: the collapsed sampler without the Metropolis adjustment (unadjusted
+    /// Langevin at η·λ_max = 0.1 instead of MALA with its step adapted to an acceptance of
+    /// 0.574).
+    #[arg(long = "no-mala")]
+    pub no_mala: bool,
     /// With --sampling: the collapsed sampler's preconditioner (none, neuron or block).
     #[arg(long, default_value = "block", value_parser = ["none", "neuron", "block"])]
     pub preconditioner: String,
@@ -147,10 +154,12 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
         )));
     }
     let setting = SamplingSetting {
+        d: SamplingSetting::default().d,
         p: args.p,
         steps: args.sampling_steps,
         thin,
         chains: args.sampling_chains,
+        collapsed_mala: !args.no_mala,
         preconditioner: match args.preconditioner.as_str() {
             "none" => Preconditioner::None,
             "neuron" => Preconditioner::Neuron,
@@ -159,7 +168,7 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
     };
     if !ctx.quiet && !args.json {
         eprintln!(
-            "sampling P = {}, {} chains × {} steps, plain then collapsed …",
+            "sampling P = {}, {} chains: collapsed {} steps, then plain from its final state …",
             setting.p, setting.chains, setting.steps
         );
     }
@@ -169,29 +178,34 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
     }
     let f = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
     let mut t = format!(
-        "blog setting: D = N = 20, He1 + 0.3·He3, κ = 0.05, P = {}, {} chains × {} steps, {} threads\n",
+        "blog setting: D = N = {}, He1 + 0.3·He3, κ = 0.05, P = {}, {} chains, collapsed {} steps (half burn-in), plain from its final state for the other half, {} threads\n",
+        setting.d,
         setting.p,
         setting.chains,
         setting.steps,
         rayon_threads()
     );
-    t += "method     step       steps/s   τ_align(steps)  τ_R(steps)  ESS/s align  ESS/s R\n";
+    t += "measurement window only (equilibrium):\n";
+    t += "method     step       steps/s   τ_align  τ_R  τ_out (steps)  ESS/s align  ESS/s R  ESS/s out\n";
     for e in [&c.plain, &c.collapsed] {
         t += &format!(
-            "{:<9}  {:<9.3e}  {:>7.1}  {:>14}  {:>10}  {:>11}  {:>7}\n",
+            "{:<9}  {:<9.3e}  {:>7.1}  {} {} {}  {:>11}  {:>7}  {:>9}\n",
             e.method,
             e.step,
             e.steps_per_second,
             f(e.iat_alignment_steps),
             f(e.iat_r_overlap2_steps),
+            f(e.iat_outliers_steps),
             f(e.ess_per_second_alignment),
-            f(e.ess_per_second_r_overlap2)
+            f(e.ess_per_second_r_overlap2),
+            f(e.ess_per_second_outliers)
         );
     }
     t += &format!(
-        "collapsed / plain ESS/s: alignment {}, R {}\n",
+        "collapsed / plain ESS/s: alignment {}, R {}, outliers {}\n",
         f(c.speedup_alignment),
-        f(c.speedup_r_overlap2)
+        f(c.speedup_r_overlap2),
+        f(c.speedup_outliers)
     );
     t += "method     alignment          R                  1/(SE²·s) align  1/(SE²·s) R\n";
     for e in [&c.plain, &c.collapsed] {

@@ -43,6 +43,10 @@ pub struct CollapsedWork<T> {
     ones: Vec<T>,
     mean: Vec<f64>,
     mean_t: Vec<T>,
+    /// Per chain of the block (b·N, chain-major, the layout of the readout parameters): the
+    /// conditional mean m = E[a | W] at the last [`draw_readouts`], for Rao–Blackwellised
+    /// predictions (a chain whose A could not be factorised keeps its current readout).
+    pub conditional_means: Vec<T>,
     /// Per chain of the block: why the evaluation failed (`None` when it did not).
     pub failure: Vec<Option<String>>,
 }
@@ -98,20 +102,8 @@ pub fn cholesky(a: &[f64], l: &mut [f64], n: usize) -> bool {
 
 /// Solves LLᵀ x = b in place (forward then backward substitution).
 pub fn cholesky_solve(l: &[f64], b: &mut [f64], n: usize) {
-    for i in 0..n {
-        let mut s = b[i];
-        for k in 0..i {
-            s -= l[i * n + k] * b[k];
-        }
-        b[i] = s / l[i * n + i];
-    }
-    for i in (0..n).rev() {
-        let mut s = b[i];
-        for k in i + 1..n {
-            s -= l[k * n + i] * b[k];
-        }
-        b[i] = s / l[i * n + i];
-    }
+    solve_lower(l, b, n);
+    solve_upper_transposed(l, b, n);
 }
 
 /// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`): the columns of L⁻¹ by forward
@@ -354,6 +346,7 @@ pub fn draw_readouts<T: Real>(
     let hidden = model.widths.len();
     let n = model.widths[hidden - 1];
     work.ensure(n, p, b);
+    work.conditional_means.clone_from(&block.params[hidden]);
     forward(model, &block.params, b, x, p, scratch);
     let scale = (kappa * temperature).sqrt();
     for c in 0..b {
@@ -364,6 +357,12 @@ pub fn draw_readouts<T: Real>(
             // Left to the next step's evaluation to report; keep the previous readout.
             continue;
         };
+        for (dst, &src) in work.conditional_means[c * n..(c + 1) * n]
+            .iter_mut()
+            .zip(&work.mean)
+        {
+            *dst = T::of(src);
+        }
         let mut z: Vec<f64> = (0..n)
             .map(|_| T::standard_normal(&mut block.rngs[c]).f64())
             .collect();
@@ -397,6 +396,31 @@ pub fn draw_readouts<T: Real>(
     }
 }
 
+/// The input z_μ of hidden layer `g` for sample μ of chain `c` of a block whose forward pass
+/// is in `scratch`: x_μ for the first layer, else the previous layer's activations
+/// (layer-normalised with `layernorm`).
+fn layer_input<'a, T: Real>(
+    model: &FcnModel,
+    scratch: &'a Scratch<T>,
+    x: &'a [T],
+    g: usize,
+    b: usize,
+    c: usize,
+    mu: usize,
+) -> &'a [T] {
+    let n_in = model.fan_in(g);
+    if g == 0 {
+        return &x[mu * n_in..(mu + 1) * n_in];
+    }
+    let row = mu * b * n_in + c * n_in;
+    let input = if model.layernorm {
+        &scratch.normed[g - 1]
+    } else {
+        &scratch.act[g - 1]
+    };
+    &input[row..row + n_in]
+}
+
 /// Per chain and neuron i of the last hidden layer (b·N values, chain-major): the
 /// Gauss–Newton estimate of the curvature of U_c along that neuron's incoming weights,
 /// g_i = 1/v + (m_i²/κ)·Σ_μ σ′(h_{μi})²·|z_μ|²/n_in, with z_μ the layer's input (x_μ for a
@@ -417,44 +441,14 @@ pub fn neuron_curvature<T: Real>(
     scratch: &mut Scratch<T>,
     work: &mut CollapsedWork<T>,
 ) -> Vec<f64> {
-    let b = block.len;
-    let hidden = model.widths.len();
-    let g = hidden - 1;
-    let n = model.widths[g];
+    // g_i = tr(G_i)/n_in = tr(v·G_i)/(v·n_in) of the block (neuron_curvature_blocks).
+    let g = model.widths.len() - 1;
     let n_in = model.fan_in(g);
-    let inv_v = 1.0 / model.prior_var[g];
-    work.ensure(n, p, b);
-    forward(model, &block.params, b, x, p, scratch);
-    let mut out = vec![inv_v; b * n];
-    for c in 0..b {
-        if block.diverged[c].is_some()
-            || conditional(model, scratch, b, c, y, p, kappa, work).is_none()
-        {
-            continue;
-        }
-        let der = &scratch.der[g];
-        for mu in 0..p {
-            let z2: f64 = if g == 0 {
-                x[mu * n_in..(mu + 1) * n_in]
-                    .iter()
-                    .map(|v| v.f64().powi(2))
-                    .sum()
-            } else {
-                let row = mu * b * n_in + c * n_in;
-                let input = if model.layernorm {
-                    &scratch.normed[g - 1]
-                } else {
-                    &scratch.act[g - 1]
-                };
-                input[row..row + n_in].iter().map(|v| v.f64().powi(2)).sum()
-            };
-            let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
-            for (i, s) in row.iter().enumerate() {
-                out[c * n + i] += work.mean[i].powi(2) / kappa * s.f64().powi(2) * z2 / n_in as f64;
-            }
-        }
-    }
-    out
+    let scale = 1.0 / (model.prior_var[g] * n_in as f64);
+    neuron_curvature_blocks(block, model, x, y, p, kappa, scratch, work)
+        .chunks(n_in * n_in)
+        .map(|blk| (0..n_in).map(|j| blk[j * n_in + j]).sum::<f64>() * scale)
+        .collect()
 }
 
 /// Per chain and neuron i of the last hidden layer (b·N blocks of n_in × n_in, row-major,
@@ -502,20 +496,11 @@ pub fn neuron_curvature_blocks<T: Real>(
         }
         let der = &scratch.der[g];
         for mu in 0..p {
-            if g == 0 {
-                for (zj, xj) in z.iter_mut().zip(&x[mu * n_in..(mu + 1) * n_in]) {
-                    *zj = xj.f64();
-                }
-            } else {
-                let row = mu * b * n_in + c * n_in;
-                let input = if model.layernorm {
-                    &scratch.normed[g - 1]
-                } else {
-                    &scratch.act[g - 1]
-                };
-                for (zj, a) in z.iter_mut().zip(&input[row..row + n_in]) {
-                    *zj = a.f64();
-                }
+            for (zj, a) in z
+                .iter_mut()
+                .zip(layer_input(model, scratch, x, g, b, c, mu))
+            {
+                *zj = a.f64();
             }
             let row = &der[mu * b * n + c * n..mu * b * n + (c + 1) * n];
             for (i, s) in row.iter().enumerate() {

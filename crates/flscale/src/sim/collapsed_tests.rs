@@ -4,11 +4,12 @@
 //! starts. Tolerances are stated with the Monte Carlo error they allow.
 
 use super::activation::Activation;
-use super::config::{ExperimentConfig, Preconditioner, SamplerMethod};
+use super::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
 use super::mala::Kernel;
 use super::model::FcnModel;
 use super::run::run_experiment;
 use super::sampler::{Dynamics, Ensemble};
+use super::sampling_bench::{blog_config, SamplingSetting};
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -27,7 +28,10 @@ fn mean_err(per_chain: &[f64]) -> (f64, f64) {
 /// S = |φ|², q = φ·y, Sherman–Morrison gives
 /// U_c(w) = (|y|² − v q²/(κ + vS))/(2κ) + (T/2)·log(1 + vS/κ) + w²/2 and
 /// E[a² | w] = m² + κT/A, A = S + κ/v, m = q/A. MALA at a step where ULA is off by ~2× must
-/// reproduce E[w²] and E[a²]; ULA at the same step must not.
+/// reproduce E[w²] and E[a²]; ULA at the same step must not. The prediction at a test point
+/// x*, E[f(x*)] = E[m(w)·erf(w x*)], is estimated both from the drawn readouts and
+/// Rao–Blackwellised from the conditional means ([`Kernel::swap_conditional_means`]); both
+/// must reproduce the quadrature value.
 #[test]
 fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
     let x = [-1.5, -0.8, -0.2, 0.4, 1.1, 1.7];
@@ -35,7 +39,8 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
     let (kappa, v) = (0.3, 1.0);
     for temperature in [1.0, 0.4] {
         // Quadrature on [−6, 6] (the prior alone puts e^{−18} beyond).
-        let (mut z, mut w2, mut a2) = (0.0, 0.0, 0.0);
+        let x_star = 0.7;
+        let (mut z, mut w2, mut a2, mut f_star) = (0.0, 0.0, 0.0, 0.0);
         let u_of = |w: f64| {
             let phi: Vec<f64> = x.iter().map(|xi| libm::erf(w * xi)).collect();
             let s: f64 = phi.iter().map(|p| p * p).sum();
@@ -45,18 +50,19 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
                 + 0.5 * temperature * (1.0 + v * s / kappa).ln()
                 + 0.5 * w * w;
             let a = s + kappa / v;
-            (u, (q / a).powi(2) + kappa * temperature / a)
+            (u, (q / a).powi(2) + kappa * temperature / a, q / a)
         };
         let u0 = u_of(0.0).0;
         for i in 0..=120_000 {
             let w = -6.0 + 12.0 * i as f64 / 120_000.0;
-            let (u, ea2) = u_of(w);
+            let (u, ea2, m) = u_of(w);
             let p = (-(u - u0) / temperature).exp();
             z += p;
             w2 += p * w * w;
             a2 += p * ea2;
+            f_star += p * m * libm::erf(w * x_star);
         }
-        let (exact_w2, exact_a2) = (w2 / z, a2 / z);
+        let (exact_w2, exact_a2, exact_f) = (w2 / z, a2 / z, f_star / z);
         let model = FcnModel {
             d: 1,
             widths: vec![1],
@@ -77,19 +83,45 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
             let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, mala);
             kernel.advance(&mut ens, 200);
             let (mut sw, mut sa) = (vec![0.0; chains], vec![0.0; chains]);
+            let (mut f_drawn, mut f_mean) = (vec![0.0; chains], vec![0.0; chains]);
             let samples = 2000;
             for _ in 0..samples {
                 kernel.advance(&mut ens, 2);
                 kernel.prepare_measurement(&mut ens);
-                for k in 0..chains {
-                    sw[k] += ens.chain_group(k, 0)[0].powi(2) / samples as f64;
-                    sa[k] += ens.chain_group(k, 1)[0].powi(2) / samples as f64;
+                let drawn: Vec<(f64, f64)> = (0..chains)
+                    .map(|k| (ens.chain_group(k, 0)[0], ens.chain_group(k, 1)[0]))
+                    .collect();
+                assert!(kernel.swap_conditional_means(&mut ens));
+                for (k, &(w, a)) in drawn.iter().enumerate() {
+                    let m = ens.chain_group(k, 1)[0];
+                    sw[k] += w.powi(2) / samples as f64;
+                    sa[k] += a.powi(2) / samples as f64;
+                    f_drawn[k] += a * libm::erf(w * x_star) / samples as f64;
+                    f_mean[k] += m * libm::erf(w * x_star) / samples as f64;
                 }
+                assert!(kernel.swap_conditional_means(&mut ens));
+                assert_eq!(ens.chain_group(chains - 1, 1)[0], drawn[chains - 1].1);
             }
             assert!(ens.divergences().iter().all(Option::is_none));
-            estimates.push((mean_err(&sw), mean_err(&sa), kernel.acceptance_rate(&ens)));
+            estimates.push((
+                mean_err(&sw),
+                mean_err(&sa),
+                kernel.acceptance_rate(&ens),
+                mean_err(&f_drawn),
+                mean_err(&f_mean),
+            ));
         }
-        let ((mw, ew), (ma, ea), acceptance) = estimates[0];
+        let ((mw, ew), (ma, ea), acceptance, (fd, efd), (fm, efm)) = estimates[0];
+        for (name, f, e) in [("drawn", fd, efd), ("Rao–Blackwellised", fm, efm)] {
+            assert!(
+                (f - exact_f).abs() < 4.0 * e + 0.005,
+                "T = {temperature}: {name} E[f(x*)] = {f} ± {e}, quadrature {exact_f}"
+            );
+        }
+        assert!(
+            (fd - fm).abs() < 4.0 * efd,
+            "T = {temperature}: drawn {fd} ± {efd} vs Rao–Blackwellised {fm} ± {efm}"
+        );
         let acceptance = acceptance.unwrap();
         assert!(
             acceptance > 0.2 && acceptance < 1.0,
@@ -103,7 +135,7 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
             (ma - exact_a2).abs() < 4.0 * ea + 0.01,
             "T = {temperature}: MALA E[a²] = {ma} ± {ea}, quadrature {exact_a2}"
         );
-        let ((uw, uew), _, none) = estimates[1];
+        let ((uw, uew), _, none, _, _) = estimates[1];
         assert_eq!(none, None);
         assert!(
             uw - exact_w2 > 0.2 * exact_w2 && uw - exact_w2 > 6.0 * uew,
@@ -622,36 +654,16 @@ frozen_layers = [2]
 /// within 3 combined standard errors (`equilibrated`), with errors far below the cold–hot gap
 /// of the starts (R from 1/d to 1), so agreement is not bought with wide error bars.
 fn cold_and_hot_agree_at_32_d(d: usize, steps: usize, thin: usize, chains: usize) {
-    let cfg = config(&format!(
-        r#"
-[model]
-kind = "fcn"
-activation = "erf"
-widths = [{d}]
-[data]
-d = {d}
-p = {p}
-n_test = 500
-[target]
-terms = [[1, 1.0], [3, 0.3]]
-[sampler]
-kappa = 0.05
-step = 1.0
-steps = {steps}
-burn_in = {burn_in}
-thin = {thin}
-chains = {chains}
-seed = 1
-adapt_step = true
-start = "both"
-method = "collapsed"
-preconditioner = "block"
-[priors]
-sigma2 = [1.0, 1.0]
-"#,
-        p = 32 * d,
-        burn_in = steps / 2,
-    ));
+    let setting = SamplingSetting {
+        d,
+        p: 32 * d,
+        steps,
+        thin,
+        chains,
+        preconditioner: Preconditioner::Block,
+        collapsed_mala: false,
+    };
+    let cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Both).unwrap();
     let s = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
     let hot = s.hot_start.as_ref().unwrap();
     assert!(s.diverged_chains.is_empty() && hot.diverged_chains == 0);
@@ -684,4 +696,37 @@ fn collapsed_cold_and_hot_starts_agree_at_p_32_d_small() {
 #[ignore]
 fn collapsed_cold_and_hot_starts_agree_at_p_32_d_full() {
     cold_and_hot_agree_at_32_d(20, 40_000, 200, 8);
+}
+
+/// `run_experiment_from` continues from the given state: a run that continues from another
+/// run's final state with a frozen first layer keeps that layer exactly, and an initial state
+/// of the wrong shape or with a non-finite value is an input error (exit code 2).
+#[test]
+fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
+    let cfg = blog_like(
+        16,
+        4,
+        "plain",
+        "steps = 200\nburn_in = 100\nthin = 50\nchains = 3\nprecision = \"f64\"",
+    );
+    let first = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let mut frozen = cfg.clone();
+    frozen.sampler.frozen_layers = vec![1];
+    frozen.sampler.adapt_step = false;
+    frozen.sampler.step = 1e-4;
+    let next =
+        super::run::run_experiment_from(&frozen, &first.final_state, &mut |_, _| {}).unwrap();
+    for (a, b) in first.final_state.iter().zip(&next.final_state) {
+        assert_eq!(a[0], b[0], "the frozen first layer moved");
+        assert_ne!(a[1], b[1], "the readout did not move");
+    }
+    let mut short = first.final_state.clone();
+    short.pop();
+    let mut nan = first.final_state.clone();
+    nan[0][0][0] = f64::NAN;
+    for bad in [short, nan] {
+        let e = super::run::run_experiment_from(&cfg, &bad, &mut |_, _| {}).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains("initial state"), "{e}");
+    }
 }

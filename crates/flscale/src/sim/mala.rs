@@ -57,34 +57,34 @@ struct BlockState<T> {
 struct Metric {
     /// `Preconditioner::Neuron`: M_i per chain and neuron (b·N, chain-major).
     scalar: Vec<f64>,
-    /// `Preconditioner::Block`: per chain and neuron (b·N blocks of n_in × n_in, row-major),
-    /// with M_i⁻¹ = v·G_i = LLᵀ: the matrix v·G_i itself, for |r|²_{M_i⁻¹} = rᵀ(v·G_i)r.
-    /// Empty unless blockwise.
-    inverse_matrix: Vec<f64>,
-    /// M_i = (LLᵀ)⁻¹, the drift's matrix (same layout as `inverse_matrix`).
-    matrix: Vec<f64>,
-    /// L⁻¹ (lower triangular, same layout): the noise K_iξ with K_i = L⁻ᵀ has covariance
-    /// K_iK_iᵀ = M_i, and K_iξ = Σ_j ξ_j·(row j of L⁻¹).
+    /// `Preconditioner::Block`: per chain and neuron (b·N blocks of n_in × n_in, row-major,
+    /// lower triangular) the Cholesky factor L of M_i⁻¹ = v·G_i = LLᵀ, for
+    /// |r|²_{M_i⁻¹} = |Lᵀr|². Empty unless blockwise.
+    factor: Vec<f64>,
+    /// L⁻¹ (same layout): M_i = L⁻ᵀL⁻¹, so the drift is M_i∇U = L⁻ᵀ(L⁻¹∇U) and the noise
+    /// L⁻ᵀξ has covariance M_i — two triangular products per neuron, no M_i formed.
     inv_factor: Vec<f64>,
 }
 
-/// y = Ax for a symmetric n × n row-major A, as Σ_j x_j·(row j of A) (contiguous rows).
-fn symmetric_times(a: &[f64], x: &[f64], y: &mut [f64]) {
+/// y = Lx for a lower-triangular n × n row-major L (contiguous rows).
+fn lower_times(l: &[f64], x: &[f64], y: &mut [f64]) {
     let n = x.len();
-    y.fill(0.0);
-    for (j, &xj) in x.iter().enumerate() {
-        for (yi, aij) in y.iter_mut().zip(&a[j * n..(j + 1) * n]) {
-            *yi += xj * aij;
-        }
+    for (i, yi) in y.iter_mut().enumerate() {
+        *yi = l[i * n..i * n + i + 1]
+            .iter()
+            .zip(x)
+            .map(|(a, b)| a * b)
+            .sum();
     }
 }
 
-/// y = L⁻ᵀξ from the rows of L⁻¹ (`inv`, lower triangular, row-major): Σ_j ξ_j·(row j of L⁻¹).
-fn inverse_transposed_times(inv: &[f64], xi: &[f64], y: &mut [f64]) {
-    let n = xi.len();
+/// y = Lᵀx for a lower-triangular n × n row-major L, as Σ_j x_j·(row j of L) (contiguous
+/// rows).
+fn lower_transposed_times(l: &[f64], x: &[f64], y: &mut [f64]) {
+    let n = x.len();
     y.fill(0.0);
-    for (j, &xj) in xi.iter().enumerate() {
-        for (yi, lij) in y[..=j].iter_mut().zip(&inv[j * n..j * n + j + 1]) {
+    for (j, &xj) in x.iter().enumerate() {
+        for (yi, lij) in y[..=j].iter_mut().zip(&l[j * n..j * n + j + 1]) {
             *yi += xj * lij;
         }
     }
@@ -106,11 +106,9 @@ impl Metric {
             for (row, inv) in v[g].chunks_mut(n_in).zip(self.inv_factor.chunks(nn)) {
                 if transpose {
                     // Kᵀ = L⁻¹.
-                    for (i, o) in out.iter_mut().enumerate() {
-                        *o = (0..=i).map(|j| inv[i * n_in + j] * row[j]).sum();
-                    }
+                    lower_times(inv, row, &mut out);
                 } else {
-                    inverse_transposed_times(inv, row, &mut out);
+                    lower_transposed_times(inv, row, &mut out);
                 }
                 row.copy_from_slice(&out);
             }
@@ -240,6 +238,33 @@ impl<T: Real> Kernel<T> {
             });
     }
 
+    /// Collapsed posterior only (false otherwise, and before the first
+    /// [`Kernel::prepare_measurement`]): exchanges every chain's drawn readout with its
+    /// conditional mean m = E[a | W] from that draw, so that predictions made in between are
+    /// the Rao–Blackwellised E[f | W] (`collapsed` module doc); calling it again restores the
+    /// draws. True when it exchanged.
+    pub fn swap_conditional_means(&mut self, ens: &mut Ensemble<T>) -> bool {
+        if self.method != SamplerMethod::Collapsed {
+            return false;
+        }
+        let readout = ens.model.widths.len();
+        let ready = ens
+            .blocks
+            .iter()
+            .zip(&self.states)
+            .all(|(b, s)| s.work.conditional_means.len() == b.params[readout].len());
+        if !ready {
+            return false;
+        }
+        for (block, state) in ens.blocks.iter_mut().zip(&mut self.states) {
+            std::mem::swap(
+                &mut block.params[readout],
+                &mut state.work.conditional_means,
+            );
+        }
+        true
+    }
+
     /// Largest Hessian eigenvalue of the sampled energy per chain (chain order; 0 for
     /// diverged chains), by power iteration on finite-difference Hessian–vector products of
     /// the sampled groups ([`ChainBlock::lambda_max_of`]).
@@ -354,32 +379,28 @@ impl<T: Real> Kernel<T> {
                         ..Metric::default()
                     },
                     Preconditioner::Block => {
-                        let mut mean: Vec<f64> = mean.collect();
+                        let mean: Vec<f64> = mean.collect();
                         let nn = n_in * n_in;
-                        let mut matrix = vec![0.0; mean.len()];
+                        let mut factor = vec![0.0; mean.len()];
                         let mut inv_factor = vec![0.0; mean.len()];
-                        let mut l = vec![0.0; nn];
                         let mut column = vec![0.0; n_in];
-                        for ((a, m), inv) in mean
-                            .chunks_mut(nn)
-                            .zip(matrix.chunks_mut(nn))
+                        for ((a, l), inv) in mean
+                            .chunks(nn)
+                            .zip(factor.chunks_mut(nn))
                             .zip(inv_factor.chunks_mut(nn))
                         {
                             // v·G_i = I + PSD, so this fails only on non-finite input;
                             // that neuron then keeps M_i = I.
-                            if !collapsed::cholesky(a, &mut l, n_in) {
-                                a.fill(0.0);
+                            if !collapsed::cholesky(a, l, n_in) {
                                 l.fill(0.0);
                                 for j in 0..n_in {
-                                    a[j * n_in + j] = 1.0;
                                     l[j * n_in + j] = 1.0;
                                 }
                             }
-                            collapsed::inverse_from_cholesky(&l, m, n_in);
                             for j in 0..n_in {
                                 column.fill(0.0);
                                 column[j] = 1.0;
-                                collapsed::solve_lower(&l, &mut column, n_in);
+                                collapsed::solve_lower(l, &mut column, n_in);
                                 for (i, c) in column.iter().enumerate() {
                                     inv[i * n_in + j] = *c;
                                 }
@@ -387,8 +408,7 @@ impl<T: Real> Kernel<T> {
                         }
                         Metric {
                             scalar: Vec::new(),
-                            inverse_matrix: mean,
-                            matrix,
+                            factor,
                             inv_factor,
                         }
                     }
@@ -399,6 +419,13 @@ impl<T: Real> Kernel<T> {
     /// Accepted / proposed over the chains that did not diverge (`None` without MALA or
     /// before the first step).
     pub fn acceptance_rate(&self, ens: &Ensemble<T>) -> Option<f64> {
+        let (acc, prop) = self.acceptance_counts(ens)?;
+        (prop > 0).then(|| acc as f64 / prop as f64)
+    }
+
+    /// Accepted and proposed Metropolis steps so far, summed over the chains that did not
+    /// diverge (`None` without MALA).
+    pub fn acceptance_counts(&self, ens: &Ensemble<T>) -> Option<(u64, u64)> {
         if !self.mala {
             return None;
         }
@@ -411,7 +438,7 @@ impl<T: Real> Kernel<T> {
                 }
             }
         }
-        (prop > 0).then(|| acc as f64 / prop as f64)
+        Some((acc, prop))
     }
 
     /// The per-chain acceptance rates (chain order; `None` without MALA).
@@ -589,10 +616,12 @@ impl<T: Real> Context<'_, T> {
         };
         let nn = n_in * n_in;
         let part = |c: usize, i: usize| (c * n_pc + i) * nn..(c * n_pc + i + 1) * nn;
-        let blockwise = |g: usize| g == g_pc && !metric.matrix.is_empty();
+        let blockwise = |g: usize| g == g_pc && !metric.factor.is_empty();
         let mut tmp = vec![0.0; n_in];
         let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
         let noise_scale = (2.0 * eta * temperature).sqrt();
+        // Per chain, |ξ|² of the blockwise group's noise: its forward MALA term (below).
+        let mut block_xi_sq = vec![0.0; b];
         for c in 0..b {
             if block.diverged[c].is_some() {
                 continue;
@@ -606,19 +635,22 @@ impl<T: Real> Context<'_, T> {
                 let theta = &mut block.params[g][c * n..(c + 1) * n];
                 let grad = &block.grads[g][c * n..(c + 1) * n];
                 if blockwise(g) {
-                    // θ_i ← θ_i − η·M_i∇_iU + √(2ηT)·L⁻ᵀξ (Metric).
+                    // θ_i ← θ_i − η·M_i∇_iU + √(2ηT)·L⁻ᵀξ = θ_i − L⁻ᵀ(η·L⁻¹∇_iU − √(2ηT)·ξ)
+                    // (Metric).
                     for (i, (ti, gi)) in theta.chunks_mut(n_in).zip(grad.chunks(n_in)).enumerate() {
-                        let range = part(c, i);
+                        let inv = &metric.inv_factor[part(c, i)];
                         for (d, &gv) in tmp.iter_mut().zip(gi) {
                             *d = gv.f64();
                         }
-                        symmetric_times(&metric.matrix[range.clone()], &tmp, &mut drift_v);
-                        for z in tmp.iter_mut() {
-                            *z = T::standard_normal(rng).f64();
+                        lower_times(inv, &tmp, &mut drift_v);
+                        for (d, u) in tmp.iter_mut().zip(&drift_v) {
+                            let xi = T::standard_normal(rng).f64();
+                            block_xi_sq[c] += xi * xi;
+                            *d = eta * u - noise_scale * xi;
                         }
-                        inverse_transposed_times(&metric.inv_factor[range], &tmp, &mut noise_v);
-                        for ((t, d), z) in ti.iter_mut().zip(&drift_v).zip(&noise_v) {
-                            *t = T::of(t.f64() - eta * d + noise_scale * z);
+                        lower_transposed_times(inv, &tmp, &mut noise_v);
+                        for (t, z) in ti.iter_mut().zip(&noise_v) {
+                            *t = T::of(t.f64() - z);
                         }
                     }
                     continue;
@@ -659,29 +691,28 @@ impl<T: Real> Context<'_, T> {
                 let old_grad = &state.saved_grads[g][range.clone()];
                 let new_grad = &block.grads[g][range];
                 if blockwise(g) {
-                    // |r|²_{M_i⁻¹} = rᵀ(v·G_i)r with r = ±(θ′ − θ) + η·M_i∇U (Metric).
+                    // |r|²_{M_i⁻¹} = |Lᵀr|² (Metric). Forward, r = θ′ − θ + η·M_i∇U(θ) is the
+                    // noise √(2ηT)·L⁻ᵀξ, so |Lᵀr|² = 2ηT·|ξ|². Backward,
+                    // r = θ − θ′ + η·M_i∇U(θ′) and Lᵀr = Lᵀ(θ − θ′) + η·L⁻¹∇U(θ′).
+                    forward_sq += 2.0 * eta * temperature * block_xi_sq[c];
                     for i in 0..n_pc {
                         let range = part(c, i);
                         let rows = i * n_in..(i + 1) * n_in;
-                        for (sq, grad, sign) in [
-                            (&mut forward_sq, &old_grad[rows.clone()], 1.0),
-                            (&mut backward_sq, &new_grad[rows.clone()], -1.0),
-                        ] {
-                            for (d, gv) in tmp.iter_mut().zip(grad) {
-                                *d = gv.f64();
-                            }
-                            symmetric_times(&metric.matrix[range.clone()], &tmp, &mut drift_v);
-                            for (j, r) in tmp.iter_mut().enumerate() {
-                                let (o, w) = (old[rows.start + j].f64(), new[rows.start + j].f64());
-                                *r = sign * (w - o) + eta * drift_v[j];
-                            }
-                            symmetric_times(
-                                &metric.inverse_matrix[range.clone()],
-                                &tmp,
-                                &mut noise_v,
-                            );
-                            *sq += tmp.iter().zip(&noise_v).map(|(a, b)| a * b).sum::<f64>();
+                        for (d, gv) in tmp.iter_mut().zip(&new_grad[rows.clone()]) {
+                            *d = gv.f64();
                         }
+                        lower_times(&metric.inv_factor[range.clone()], &tmp, &mut drift_v);
+                        for (d, (o, w)) in
+                            tmp.iter_mut().zip(old[rows.clone()].iter().zip(&new[rows]))
+                        {
+                            *d = o.f64() - w.f64();
+                        }
+                        lower_transposed_times(&metric.factor[range], &tmp, &mut noise_v);
+                        backward_sq += noise_v
+                            .iter()
+                            .zip(&drift_v)
+                            .map(|(a, u)| (a + eta * u).powi(2))
+                            .sum::<f64>();
                     }
                     continue;
                 }

@@ -164,6 +164,33 @@ impl ChainAccumulator {
     }
 }
 
+impl ChainAccumulator {
+    /// Rao–Blackwellisation of the last [`ChainAccumulator::record`]: its alignment and (after
+    /// burn-in) its contribution to the prediction sum are taken from `f_mean` = E[f | hidden
+    /// weights] instead of the drawn predictions `f_drawn` it recorded. Both are linear in f,
+    /// so their expectations are unchanged and their variance can only fall (Rao–Blackwell;
+    /// Casella & Robert, *Rao–Blackwellisation of sampling schemes*, Biometrika 83 (1996) 81).
+    /// The test MSE of one sample is not linear in f and stays with the draw.
+    pub fn use_conditional_mean<T: Real>(
+        &mut self,
+        f_drawn: &[T],
+        f_mean: &[T],
+        y_test: &[f64],
+        y_norm2: f64,
+    ) {
+        let Some((sampling, last)) = self.series.last_mut() else {
+            return;
+        };
+        let fy: f64 = f_mean.iter().zip(y_test).map(|(f, y)| f.f64() * y).sum();
+        last.alignment = if y_norm2 > 0.0 { fy / y_norm2 } else { 0.0 };
+        if *sampling {
+            for ((s, d), m) in self.f_test_sum.iter_mut().zip(f_drawn).zip(f_mean) {
+                *s += m.f64() - d.f64();
+            }
+        }
+    }
+}
+
 /// Histogram range for ρ: ±max(3σ₁, 8σ₁/√d) covers both the GP bulk (σ₁/√d) and specialised
 /// neurons (|ρ| up to a few σ₁).
 pub fn hist_range(sigma1: f64, d: usize) -> f64 {

@@ -12,7 +12,9 @@ use super::observables::{
     finite, hist_range, integrated_autocorrelation_time, mean_and_error, ChainAccumulator,
     ChainSnapshot, GroupStats, Measurement, HIST_BINS,
 };
-use super::overlaps::{summarise, NamedHistogram, Probe, ProbeAccumulator, ProbeSummary};
+use super::overlaps::{
+    summarise, ChainProbe, NamedHistogram, Probe, ProbeAccumulator, ProbeSummary,
+};
 use super::real::Real;
 use super::sampler::{Divergence, Dynamics, Ensemble};
 use crate::error::{Error, Result};
@@ -20,6 +22,18 @@ use crate::error::{Error, Result};
 /// η·λ_max targeted by `adapt_step`: well inside the stability limit 2, with a bias of
 /// about 5 % in the stiffest direction (variance inflation 1/(1 − ηλ/2)).
 const ADAPT_FRACTION: f64 = 0.1;
+
+/// η·λ_max from which `adapt_step` with `mala` starts: the Metropolis test removes the step's
+/// bias (mala.rs), so only the stability of the stiffest direction (ηλ < 2) and the
+/// acceptance rate limit the step. The fraction is then scaled during burn-in towards
+/// [`MALA_TARGET_ACCEPTANCE`], since the 10-iteration λ_max estimate can miss the stiffest
+/// direction (then a fixed ηλ = 1 freezes every chain by rejection).
+const MALA_ADAPT_FRACTION: f64 = 1.0;
+
+/// The acceptance rate that `adapt_step` with `mala` steers to: 0.574 optimises MALA's
+/// efficiency for product-form targets in high dimension (Roberts & Rosenthal, J. R. Stat.
+/// Soc. B 60 (1998) 255).
+const MALA_TARGET_ACCEPTANCE: f64 = 0.574;
 
 /// A stopped chain, as reported to the user.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -50,6 +64,10 @@ pub struct Diagnostics {
     pub iat_r_overlap2: Option<f64>,
     /// Effective sample size of R.
     pub ess_r_overlap2: Option<f64>,
+    /// Integrated autocorrelation time of the per-chain outlier count, in samples.
+    pub iat_outliers: Option<f64>,
+    /// Effective sample size of the outlier count.
+    pub ess_outliers: Option<f64>,
     /// Largest Hessian eigenvalue of U at the end of the run (max over chains; 20 power
     /// iterations on finite-difference Hessian–vector products).
     pub lambda_max: Option<f64>,
@@ -234,8 +252,14 @@ pub struct RunResult {
     pub mean_test_prediction: Vec<f64>,
     /// Wall-clock seconds of the sampling loop.
     pub seconds: f64,
+    /// FCN runs: the part of `seconds` spent after burn-in (the measurement window); 0 for
+    /// the other models.
+    pub sampling_seconds: f64,
     /// Total steps taken.
     pub steps: usize,
+    /// FCN runs: every chain's parameters at the end, per chain and group (f64), the state
+    /// [`run_experiment_from`] can continue from; empty for the other models.
+    pub final_state: Vec<Vec<Vec<f64>>>,
 }
 
 impl RunResult {
@@ -251,6 +275,44 @@ pub fn run_experiment(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<RunResult> {
     run_experiment_interruptible(cfg, progress, &|| false)
+}
+
+/// [`run_experiment`] for an FCN whose chains start from `initial` (per chain and parameter
+/// group, the layout of [`RunResult::final_state`]) instead of the prior draw — e.g. from the
+/// equilibrated state of another run, so that a sampler can be measured without burn-in
+/// bias (`sampling_bench`). `sampler.start` must be "cold" (the hot start would overwrite it).
+pub fn run_experiment_from(
+    cfg: &ExperimentConfig,
+    initial: &[Vec<Vec<f64>>],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<RunResult> {
+    cfg.validate()?;
+    let model = FcnModel::from_config(cfg);
+    let shape_ok = cfg.model.kind == ModelKind::Fcn
+        && cfg.sampler.start == Start::Cold
+        && initial.len() == cfg.sampler.chains
+        && initial.iter().all(|chain| {
+            chain.len() == model.n_groups()
+                && chain
+                    .iter()
+                    .enumerate()
+                    .all(|(g, v)| v.len() == model.group_len(g) && v.iter().all(|a| a.is_finite()))
+        });
+    if !shape_ok {
+        return Err(Error::invalid(format!(
+            "an initial state must be given for an FCN run with start = \"cold\", as {} chains of {} finite parameter groups of the model's sizes",
+            cfg.sampler.chains,
+            model.n_groups()
+        )));
+    }
+    let s = &cfg.sampler;
+    let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
+    let never = || false;
+    let mut progress = |d: usize, _: usize| progress(d, s.steps);
+    match s.precision {
+        Precision::F32 => run_once::<f32>(cfg, &data, false, Some(initial), &mut progress, &never),
+        Precision::F64 => run_once::<f64>(cfg, &data, false, Some(initial), &mut progress, &never),
+    }
 }
 
 /// [`run_experiment`] that asks `interrupted()` after every block of steps and stops with a
@@ -282,7 +344,7 @@ fn run_typed<T: Real>(
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
     run_starts(s.start, s.steps, progress, &mut |hot, progress| {
-        run_once::<T>(cfg, &data, hot, progress, interrupted)
+        run_once::<T>(cfg, &data, hot, None, progress, interrupted)
     })
 }
 
@@ -329,11 +391,13 @@ pub(crate) fn run_starts(
     }
 }
 
-/// One ensemble from a cold (prior) or hot (teacher-aligned) start.
+/// One ensemble from a cold (prior) or hot (teacher-aligned) start, or from `initial`
+/// ([`run_experiment_from`]).
 fn run_once<T: Real>(
     cfg: &ExperimentConfig,
     data: &Dataset,
     hot: bool,
+    initial: Option<&[Vec<Vec<f64>>]>,
     progress: &mut dyn FnMut(usize, usize),
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
@@ -363,6 +427,18 @@ fn run_once<T: Real>(
     if hot {
         ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
     }
+    if let Some(initial) = initial {
+        for block in &mut ens.blocks {
+            for c in 0..block.len {
+                for (g, values) in initial[block.first + c].iter().enumerate() {
+                    let n = values.len();
+                    for (dst, &src) in block.params[g][c * n..(c + 1) * n].iter_mut().zip(values) {
+                        *dst = T::of(src);
+                    }
+                }
+            }
+        }
+    }
     // The collapsed posterior and MALA run on the cached-gradient kernel; plain ULA keeps the
     // sampler's fused step.
     let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala).then(|| {
@@ -388,6 +464,10 @@ fn run_once<T: Real>(
         .map(|_| ChainAccumulator::new(n_test, n_groups, d))
         .collect();
     let start = std::time::Instant::now();
+    let mut window_start = (s.burn_in == 0).then_some(start);
+    // MALA step adaptation: scale of MALA_ADAPT_FRACTION and the acceptance counts at the
+    // previous adaptation.
+    let (mut mala_scale, mut counts_then) = (1.0_f64, (0_u64, 0_u64));
     let mut t = 0;
     progress(0, s.steps);
     while t < s.steps {
@@ -399,7 +479,24 @@ fn run_once<T: Real>(
             }
             let lambda = lambda_max(&mut ens, &mut kernel, 10);
             if lambda > 0.0 {
-                ens.dynamics.step = s.step.min(ADAPT_FRACTION / lambda);
+                let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(&ens));
+                if let Some((accepted, proposed)) = counts {
+                    if proposed > counts_then.1 {
+                        // Multiplicative Robbins–Monro step on log(scale): up when the
+                        // acceptance since the last adaptation is above target, down below.
+                        let rate =
+                            (accepted - counts_then.0) as f64 / (proposed - counts_then.1) as f64;
+                        mala_scale = (mala_scale * (2.0 * (rate - MALA_TARGET_ACCEPTANCE)).exp())
+                            .clamp(1e-3, 2.0);
+                    }
+                    counts_then = (accepted, proposed);
+                }
+                let fraction = if s.mala {
+                    MALA_ADAPT_FRACTION * mala_scale
+                } else {
+                    ADAPT_FRACTION
+                };
+                ens.dynamics.step = s.step.min(fraction / lambda);
             }
         }
         let next = ((t / s.thin + 1) * s.thin).min(s.steps);
@@ -409,8 +506,15 @@ fn run_once<T: Real>(
         }
         t = next;
         if t % s.thin == 0 {
+            // Collapsed: predictions also with the readouts' conditional means (Rao–
+            // Blackwellised alignment and mean predictor; observables.rs).
+            let mut mean_preds = None;
             if let Some(k) = &mut kernel {
                 k.prepare_measurement(&mut ens);
+                if k.swap_conditional_means(&mut ens) {
+                    mean_preds = Some(probe.predict(&ens, &x_test, n_test));
+                    k.swap_conditional_means(&mut ens);
+                }
             }
             measure(
                 &ens,
@@ -425,7 +529,11 @@ fn run_once<T: Real>(
                 &mut acc,
                 &probe,
                 &mut probe_acc,
+                mean_preds.as_deref(),
             );
+        }
+        if t >= s.burn_in && window_start.is_none() {
+            window_start = Some(std::time::Instant::now());
         }
         progress(t, s.steps);
         if interrupted() {
@@ -436,6 +544,7 @@ fn run_once<T: Real>(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
     let lambda = lambda_max(&mut ens, &mut kernel, 20);
     let outcome = EnsembleOutcome {
         divergences: ens.divergences(),
@@ -454,6 +563,10 @@ fn run_once<T: Real>(
         steps_done: ens.steps_done,
     };
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
+    result.sampling_seconds = sampling_seconds;
+    result.final_state = (0..s.chains)
+        .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
+        .collect();
     let alive: Vec<usize> = (0..s.chains).filter(|&k| ens.alive(k)).collect();
     let (probe_summary, probe_histograms) = summarise(
         &probe,
@@ -497,6 +610,7 @@ fn measure<T: Real>(
     acc: &mut [ChainAccumulator],
     probe: &Probe,
     probe_acc: &mut [ProbeAccumulator],
+    mean_preds: Option<&[ChainProbe<T>]>,
 ) {
     let n_test = y_test.len();
     let preds = probe.predict(ens, x_test, n_test);
@@ -532,6 +646,9 @@ fn measure<T: Real>(
                 train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
             };
             acc[chain].record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
+            if let Some(Some((f_mean, _))) = mean_preds.map(|m| &m[chain]) {
+                acc[chain].use_conditional_mean(f, f_mean, y_test, y_norm2);
+            }
             if sampling {
                 probe_acc[chain].add(probe, f, y_test, probe_sample);
             }
@@ -662,6 +779,7 @@ pub(crate) fn finish<T: Real>(
     };
     let iat_alignment = integrated_autocorrelation_time(&series_of(&|m| m.alignment));
     let iat_r = integrated_autocorrelation_time(&series_of(&|m| m.r_overlap2));
+    let iat_outliers = integrated_autocorrelation_time(&series_of(&|m| m.outliers as f64));
     let total_samples = (alive.len() * samples) as f64;
     let groups: Vec<GroupStats> = ens
         .groups
@@ -782,6 +900,8 @@ pub(crate) fn finish<T: Real>(
             ess_alignment: iat_alignment.map(|t| total_samples / t),
             iat_r_overlap2: iat_r,
             ess_r_overlap2: iat_r.map(|t| total_samples / t),
+            iat_outliers,
+            ess_outliers: iat_outliers.map(|t| total_samples / t),
             lambda_max: None,
             step: cfg.sampler.step,
             step_times_lambda_max: None,
@@ -811,7 +931,9 @@ pub(crate) fn finish<T: Real>(
         probe_histograms: Vec::new(),
         mean_test_prediction: mean_pred,
         seconds,
+        sampling_seconds: 0.0,
         steps: ens.steps_done,
+        final_state: Vec::new(),
     }
 }
 

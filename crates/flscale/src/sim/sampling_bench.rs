@@ -1,37 +1,53 @@
 //! Sampling efficiency of `flscale bench --sampling` (spec 02, "Performance bar": "the figure
 //! users feel is time to an equilibrated answer"): effective samples per second of the
-//! alignment and of R = E[ρ²] for the plain and the collapsed sampler at the blog setting —
-//! two-layer erf network, D = N = 20, y = He1 + 0.3·He3, κ = T_blog = 0.05, σ1² = σ2² = 1
-//! (readout variance 1/N), f32 — each with `adapt_step` (its own stable step from λ_max
-//! during burn-in), same seed, chains and lengths.
+//! hidden-weight observables — alignment, R = E[ρ²], outlier count — for the plain and the
+//! collapsed sampler at the blog setting: two-layer erf network, D = N = 20 (`d`),
+//! y = He1 + 0.3·He3, κ = T_blog = 0.05, σ1² = σ2² = 1 (readout variance 1/N), f32, each with
+//! `adapt_step` (its own stable step from λ_max), same seed and chains.
+//!
+//! Protocol (both samplers measured in equilibrium, over windows of the same length):
+//! 1. The collapsed sampler runs from the prior (cold) for `steps`, the first half burn-in;
+//!    its second half is its measurement window.
+//! 2. The plain sampler starts from the collapsed run's final state — every chain's hidden
+//!    weights and the readout drawn exactly from its Gaussian conditional, i.e. a draw of the
+//!    joint posterior once the collapsed chains have equilibrated — and runs `steps / 2` steps
+//!    without burn-in (its step adapted once, at the start). So the plain sampler pays no
+//!    burn-in and has no burn-in bias; from a cold start it may not reach the posterior at
+//!    all at P ≥ 8d (BENCHMARKS.md).
+//! 3. `samplers_agree` checks that the two windows agree on the alignment and on R within 3
+//!    combined standard errors; otherwise at least one sampler was not in equilibrium and the
+//!    ratios are not comparisons of equals.
 //!
 //! ESS = chains × samples / τ with τ the integrated autocorrelation time of the per-chain
 //! series ([`super::observables::integrated_autocorrelation_time`]); ESS/s divides by the
-//! wall-clock seconds of the sampling loop (burn-in included, since every user pays it).
+//! wall-clock seconds of the measurement window. The collapsed sampler's alignment is
+//! Rao–Blackwellised (the readout's conditional mean instead of its draw; `run.rs`), which
+//! lowers its variance but not always its τ.
 //!
 //! τ subtracts each chain's own mean, so it cannot see chains that sit in different
-//! metastable states (neurons specialised or not) and overstates the ESS of a sampler that
-//! has not mixed. The bench therefore also reports the *precision per second*
+//! metastable states; the bench therefore also reports the *precision per second*
 //! 1/(SE²·seconds), SE the standard error of the ensemble mean from the spread of the chains'
 //! means (the summary's `*_err`), which does see them: for two samplers of the same
-//! posterior the per-sample variance s² is the same and SE² = s²/ESS, so the ratio of their
-//! precisions per second is the ratio of their ESS/s (Geyer, *Practical Markov chain Monte
-//! Carlo*, Stat. Sci. 7 (1992) 473, sec. 3: the variance of independent chains' means). With
-//! few chains SE² is itself uncertain (relative error √(2/(chains − 1))), and the ratio means
-//! something only where the two samplers agree on the value (`samplers_agree`).
+//! posterior observable, SE² = s²/ESS, so the ratio of their precisions per second is the
+//! ratio of their ESS/s (Geyer, *Practical Markov chain Monte Carlo*, Stat. Sci. 7 (1992)
+//! 473, sec. 3), and for the Rao–Blackwellised alignment it also counts the variance the
+//! conditional mean removes. With few chains SE² is itself uncertain (relative error
+//! √(2/(chains − 1))).
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, Preconditioner, SamplerMethod};
-use super::run::run_experiment;
+use super::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
+use super::run::{run_experiment, run_experiment_from, RunResult};
 use crate::error::Result;
 
 /// The settings of one comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SamplingSetting {
+    /// Input dimension d = hidden width N.
+    pub d: usize,
     /// Training-set size P.
     pub p: usize,
-    /// Total steps per chain (burn-in is half).
+    /// Steps of the collapsed run (burn-in is half); the plain run takes the other half.
     pub steps: usize,
     /// Measurement interval.
     pub thin: usize,
@@ -39,28 +55,34 @@ pub struct SamplingSetting {
     pub chains: usize,
     /// The collapsed sampler's preconditioner (`sampler.preconditioner`).
     pub preconditioner: Preconditioner,
+    /// Whether the collapsed sampler is Metropolis-adjusted (`sampler.mala`; its adaptive
+    /// step then targets η·λ_max ≈ 1 instead of 0.1, run.rs). The plain sampler is always the
+    /// unadjusted fused one.
+    pub collapsed_mala: bool,
 }
 
 impl Default for SamplingSetting {
     fn default() -> Self {
         SamplingSetting {
+            d: 20,
             p: 160,
             steps: 40_000,
-            thin: 100,
+            thin: 50,
             chains: 8,
             preconditioner: Preconditioner::Block,
+            collapsed_mala: true,
         }
     }
 }
 
-/// One sampler's measured efficiency.
+/// One sampler's measured efficiency over its measurement window.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SamplerEfficiency {
     /// "plain" or "collapsed".
     pub method: String,
-    /// The step η after burn-in adaptation.
+    /// The step η after adaptation.
     pub step: f64,
-    /// Steps per second of wall-clock time (all chains advanced once).
+    /// Steps per second of wall-clock time in the window (all chains advanced once).
     pub steps_per_second: f64,
     /// Alignment and its standard error.
     pub alignment: Option<f64>,
@@ -70,19 +92,29 @@ pub struct SamplerEfficiency {
     pub r_overlap2: Option<f64>,
     /// See `r_overlap2`.
     pub r_overlap2_err: Option<f64>,
+    /// Outliers per network and its standard error.
+    pub outliers: Option<f64>,
+    /// See `outliers`.
+    pub outliers_err: Option<f64>,
     /// Integrated autocorrelation time of the alignment, in steps.
     pub iat_alignment_steps: Option<f64>,
     /// Integrated autocorrelation time of R, in steps.
     pub iat_r_overlap2_steps: Option<f64>,
+    /// Integrated autocorrelation time of the outlier count, in steps.
+    pub iat_outliers_steps: Option<f64>,
     /// Effective samples of the alignment per second.
     pub ess_per_second_alignment: Option<f64>,
     /// Effective samples of R per second.
     pub ess_per_second_r_overlap2: Option<f64>,
+    /// Effective samples of the outlier count per second.
+    pub ess_per_second_outliers: Option<f64>,
     /// 1/(SE²·seconds) of the alignment, SE = `alignment_err` (module doc).
     pub precision_per_second_alignment: Option<f64>,
     /// 1/(SE²·seconds) of R, SE = `r_overlap2_err`.
     pub precision_per_second_r_overlap2: Option<f64>,
-    /// Wall-clock seconds of the run (burn-in included).
+    /// Wall-clock seconds of the measurement window.
+    pub window_seconds: f64,
+    /// Wall-clock seconds of the whole run (burn-in included).
     pub seconds: f64,
     /// Chains that diverged.
     pub diverged_chains: usize,
@@ -101,6 +133,8 @@ pub struct SamplingComparison {
     pub speedup_alignment: Option<f64>,
     /// collapsed / plain ESS per second of R.
     pub speedup_r_overlap2: Option<f64>,
+    /// collapsed / plain ESS per second of the outlier count.
+    pub speedup_outliers: Option<f64>,
     /// collapsed / plain precision per second of the alignment (module doc).
     pub precision_speedup_alignment: Option<f64>,
     /// collapsed / plain precision per second of R.
@@ -111,31 +145,43 @@ pub struct SamplingComparison {
     pub samplers_agree: Option<bool>,
 }
 
-/// The blog-setting experiment for `method`.
-pub fn blog_config(setting: SamplingSetting, method: SamplerMethod) -> Result<ExperimentConfig> {
+/// The blog-setting experiment for `method` from `start`: `setting.steps` steps, half of them
+/// burn-in, adaptive step (and, collapsed, `setting.preconditioner` and
+/// `setting.collapsed_mala`).
+pub fn blog_config(
+    setting: SamplingSetting,
+    method: SamplerMethod,
+    start: Start,
+) -> Result<ExperimentConfig> {
     let (method, preconditioner) = match method {
         SamplerMethod::Plain => ("plain", String::new()),
         SamplerMethod::Collapsed => (
             "collapsed",
             format!(
-                "preconditioner = \"{}\"",
+                "preconditioner = \"{}\"\nmala = {}",
                 match setting.preconditioner {
                     Preconditioner::None => "none",
                     Preconditioner::Neuron => "neuron",
                     Preconditioner::Block => "block",
-                }
+                },
+                setting.collapsed_mala
             ),
         ),
+    };
+    let start = match start {
+        Start::Cold => "cold",
+        Start::Hot => "hot",
+        Start::Both => "both",
     };
     let text = format!(
         r#"
 [model]
 kind = "fcn"
 activation = "erf"
-widths = [20]
+widths = [{d}]
 parametrization = "standard"
 [data]
-d = 20
+d = {d}
 p = {p}
 n_test = 500
 [target]
@@ -149,11 +195,13 @@ thin = {thin}
 chains = {chains}
 seed = 1
 adapt_step = true
+start = "{start}"
 method = "{method}"
 {preconditioner}
 [priors]
 sigma2 = [1.0, 1.0]
 "#,
+        d = setting.d,
         p = setting.p,
         steps = setting.steps,
         burn_in = setting.steps / 2,
@@ -163,41 +211,48 @@ sigma2 = [1.0, 1.0]
     ExperimentConfig::from_toml(&text, "bench --sampling")
 }
 
-/// Runs one sampler and measures its efficiency.
-pub fn measure(setting: SamplingSetting, method: SamplerMethod) -> Result<SamplerEfficiency> {
-    let cfg = blog_config(setting, method)?;
-    let r = run_experiment(&cfg, &mut |_, _| {})?;
+/// The efficiency of one run over its measurement window (the steps after burn-in).
+fn efficiency(r: &RunResult, burn_in: usize, thin: usize) -> SamplerEfficiency {
     let s = &r.summary;
     let dg = &s.diagnostics;
-    let per_second = |ess: Option<f64>| ess.map(|e| e / r.seconds.max(1e-9));
-    let precision = |err: Option<f64>| {
-        err.filter(|e| *e > 0.0)
-            .map(|e| 1.0 / (e * e * r.seconds.max(1e-9)))
-    };
-    let thin = setting.thin as f64;
-    Ok(SamplerEfficiency {
+    let window = r.sampling_seconds.max(1e-9);
+    let per_second = |ess: Option<f64>| ess.map(|e| e / window);
+    let precision = |err: Option<f64>| err.filter(|e| *e > 0.0).map(|e| 1.0 / (e * e * window));
+    let in_steps = |tau: Option<f64>| tau.map(|t| t * thin as f64);
+    SamplerEfficiency {
         method: dg.method.clone(),
         step: dg.step,
-        steps_per_second: r.steps as f64 / r.seconds.max(1e-9),
+        steps_per_second: r.steps.saturating_sub(burn_in) as f64 / window,
         alignment: s.alignment,
         alignment_err: s.alignment_err,
         r_overlap2: s.r_overlap2,
         r_overlap2_err: s.r_overlap2_err,
-        iat_alignment_steps: dg.iat_alignment.map(|t| t * thin),
-        iat_r_overlap2_steps: dg.iat_r_overlap2.map(|t| t * thin),
+        outliers: s.outliers_layer1,
+        outliers_err: s.outliers_layer1_err,
+        iat_alignment_steps: in_steps(dg.iat_alignment),
+        iat_r_overlap2_steps: in_steps(dg.iat_r_overlap2),
+        iat_outliers_steps: in_steps(dg.iat_outliers),
         ess_per_second_alignment: per_second(dg.ess_alignment),
         ess_per_second_r_overlap2: per_second(dg.ess_r_overlap2),
+        ess_per_second_outliers: per_second(dg.ess_outliers),
         precision_per_second_alignment: precision(s.alignment_err),
         precision_per_second_r_overlap2: precision(s.r_overlap2_err),
+        window_seconds: r.sampling_seconds,
         seconds: r.seconds,
         diverged_chains: s.diverged_chains.len(),
-    })
+    }
 }
 
-/// Plain and collapsed at the same setting.
+/// Plain and collapsed at the same setting, by the protocol of the module doc.
 pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
-    let plain = measure(setting, SamplerMethod::Plain)?;
-    let collapsed = measure(setting, SamplerMethod::Collapsed)?;
+    let collapsed_cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Cold)?;
+    let collapsed_run = run_experiment(&collapsed_cfg, &mut |_, _| {})?;
+    let collapsed = efficiency(&collapsed_run, collapsed_cfg.sampler.burn_in, setting.thin);
+    let mut plain_cfg = blog_config(setting, SamplerMethod::Plain, Start::Cold)?;
+    plain_cfg.sampler.steps = setting.steps - collapsed_cfg.sampler.burn_in;
+    plain_cfg.sampler.burn_in = 0;
+    let plain_run = run_experiment_from(&plain_cfg, &collapsed_run.final_state, &mut |_, _| {})?;
+    let plain = efficiency(&plain_run, 0, setting.thin);
     let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?).filter(|r| r.is_finite());
     let agree = |a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>| {
         Some((a? - b?).abs() <= 3.0 * (ea? * ea? + eb? * eb?).sqrt())
@@ -233,6 +288,10 @@ pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
         speedup_r_overlap2: ratio(
             collapsed.ess_per_second_r_overlap2,
             plain.ess_per_second_r_overlap2,
+        ),
+        speedup_outliers: ratio(
+            collapsed.ess_per_second_outliers,
+            plain.ess_per_second_outliers,
         ),
         plain,
         collapsed,
