@@ -88,7 +88,7 @@ pub fn run(args: BenchArgs, ctx: &Ctx) -> Result<()> {
     if !ctx.quiet && !args.json {
         eprintln!("timing the f32 GEMM peak (1024³) …");
     }
-    let (peak, _) = gemm_peak(1024, args.repeats.max(3));
+    let (peak, _) = gemm_peak(1024, args.repeats.max(15));
     if args.json {
         let cases: Vec<serde_json::Value> = cases
             .iter()
