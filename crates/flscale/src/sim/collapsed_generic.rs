@@ -191,6 +191,8 @@ pub fn data_gradient_block<T: Real, M: FlatModel<T>>(
 pub struct ReadoutDraw {
     /// a = m + √(κT)·L⁻ᵀz.
     pub readout: Vec<f64>,
+    /// m = E[a | θ_hidden], for Rao–Blackwellised predictions.
+    pub mean: Vec<f64>,
     /// |Φa − y|² on the training set.
     pub sq_error: f64,
     /// aᵀ∇_aU = aᵀA(a − m)/κ, whose mean is T·K (the configurational-temperature check).
@@ -242,6 +244,7 @@ pub fn draw_readout<T: Real>(
         / kappa;
     Some(ReadoutDraw {
         readout,
+        mean: work.mean[..k].to_vec(),
         sq_error,
         virial,
     })

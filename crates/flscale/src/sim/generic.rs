@@ -235,6 +235,8 @@ pub struct FlatChain<T> {
     pub virial: Vec<f64>,
     /// Why the last evaluation failed (the collapsed energy's Cholesky), if it did.
     failure: Option<String>,
+    /// Collapsed: E[readout | hidden weights] at the last draw (Rao–Blackwellised predictions).
+    readout_mean: Option<Vec<T>>,
     /// MALA: whether `grad`, `energy`, … hold the values at the current θ.
     evaluated: bool,
     /// MALA: the current point while a proposal is judged.
@@ -374,6 +376,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                     sq_error: 0.0,
                     virial: vec![0.0; groups.len()],
                     failure: None,
+                    readout_mean: None,
                     evaluated: false,
                     saved: None,
                     proposed: 0,
@@ -503,9 +506,28 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                     }
                     chain.sq_error = draw.sq_error;
                     *chain.virial.last_mut().expect("a readout group") = draw.virial;
+                    chain.readout_mean = Some(draw.mean.iter().map(|&m| T::of(m)).collect());
                 }
             },
         );
+    }
+
+    /// Collapsed: exchanges every live chain's readout with its conditional mean from the last
+    /// [`FlatEnsemble::draw_readouts`] (calling it twice restores the draws). False, and nothing
+    /// exchanged, unless every live chain has one.
+    pub fn swap_readout_means(&mut self) -> bool {
+        let len = self.model.n_params();
+        let k = self.model.groups().last().map_or(0, |g| g.len);
+        let live = || self.chains.iter().filter(|c| c.diverged.is_none());
+        if k == 0 || !live().all(|c| c.readout_mean.as_ref().is_some_and(|m| m.len() == k)) {
+            return false;
+        }
+        for chain in self.chains.iter_mut().filter(|c| c.diverged.is_none()) {
+            if let Some(mean) = chain.readout_mean.as_mut() {
+                chain.theta[len - k..].swap_with_slice(mean);
+            }
+        }
+        true
     }
 
     /// Test predictions of every chain (None for diverged ones), in chain order.
@@ -956,8 +978,15 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         ens.advance(next - t);
         t = next;
         if t % s.thin == 0 {
+            // Collapsed: predictions also with the readouts' conditional means (Rao–
+            // Blackwellised alignment and mean predictor, as for the FCN; observables.rs).
+            let mut mean_preds = None;
             if ens.collapsed {
                 ens.draw_readouts();
+                if ens.swap_readout_means() {
+                    mean_preds = Some(ens.predict(&x_test, n_test));
+                    ens.swap_readout_means();
+                }
             }
             let preds = ens.predict(&x_test, n_test);
             for (k, f) in preds.iter().enumerate() {
@@ -975,6 +1004,9 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
                     t,
                     &mut acc[k],
                 );
+                if let Some(Some(f_mean)) = mean_preds.as_ref().map(|m| &m[k]) {
+                    acc[k].use_conditional_mean(f, f_mean, &data.y_test, y_norm2);
+                }
             }
         }
         progress(t, s.steps);
