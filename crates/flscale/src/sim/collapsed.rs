@@ -173,6 +173,34 @@ fn features<'a, T: Real>(
     MatRef::from_row_major_slice_with_stride(&act[c * n..], p, n, block * n)
 }
 
+/// The readout's posterior precision (over κ) A = ΦᵀΦ + ridge·I for features Φ (P × K) into
+/// `a` (symmetrised: the GEMM need not return an exactly symmetric product) and its Cholesky
+/// factor into `chol` (spec 02 (b): a | θ_hidden ~ 𝒩(A⁻¹Φᵀy, κT·A⁻¹), ridge = κ/s_a²); `gram`
+/// is work space of K² entries. False when A is not numerically positive definite. Shared by
+/// the FCN's collapsed sampler and the CNN/attention one ([`super::collapsed_generic`]).
+pub fn readout_precision<T: Real>(
+    phi: MatRef<'_, T>,
+    ridge: f64,
+    gram: &mut [T],
+    a: &mut [f64],
+    chol: &mut [f64],
+) -> bool {
+    let k = phi.ncols();
+    if phi.nrows() > 0 {
+        let g = MatMut::from_row_major_slice_mut(&mut gram[..k * k], k, k);
+        matmul(g, Accum::Replace, phi.transpose(), phi, T::one(), Par::Seq);
+    } else {
+        gram[..k * k].fill(T::zero());
+    }
+    for i in 0..k {
+        for j in 0..k {
+            let g = 0.5 * (gram[i * k + j].f64() + gram[j * k + i].f64());
+            a[i * k + j] = g + if i == j { ridge } else { 0.0 };
+        }
+    }
+    cholesky(&a[..k * k], &mut chol[..k * k], k)
+}
+
 /// A = ΦᵀΦ + (κ/v)·I, its Cholesky factor and m = A⁻¹Φᵀy for chain `c` (forward pass in
 /// `scratch`). `None` when the Cholesky fails (non-finite or non-positive-definite A).
 #[allow(clippy::too_many_arguments)]
@@ -189,27 +217,7 @@ fn conditional<T: Real>(
     let n = *model.widths.last().expect("an FCN has a hidden layer");
     let ridge = kappa / model.prior_var[model.widths.len()];
     let phi = features(scratch, model, block, c, p);
-    if p > 0 {
-        let gram = MatMut::from_row_major_slice_mut(&mut work.gram[..], n, n);
-        matmul(
-            gram,
-            Accum::Replace,
-            phi.transpose(),
-            phi,
-            T::one(),
-            Par::Seq,
-        );
-    } else {
-        work.gram.fill(T::zero());
-    }
-    for i in 0..n {
-        for j in 0..n {
-            // Symmetrised: the GEMM need not return an exactly symmetric product.
-            let g = 0.5 * (work.gram[i * n + j].f64() + work.gram[j * n + i].f64());
-            work.a[i * n + j] = g + if i == j { ridge } else { 0.0 };
-        }
-    }
-    if !cholesky(&work.a, &mut work.chol, n) {
+    if !readout_precision(phi, ridge, &mut work.gram, &mut work.a, &mut work.chol) {
         return None;
     }
     // Φᵀy row by row (each row of Φ is contiguous).

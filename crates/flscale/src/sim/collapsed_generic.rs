@@ -24,7 +24,9 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rand_chacha::ChaCha8Rng;
 
-use super::collapsed::{cholesky, cholesky_solve, inverse_from_cholesky, solve_upper_transposed};
+use super::collapsed::{
+    cholesky_solve, inverse_from_cholesky, readout_precision, solve_upper_transposed,
+};
 use super::generic::FlatModel;
 use super::model::dot;
 use super::real::Real;
@@ -73,28 +75,8 @@ fn conditional<T: Real>(
     ridge: f64,
 ) -> Option<f64> {
     let phi = &work.phis[c][..p * k];
-    if p > 0 {
-        let phi = MatRef::from_row_major_slice(phi, p, k);
-        let gram = MatMut::from_row_major_slice_mut(&mut work.gram[..], k, k);
-        matmul(
-            gram,
-            Accum::Replace,
-            phi.transpose(),
-            phi,
-            T::one(),
-            Par::Seq,
-        );
-    } else {
-        work.gram.fill(T::zero());
-    }
-    for i in 0..k {
-        for j in 0..k {
-            // Symmetrised: the GEMM need not return an exactly symmetric product.
-            let g = 0.5 * (work.gram[i * k + j].f64() + work.gram[j * k + i].f64());
-            work.a[i * k + j] = g + if i == j { ridge } else { 0.0 };
-        }
-    }
-    if !cholesky(&work.a, &mut work.chol, k) {
+    let phi_mat = MatRef::from_row_major_slice(phi, p, k);
+    if !readout_precision(phi_mat, ridge, &mut work.gram, &mut work.a, &mut work.chol) {
         return None;
     }
     work.mean.fill(0.0);
