@@ -1188,10 +1188,23 @@ pub fn sweep_p_observed(
     })
 }
 
-/// Two solutions at one P are distinct when their R differ by more than 1e-3 of the larger.
+/// Two solutions at one P are distinct when their R differ by more than 1e-3 of the larger
+/// and both iterations converged, or, if either stopped at the iteration cap, by more than
+/// [`UNCONVERGED_DISTINCT`] of the larger: two unconverged iterates of one slowly converging
+/// fixed point differ in R by ~1e-3 (D = N = 20, σ_w² = 0.1, P = 640: 0.04173 vs 0.04167),
+/// which is not a second phase and must not be reported as hysteresis.
 fn distinct(a: &BranchSolution, b: &BranchSolution) -> bool {
-    (a.r - b.r).abs() > 1e-3 * a.r.max(b.r)
+    let tolerance = if a.converged && b.converged {
+        1e-3
+    } else {
+        UNCONVERGED_DISTINCT
+    };
+    (a.r - b.r).abs() > tolerance * a.r.max(b.r)
 }
+
+/// Relative difference in R beyond which two solutions count as distinct although one of
+/// them did not converge (the branches of a first-order transition differ by O(1) factors).
+pub const UNCONVERGED_DISTINCT: f64 = 0.1;
 
 /// Of the solution continued from the previous P (`continued`) and the one solved from the
 /// branch's start (`from_start`) at the same P, keeps the one whose R is nearer (in log R) to
@@ -1657,6 +1670,17 @@ mod tests {
         assert!(keep_continuous(0.1, with(0.5, 1.0), with(0.5, 1.0))
             .1
             .is_none());
+        // Two iterates stopped at the cap, 0.15 % apart: one fixed point, not two; 0.15 %
+        // between converged solutions, or 20 % between unconverged ones, are two.
+        let unconverged = |r: f64| {
+            let mut s = with(r, 1.0);
+            s.converged = false;
+            s
+        };
+        assert!(!distinct(&unconverged(0.04173), &unconverged(0.04167)));
+        assert!(!distinct(&with(0.04173, 1.0), &unconverged(0.04167)));
+        assert!(distinct(&with(0.04173, 1.0), &with(0.04167, 1.0)));
+        assert!(distinct(&unconverged(0.05), &unconverged(0.04)));
         assert!(r_jumped(0.1, 0.25) && r_jumped(0.25, 0.1) && !r_jumped(0.1, 0.19));
     }
 
