@@ -3,7 +3,7 @@
 
 use flscale::sim::bench::{bench_case, gemm_peak, BenchSize};
 use flscale::sim::config::Preconditioner;
-use flscale::sim::sampling_bench::{compare, SamplingSetting};
+use flscale::sim::sampling_bench::{compare, SamplingSetting, DEFAULT_HMC_STEPS};
 use flscale::{Error, Result};
 
 use super::{out, out_json, Ctx};
@@ -22,8 +22,9 @@ Use RAYON_NUM_THREADS to set the thread count.\n\n\
 alignment, R = E[ρ²] and the outlier count, plain vs collapsed sampler (each with adapt_step),\n\
 and the precision per second 1/(SE²·s) from the spread of the chains' means, at the blog\n\
 setting D = N = 20, y = He1 + 0.3·He3, κ = 0.05, f32: the collapsed sampler runs from the\n\
-prior (half burn-in), the plain one from its final state (exact posterior draws) for as many\n\
-steps as the collapsed window; both are timed over their windows only:\n  \
+prior (half burn-in; block preconditioner, HMC with --hmc-steps leapfrog steps per proposal),\n\
+the plain one from its final state (exact posterior draws) for as many gradient evaluations\n\
+as the collapsed window; both are timed over their windows only:\n  \
 flscale bench --sampling --p 160 --sampling-steps 40000 --json"
 )]
 pub struct BenchArgs {
@@ -60,6 +61,12 @@ pub struct BenchArgs {
     /// With --sampling: the collapsed sampler's preconditioner (none, neuron or block).
     #[arg(long, default_value = "block", value_parser = ["none", "neuron", "block"])]
     pub preconditioner: String,
+    /// With --sampling: leapfrog steps per HMC proposal of the collapsed sampler (its
+    /// `sampler.hmc_steps`; 0 = MALA, one Langevin step per proposal; default 10, none with
+    /// --no-mala). Its run then makes --sampling-steps / L proposals, so both samplers spend
+    /// the same gradient evaluations.
+    #[arg(long = "hmc-steps")]
+    pub hmc_steps: Option<usize>,
 }
 
 /// Runs `flscale bench`.
@@ -153,6 +160,23 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             args.sampling_chains
         )));
     }
+    let hmc_steps = match (args.hmc_steps, args.no_mala) {
+        (Some(l), true) if l > 0 => {
+            return Err(Error::invalid(format!(
+                "--hmc-steps {l} is not allowed with --no-mala; HMC is exact only through its Metropolis test: leave one of them out"
+            )))
+        }
+        (_, true) | (Some(0), false) => 0,
+        (Some(l), false) => l,
+        (None, false) => DEFAULT_HMC_STEPS,
+    };
+    if hmc_steps > 10_000 || hmc_steps > args.sampling_steps / (4 * thin) {
+        return Err(Error::invalid(format!(
+            "--hmc-steps {hmc_steps} is not allowed with --sampling-steps {}; give 0 (MALA) or a number of leapfrog steps between 1 and min(10000, --sampling-steps/{}) (the collapsed run needs at least four measurements)",
+            args.sampling_steps,
+            4 * thin
+        )));
+    }
     let setting = SamplingSetting {
         d: SamplingSetting::default().d,
         p: args.p,
@@ -160,6 +184,7 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
         thin,
         chains: args.sampling_chains,
         collapsed_mala: !args.no_mala,
+        collapsed_hmc_steps: (hmc_steps > 0).then_some(hmc_steps),
         preconditioner: match args.preconditioner.as_str() {
             "none" => Preconditioner::None,
             "neuron" => Preconditioner::Neuron,
@@ -185,7 +210,14 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
         setting.steps,
         rayon_threads()
     );
-    t += "measurement window only (equilibrium):\n";
+    t += &format!(
+        "collapsed: {}; measurement window only (equilibrium); a step is one gradient evaluation:\n",
+        match setting.collapsed_hmc_steps {
+            Some(l) if setting.collapsed_mala => format!("HMC, {l} leapfrog steps per proposal"),
+            _ if setting.collapsed_mala => "MALA".to_string(),
+            _ => "unadjusted Langevin".to_string(),
+        }
+    );
     t += "method     step       steps/s   τ_align  τ_R  τ_out (steps)  ESS/s align  ESS/s R  ESS/s out\n";
     for e in [&c.plain, &c.collapsed] {
         t += &format!(

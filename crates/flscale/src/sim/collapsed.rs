@@ -170,6 +170,10 @@ fn features<'a, T: Real>(
 ) -> MatRef<'a, T> {
     let n = *model.widths.last().expect("an FCN has a hidden layer");
     let act = &scratch.act[model.widths.len() - 1];
+    if p == 0 {
+        // No data (the prior): 0 × N, whatever the activations buffer holds.
+        return MatRef::from_row_major_slice(&act[..0], 0, n);
+    }
     MatRef::from_row_major_slice_with_stride(&act[c * n..], p, n, block * n)
 }
 

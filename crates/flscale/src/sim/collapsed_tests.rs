@@ -147,7 +147,8 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
 /// Plain MALA on a Gaussian posterior: with the first layer frozen the readout posterior is
 /// Bayesian linear regression, a ~ 𝒩(m, κT·A⁻¹), A = ΦᵀΦ + (κ/v)·I (Bishop eq. 3.53–3.54).
 /// Whitened, z = Lᵀ(a − m)/√(κT) with A = LLᵀ has E|z|²/N = 1. At η = 1/λ_max (η·λ = 1)
-/// ULA inflates the variance along the stiffest direction by 1/(1 − ηλ/2) = 2; MALA is exact.
+/// ULA inflates the variance along the stiffest direction by 1/(1 − ηλ/2) = 2; MALA is exact,
+/// and so is HMC with 4 leapfrog steps of ε = √(2η) (mala.rs) per proposal.
 #[test]
 fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
     let (d, n, p, kappa, temperature) = (3, 4, 12, 0.5, 0.8);
@@ -222,7 +223,7 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
     }
     let step = 1.0 / lambda_top;
     let mut whitened = Vec::new();
-    for mala in [true, false] {
+    for (mala, hmc_steps) in [(true, None), (false, None), (true, Some(4))] {
         let dynamics = Dynamics {
             kappa,
             step,
@@ -230,6 +231,7 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
         };
         let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 3, dynamics, None);
         let mut kernel = Kernel::new(&ens, SamplerMethod::Plain, mala);
+        kernel.hmc_steps = hmc_steps;
         kernel.advance(&mut ens, 500);
         let mut per_chain = vec![0.0; chains];
         let samples = 2000;
@@ -261,6 +263,12 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
     assert!(
         m > 1.1 && m - 1.0 > 6.0 * e,
         "ULA E|z|²/N = {m} ± {e} should be visibly above 1"
+    );
+    let ((m, e), acceptance) = whitened[2];
+    assert!(acceptance.unwrap() > 0.3, "HMC acceptance {acceptance:?}");
+    assert!(
+        (m - 1.0).abs() < 4.0 * e + 0.01,
+        "HMC E|z|²/N = {m} ± {e}, exact 1"
     );
 }
 
@@ -310,9 +318,10 @@ fn one_neuron_energy(x: &[f64], y: &[f64], kappa: f64, w: [f64; 2]) -> (f64, f64
 /// two-dimensional posterior of [`anisotropic_neuron`] (T = 1), with M adapted once and
 /// frozen, MALA at a large step and unadjusted Langevin at a small one reproduce the
 /// quadrature values of E[w₁²], E[w₂²], E[w₁w₂] and E[a²] for the per-neuron scalar and the
-/// block preconditioner. A noise whose covariance is not 2ηT·M (e.g. L instead of L⁻ᵀ) or a
-/// MALA ratio in the wrong metric moves the anisotropic moments by far more than the
-/// tolerance.
+/// block preconditioner, and so does HMC (5 leapfrog steps per proposal) with the same M as
+/// inverse mass matrix. A noise whose covariance is not 2ηT·M (e.g. L instead of L⁻ᵀ), a
+/// MALA ratio in the wrong metric or a leapfrog drift K·u with K and Kᵀ exchanged moves the
+/// anisotropic moments by far more than the tolerance.
 #[test]
 fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
     let (model, x, y, kappa) = anisotropic_neuron();
@@ -338,9 +347,11 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
     }
     let exact: Vec<f64> = moments.iter().map(|m| m / z).collect();
     for kind in [Preconditioner::Neuron, Preconditioner::Block] {
-        for (mala, step_times_lambda, steps, every) in
-            [(true, 0.7, 4000, 4), (false, 0.02, 40_000, 20)]
-        {
+        for (mala, hmc_steps, step_times_lambda, steps, every) in [
+            (true, None, 0.7, 4000, 4),
+            (false, None, 0.02, 40_000, 20),
+            (true, Some(5), 0.5, 1000, 1),
+        ] {
             let dynamics = Dynamics {
                 kappa,
                 step: 1.0,
@@ -350,6 +361,7 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
             let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 9, dynamics, None);
             let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, mala);
             kernel.preconditioner = kind;
+            kernel.hmc_steps = hmc_steps;
             ens.dynamics.step = 1e-3;
             kernel.advance(&mut ens, 500);
             kernel.adapt_preconditioner(&mut ens, false);
@@ -385,7 +397,7 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
                 let (m, e) = mean_err(&series);
                 assert!(
                     (m - exact[q]).abs() < 4.0 * e + 0.03 * exact[q].abs().max(0.05),
-                    "{kind:?} mala = {mala}: {name} = {m} ± {e}, quadrature {}",
+                    "{kind:?} mala = {mala} hmc_steps = {hmc_steps:?}: {name} = {m} ± {e}, quadrature {}",
                     exact[q]
                 );
             }
@@ -493,24 +505,45 @@ adapt_step = true
 /// Where both equilibrate (d = N = 8, P = 4d, κ = 0.2), the collapsed and the plain sampler
 /// agree on the hidden-weight observables R = E[ρ²], outliers and alignment within 4
 /// combined standard errors (errors from the spread of 16 chains).
+/// The collapsed sampler with HMC (10 leapfrog steps per proposal, as many gradient
+/// evaluations) agrees with the plain one too.
 #[test]
 fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
-    let runs: Vec<_> = ["plain", "collapsed"]
-        .iter()
-        .map(|m| {
-            let cfg = blog_like(
-                32,
-                8,
-                m,
-                "steps = 24000\nburn_in = 4000\nthin = 100\nchains = 16\nprecision = \"f64\"",
-            );
-            run_experiment(&cfg, &mut |_, _| {}).unwrap().summary
-        })
-        .collect();
-    let (plain, collapsed) = (&runs[0], &runs[1]);
+    let runs: Vec<_> = [
+        ("plain", "steps = 24000\nburn_in = 4000\nthin = 100"),
+        ("collapsed", "steps = 24000\nburn_in = 4000\nthin = 100"),
+        (
+            "collapsed",
+            "steps = 2400\nburn_in = 400\nthin = 10\nmala = true\nhmc_steps = 10",
+        ),
+    ]
+    .iter()
+    .map(|(m, lengths)| {
+        let cfg = blog_like(
+            32,
+            8,
+            m,
+            &format!("{lengths}\nchains = 16\nprecision = \"f64\""),
+        );
+        run_experiment(&cfg, &mut |_, _| {}).unwrap().summary
+    })
+    .collect();
     for s in &runs {
         assert!(s.diverged_chains.is_empty(), "{:?}", s.diverged_chains);
     }
+    let acceptance = runs[2].diagnostics.acceptance_rate.unwrap();
+    assert!(
+        acceptance > 0.5 && acceptance < 0.9,
+        "HMC acceptance {acceptance} (steered to 0.7)"
+    );
+    for (plain, collapsed) in [(&runs[0], &runs[1]), (&runs[0], &runs[2])] {
+        agree(plain, collapsed);
+    }
+}
+
+/// The hidden-weight observables of two runs agree within 4 combined standard errors, and
+/// the configurational temperature of the second's groups is T = 1.
+fn agree(plain: &super::run::Summary, collapsed: &super::run::Summary) {
     for (name, a, ea, b, eb) in [
         (
             "R",
@@ -548,20 +581,22 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
     assert_eq!(collapsed.diagnostics.method, "collapsed");
 }
 
-/// Same seed, same numbers for one and two threads, with each preconditioner.
+/// Same seed, same numbers for one and two threads, with each preconditioner and with HMC.
 #[test]
 fn collapsed_mala_results_do_not_depend_on_the_thread_count() {
-    for preconditioner in [
-        "",
-        "preconditioner = \"neuron\"",
-        "preconditioner = \"none\"",
+    // 8 chains make two blocks of 4 (sampler::block_size), so the two threads split them.
+    for (preconditioner, chains) in [
+        ("", 5),
+        ("preconditioner = \"neuron\"", 5),
+        ("preconditioner = \"none\"", 5),
+        ("hmc_steps = 4", 8),
     ] {
         let cfg = blog_like(
             40,
             6,
             "collapsed",
             &format!(
-                "steps = 400\nburn_in = 200\nthin = 50\nchains = 5\nmala = true\n{preconditioner}"
+                "steps = 400\nburn_in = 200\nthin = 50\nchains = {chains}\nmala = true\n{preconditioner}"
             ),
         );
         let run = |threads: usize| {
@@ -662,6 +697,7 @@ fn cold_and_hot_agree_at_32_d(d: usize, steps: usize, thin: usize, chains: usize
         chains,
         preconditioner: Preconditioner::Block,
         collapsed_mala: false,
+        collapsed_hmc_steps: None,
     };
     let cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Both).unwrap();
     let s = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
@@ -727,5 +763,260 @@ fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
         let e = super::run::run_experiment_from(&cfg, &bad, &mut |_, _| {}).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         assert!(e.to_string().contains("initial state"), "{e}");
+    }
+}
+
+/// A two-layer erf network (d inputs, N hidden) in f64 on the data of [`blog_like`]'s
+/// target-free kind: inputs on a deterministic grid, y = erf of a fixed direction; and an
+/// ensemble of it on the collapsed posterior with `chains` chains in one block.
+fn small_collapsed_ensemble(d: usize, n: usize, p: usize, chains: usize) -> Ensemble<f64> {
+    let model = FcnModel {
+        d,
+        widths: vec![n],
+        activation: Activation::Erf,
+        prior_var: vec![1.0 / d as f64, 1.0 / n as f64],
+        frozen: vec![false, false],
+        layernorm: false,
+    };
+    let x: Vec<f64> = (0..p * d)
+        .map(|i| ((i * 7919 % 113) as f64 / 113.0 - 0.5) * 3.0)
+        .collect();
+    let y: Vec<f64> = (0..p)
+        .map(|mu| libm::erf(x[mu * d] - 0.5 * x[mu * d + 1]))
+        .collect();
+    let dynamics = Dynamics {
+        kappa: 0.1,
+        step: 1e-3,
+        temperature: 0.8,
+    };
+    Ensemble::<f64>::new(model, &x, &y, chains, 11, dynamics, Some(chains))
+}
+
+/// Standard normal momenta u (per group, the block's layout; zero on the collapsed readout).
+fn random_momentum(ens: &Ensemble<f64>, seed: u64) -> Vec<Vec<f64>> {
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, StandardNormal};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let readout = ens.model.widths.len();
+    ens.blocks[0]
+        .params
+        .iter()
+        .enumerate()
+        .map(|(g, p)| {
+            p.iter()
+                .map(|_| {
+                    if g == readout {
+                        0.0
+                    } else {
+                        StandardNormal.sample(&mut rng)
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The leapfrog map of HMC (mala.rs) on the collapsed posterior with the block preconditioner
+/// as inverse mass matrix is reversible — L steps forward, momentum negated, L steps back
+/// return to the start to 1e-10 — and volume-preserving: the Jacobian of (θ, u) ↦ (θ′, u′) of
+/// one chain (d = 2, N = 2: 4 hidden weights and 4 momenta), by central differences, has
+/// determinant 1 to 1e-6. A full instead of a half kick at the end of the trajectory (or a
+/// kick from a stale gradient) breaks reversibility; a state-dependent metric would break
+/// both.
+#[test]
+fn hmc_leapfrog_is_reversible_and_volume_preserving() {
+    let mut ens = small_collapsed_ensemble(3, 4, 12, 4);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
+    ens.dynamics.step = 1e-3;
+    kernel.advance(&mut ens, 50);
+    kernel.adapt_preconditioner(&mut ens, false);
+    let start = ens.blocks[0].params.clone();
+    let mut momentum = random_momentum(&ens, 5);
+    let (eps, steps) = (0.05, 25);
+    kernel.leapfrog_first_block(&mut ens, &mut momentum, eps, steps);
+    let moved: f64 = (ens.blocks[0].params[0].iter().zip(&start[0]))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(moved > 0.05, "the trajectory barely moved ({moved})");
+    for u in momentum.iter_mut().flatten() {
+        *u = -*u;
+    }
+    kernel.leapfrog_first_block(&mut ens, &mut momentum, eps, steps);
+    for (g, (now, then)) in ens.blocks[0].params.iter().zip(&start).enumerate() {
+        if g == ens.model.widths.len() {
+            continue;
+        }
+        for (a, b) in now.iter().zip(then) {
+            assert!((a - b).abs() < 1e-10, "group {g}: {a} vs start {b}");
+        }
+    }
+
+    // Volume: chain 0 of a d = 2, N = 2 network.
+    let mut ens = small_collapsed_ensemble(2, 2, 10, 2);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
+    kernel.advance(&mut ens, 50);
+    kernel.adapt_preconditioner(&mut ens, false);
+    let theta0 = ens.blocks[0].params.clone();
+    let u0 = random_momentum(&ens, 6);
+    let dim = 4;
+    let mut flow = |dtheta: &[f64], du: &[f64]| -> Vec<f64> {
+        let mut params = theta0.clone();
+        let mut u = u0.clone();
+        for i in 0..dim {
+            params[0][i] += dtheta[i];
+            u[0][i] += du[i];
+        }
+        ens.blocks[0].params = params;
+        kernel.leapfrog_first_block(&mut ens, &mut u, 0.1, 10);
+        let mut out = ens.blocks[0].params[0][..dim].to_vec();
+        out.extend_from_slice(&u[0][..dim]);
+        out
+    };
+    let h = 1e-5;
+    let mut jacobian = vec![vec![0.0; 2 * dim]; 2 * dim];
+    for j in 0..2 * dim {
+        let mut plus = (vec![0.0; dim], vec![0.0; dim]);
+        let mut minus = plus.clone();
+        if j < dim {
+            plus.0[j] = h;
+            minus.0[j] = -h;
+        } else {
+            plus.1[j - dim] = h;
+            minus.1[j - dim] = -h;
+        }
+        let (a, b) = (flow(&plus.0, &plus.1), flow(&minus.0, &minus.1));
+        for i in 0..2 * dim {
+            jacobian[i][j] = (a[i] - b[i]) / (2.0 * h);
+        }
+    }
+    let det = determinant(jacobian.clone());
+    assert!(
+        (det - 1.0).abs() < 1e-6,
+        "det of the leapfrog Jacobian {det}"
+    );
+    // The map is not trivially the identity (which would also have det 1).
+    assert!((jacobian[0][0] - 1.0).abs() > 1e-3 || jacobian[0][1].abs() > 1e-3);
+}
+
+/// Determinant by Gaussian elimination with partial pivoting.
+fn determinant(mut a: Vec<Vec<f64>>) -> f64 {
+    let n = a.len();
+    let mut det = 1.0;
+    for k in 0..n {
+        let pivot = (k..n)
+            .max_by(|&i, &j| a[i][k].abs().total_cmp(&a[j][k].abs()))
+            .unwrap();
+        if pivot != k {
+            a.swap(pivot, k);
+            det = -det;
+        }
+        det *= a[k][k];
+        for i in k + 1..n {
+            let f = a[i][k] / a[k][k];
+            for j in k..n {
+                a[i][j] -= f * a[k][j];
+            }
+        }
+    }
+    det
+}
+
+/// At P = 0 the collapsed energy is the hidden weights' Gaussian prior, U = |W|²/(2v) (each
+/// weight an oscillator of frequency ω = 1/√v). The leapfrog energy error over a fixed
+/// trajectory time εL is O(ε²) (Neal 2011, sec. 5.2.3.4): halving ε (doubling L) divides
+/// the mean |ΔH| over 16 chains by 4 within ±20 %.
+#[test]
+fn hmc_energy_error_is_second_order_in_the_step() {
+    let mut ens = small_collapsed_ensemble(4, 3, 0, 16);
+    let v = ens.model.prior_var[0];
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
+    let theta0 = ens.blocks[0].params.clone();
+    let u0 = random_momentum(&ens, 8);
+    let h0: Vec<f64> = (0..16)
+        .map(|c| {
+            let n = ens.model.group_len(0);
+            let w = &theta0[0][c * n..(c + 1) * n];
+            let u = &u0[0][c * n..(c + 1) * n];
+            w.iter().map(|x| x * x).sum::<f64>() / (2.0 * v)
+                + 0.5 * u.iter().map(|x| x * x).sum::<f64>()
+        })
+        .collect();
+    let mut errors = Vec::new();
+    for (eps_over_sqrt_v, steps) in [(0.2, 10), (0.1, 20), (0.05, 40)] {
+        ens.blocks[0].params = theta0.clone();
+        let mut u = u0.clone();
+        let energy =
+            kernel.leapfrog_first_block(&mut ens, &mut u, eps_over_sqrt_v * v.sqrt(), steps);
+        let n = ens.model.group_len(0);
+        let mean: f64 = (0..16)
+            .map(|c| {
+                let kinetic = 0.5 * u[0][c * n..(c + 1) * n].iter().map(|x| x * x).sum::<f64>();
+                (energy[c] + kinetic - h0[c]).abs()
+            })
+            .sum::<f64>()
+            / 16.0;
+        errors.push(mean);
+    }
+    for pair in errors.windows(2) {
+        let ratio = pair[0] / pair[1];
+        assert!(
+            (ratio - 4.0).abs() < 0.8,
+            "|ΔH| {errors:?}: ratio {ratio}, expected 4 for a second-order integrator"
+        );
+    }
+    assert!(
+        errors[0] > 1e-4,
+        "energy errors too small to measure: {errors:?}"
+    );
+}
+
+/// At P = 0 the collapsed posterior of the hidden weights is the prior at temperature T:
+/// HMC (4 leapfrog steps per proposal at ε·ω = 1.2, so not a tiny step) reproduces
+/// E[w²] = vT and E[w⁴] = 3(vT)² within 4 standard errors of the chains' means, and the
+/// drawn readouts E[a²] = v_a·T. A kinetic energy or momentum draw without the temperature
+/// (u ~ 𝒩(0, I)) would give E[w²] = v.
+#[test]
+fn collapsed_hmc_samples_the_prior_at_p_0() {
+    let chains = 16;
+    let mut ens = small_collapsed_ensemble(4, 3, 0, chains);
+    ens.dynamics.temperature = 0.5;
+    let (v, v_a, t) = (ens.model.prior_var[0], ens.model.prior_var[1], 0.5);
+    ens.dynamics.step = 0.5 * (1.2 * v.sqrt()).powi(2);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
+    kernel.hmc_steps = Some(4);
+    kernel.advance(&mut ens, 50);
+    let samples = 400;
+    let mut per_chain = vec![[0.0; 3]; chains];
+    for _ in 0..samples {
+        kernel.advance(&mut ens, 1);
+        kernel.prepare_measurement(&mut ens);
+        for (k, acc) in per_chain.iter_mut().enumerate() {
+            let w = ens.chain_group(k, 0);
+            let a = ens.chain_group(k, 1);
+            let norm = (samples * w.len()) as f64;
+            acc[0] += w.iter().map(|x| x * x).sum::<f64>() / norm;
+            acc[1] += w.iter().map(|x| x.powi(4)).sum::<f64>() / norm;
+            acc[2] += a.iter().map(|x| x * x).sum::<f64>() / (samples * a.len()) as f64;
+        }
+    }
+    let acceptance = kernel.acceptance_rate(&ens).unwrap();
+    assert!(
+        acceptance > 0.5 && acceptance < 1.0,
+        "acceptance {acceptance}"
+    );
+    for (q, (name, exact)) in [
+        ("E[w²]", v * t),
+        ("E[w⁴]", 3.0 * (v * t).powi(2)),
+        ("E[a²]", v_a * t),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let series: Vec<f64> = per_chain.iter().map(|m| m[q]).collect();
+        let (m, e) = mean_err(&series);
+        assert!(
+            (m - exact).abs() < 4.0 * e && e < 0.05 * exact,
+            "{name} = {m} ± {e}, exact {exact}"
+        );
     }
 }

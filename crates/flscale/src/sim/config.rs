@@ -28,6 +28,7 @@
 //! seed = 1
 //! method = "plain"          # or "collapsed" (readout integrated out); optional
 //! mala = false              # Metropolis-adjusted steps; optional
+//! # hmc_steps = 10          # fcn + mala only: HMC, L leapfrog steps per proposal
 //! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
 //! sigma2 = [1.0, 1.0]
@@ -282,6 +283,14 @@ pub struct SamplerConfig {
     /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
     #[serde(default)]
     pub mala: bool,
+    /// FCN with `mala = true` only: Hamiltonian Monte Carlo instead of MALA (docs/langevin.md,
+    /// "HMC"): every step is one proposal made of L = `hmc_steps` leapfrog steps of size
+    /// ε = √(2η) with the sampler's metric (the collapsed preconditioner) as inverse mass
+    /// matrix, then one Metropolis test; a step therefore costs L gradient evaluations
+    /// (`steps`, `burn_in` and `thin` count proposals). L = 1 is MALA. With `adapt_step` the
+    /// acceptance is steered to 0.7 instead of 0.574. An integer ≥ 1; absent (default): MALA.
+    #[serde(default)]
+    pub hmc_steps: Option<usize>,
     /// Collapsed sampler with `adapt_step` only: the constant preconditioner M of the last
     /// hidden layer's weights, θ ← θ − ηM∇U + √(2ηT·M)ξ, set during burn-in (averaged over
     /// its second half) and frozen after it (docs/langevin.md, "Preconditioner").
@@ -498,6 +507,18 @@ impl ExperimentConfig {
                 )));
             }
         }
+        if let Some(l) = s.hmc_steps {
+            if l == 0 || l > 10_000 {
+                return Err(Error::invalid(format!(
+                    "sampler.hmc_steps = {l} is not allowed; it is the number of leapfrog steps per HMC proposal, an integer between 1 and 10000"
+                )));
+            }
+            if !s.mala {
+                return Err(Error::invalid(format!(
+                    "sampler.hmc_steps = {l} is not allowed with mala = false; HMC is exact only through its Metropolis test: set mala = true"
+                )));
+            }
+        }
         if let Some(pc) = s.preconditioner {
             let name = pc.name();
             if s.method != SamplerMethod::Collapsed || !s.adapt_step {
@@ -638,6 +659,11 @@ impl ExperimentConfig {
             if m.layernorm {
                 return Err(Error::invalid(format!(
                     "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
+                )));
+            }
+            if let Some(l) = s.hmc_steps {
+                return Err(Error::invalid(format!(
+                    "sampler.hmc_steps = {l} is not allowed with model.kind = \"{kind}\"; HMC exists for \"fcn\" only, leave it out"
                 )));
             }
             if let Some(pc) = s.preconditioner {
@@ -892,6 +918,18 @@ seed = 1
             (
                 cnn.replace("seed = 1", "seed = 1\nlikelihood = \"cross-entropy\""),
                 "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"cnn\"",
+            ),
+            (
+                EXAMPLE.replace("seed = 1", "seed = 1\nmala = true\nhmc_steps = 0"),
+                "sampler.hmc_steps = 0 is not allowed; it is the number of leapfrog steps",
+            ),
+            (
+                EXAMPLE.replace("seed = 1", "seed = 1\nhmc_steps = 10"),
+                "sampler.hmc_steps = 10 is not allowed with mala = false",
+            ),
+            (
+                cnn.replace("seed = 1", "seed = 1\nmala = true\nhmc_steps = 5"),
+                "sampler.hmc_steps = 5 is not allowed with model.kind = \"cnn\"",
             ),
             (
                 cnn.replace(

@@ -15,6 +15,23 @@
 //! non-finite proposal is simply rejected. Without `mala` a non-finite or exploding energy
 //! stops the chain (divergence, as in the plain sampler).
 //!
+//! With `hmc_steps = L` a proposal is instead a Hamiltonian trajectory (HMC; Neal, "MCMC using
+//! Hamiltonian dynamics", *Handbook of Markov Chain Monte Carlo* (2011) ch. 5: sec. 5.3.2 for
+//! the algorithm, 5.4.1 for the mass matrix): with the metric M = KKᵀ as inverse mass matrix, momentum
+//! p ~ 𝒩(0, T·M⁻¹) and H = U(θ) + ½pᵀMp, written in u = Kᵀp ~ 𝒩(0, T·I) so that only K and
+//! Kᵀ are applied (H = U + ½|u|²). L leapfrog steps of size ε,
+//!
+//! u ← u − (ε/2)·Kᵀ∇U(θ),  θ ← θ + ε·Ku,  u ← u − (ε/2)·Kᵀ∇U(θ),
+//!
+//! (Neal sec. 5.2.3.3, the leapfrog method) are volume-preserving and reversible under u → −u,
+//! so accepting with min(1, exp(−(H′ − H)/T)) leaves exp(−U/T) exactly invariant (Neal
+//! sec. 5.3.2.2). One
+//! leapfrog step is the MALA proposal with η = ε²/2: θ′ = θ − (ε²/2)M∇U + ε√T·Kξ; so ε = √(2η)
+//! and the step adaptation carries over. ε is jittered per proposal and chain, uniformly in
+//! [0.8ε, 1.2ε] from the chain's stream, against the periodic trajectories a fixed εL can
+//! return on (Neal sec. 5.4.2.3); the jitter does not depend on the state, so the kernel for
+//! each ε is reversible and so is their mixture. A proposal costs L gradient evaluations.
+//!
 //! The plain posterior without MALA keeps the sampler's own fused step
 //! ([`Ensemble::advance`]); this module is used when `sampler.method = "collapsed"` or
 //! `sampler.mala = true`.
@@ -49,6 +66,10 @@ struct BlockState<T> {
     /// [`collapsed::neuron_curvature_blocks`] return them) and their number.
     curvature_sum: Vec<f64>,
     curvature_count: usize,
+    /// HMC: the momentum u = Kᵀp per group (f64, the layout of `params`) and a work vector of
+    /// the same shape; empty until the first HMC step.
+    momentum: Vec<Vec<f64>>,
+    kick: Vec<Vec<f64>>,
 }
 
 /// The constant preconditioner M of one block's last hidden layer (identity elsewhere and
@@ -126,6 +147,9 @@ pub struct Kernel<T> {
     /// Which preconditioner [`Kernel::adapt_preconditioner`] sets (collapsed only; default
     /// `Block`).
     pub preconditioner: Preconditioner,
+    /// With `mala`: `Some(L)` makes every step an HMC proposal of L leapfrog steps (module
+    /// doc); `None` is MALA.
+    pub hmc_steps: Option<usize>,
     states: Vec<BlockState<T>>,
 }
 
@@ -148,12 +172,15 @@ impl<T: Real> Kernel<T> {
                 metric: Metric::default(),
                 curvature_sum: Vec::new(),
                 curvature_count: 0,
+                momentum: Vec::new(),
+                kick: Vec::new(),
             })
             .collect();
         Kernel {
             method,
             mala,
             preconditioner: Preconditioner::Block,
+            hmc_steps: None,
             states,
         }
     }
@@ -177,7 +204,7 @@ impl<T: Real> Kernel<T> {
         let threshold = ens.divergence_threshold;
         let start = ens.steps_done;
         let sampled = self.sampled(model);
-        let (method, mala) = (self.method, self.mala);
+        let (method, mala, hmc_steps) = (self.method, self.mala, self.hmc_steps);
         let likelihood = ens.likelihood;
         ens.blocks
             .par_iter_mut()
@@ -195,15 +222,26 @@ impl<T: Real> Kernel<T> {
                 };
                 let metric = std::mem::take(&mut state.metric);
                 for s in 0..n {
-                    ctx.step(
-                        block,
-                        state,
-                        &metric,
-                        mala,
-                        threshold,
-                        start + s + 1,
-                        scratch,
-                    );
+                    match hmc_steps {
+                        Some(leapfrog) if mala => ctx.hmc_step(
+                            block,
+                            state,
+                            &metric,
+                            leapfrog,
+                            threshold,
+                            start + s + 1,
+                            scratch,
+                        ),
+                        _ => ctx.step(
+                            block,
+                            state,
+                            &metric,
+                            mala,
+                            threshold,
+                            start + s + 1,
+                            scratch,
+                        ),
+                    }
                 }
                 state.metric = metric;
             });
@@ -416,6 +454,54 @@ impl<T: Real> Kernel<T> {
             });
     }
 
+    /// `steps` leapfrog steps of size `eps` (module doc) on every chain of the first block,
+    /// without the Metropolis test, from its current point and the momentum u = `momentum`
+    /// (per group, the block's `params` layout), which is overwritten with the final one.
+    /// Returns the block's energies U at the end (NaN-free chains only move). For the tests
+    /// of the integrator (reversibility, energy error).
+    pub fn leapfrog_first_block(
+        &mut self,
+        ens: &mut Ensemble<T>,
+        momentum: &mut Vec<Vec<f64>>,
+        eps: f64,
+        steps: usize,
+    ) -> Vec<f64> {
+        let sampled = self.sampled(&ens.model);
+        let ctx = Context {
+            model: &ens.model,
+            x: &ens.x,
+            y: &ens.y,
+            p: ens.p,
+            dynamics: ens.dynamics,
+            method: self.method,
+            likelihood: ens.likelihood,
+            sampled: &sampled,
+        };
+        let block = &mut ens.blocks[0];
+        let state = &mut self.states[0];
+        let metric = std::mem::take(&mut state.metric);
+        let mut scratch = Scratch::<T>::default();
+        ctx.evaluate(block, &mut scratch, &mut state.work);
+        state.evaluated = true;
+        ctx.save(block, state);
+        state.momentum = std::mem::take(momentum);
+        state.kick = state.momentum.clone();
+        let eps = vec![eps; block.len];
+        let mut moving: Vec<bool> = block.diverged.iter().map(Option::is_none).collect();
+        ctx.leapfrog(
+            block,
+            state,
+            &metric,
+            &eps,
+            steps,
+            &mut moving,
+            &mut scratch,
+        );
+        *momentum = std::mem::take(&mut state.momentum);
+        state.metric = metric;
+        block.energy.clone()
+    }
+
     /// Accepted / proposed over the chains that did not diverge (`None` without MALA or
     /// before the first step).
     pub fn acceptance_rate(&self, ens: &Ensemble<T>) -> Option<f64> {
@@ -571,6 +657,223 @@ impl<T: Real> Context<'_, T> {
         }
     }
 
+    /// Saves every chain's current point (parameters, gradients, energy, training error,
+    /// virial) for the Metropolis test to restore.
+    fn save(&self, block: &ChainBlock<T>, state: &mut BlockState<T>) {
+        for g in 0..self.model.n_groups() {
+            state.saved_params[g].copy_from_slice(&block.params[g]);
+            state.saved_grads[g].copy_from_slice(&block.grads[g]);
+        }
+        state.saved_energy.copy_from_slice(&block.energy);
+        state.saved_sq_error.copy_from_slice(&block.sq_error);
+        for c in 0..block.len {
+            state.saved_virial[c].copy_from_slice(&block.virial[c]);
+        }
+    }
+
+    /// Puts chain `c` back at its saved point (a rejected proposal).
+    fn restore(&self, block: &mut ChainBlock<T>, state: &BlockState<T>, c: usize) {
+        for g in 0..self.model.n_groups() {
+            let n = self.model.group_len(g);
+            let range = c * n..(c + 1) * n;
+            block.params[g][range.clone()].copy_from_slice(&state.saved_params[g][range.clone()]);
+            block.grads[g][range.clone()].copy_from_slice(&state.saved_grads[g][range]);
+        }
+        block.energy[c] = state.saved_energy[c];
+        block.sq_error[c] = state.saved_sq_error[c];
+        block.virial[c].copy_from_slice(&state.saved_virial[c]);
+    }
+
+    /// u ← u − scale·ε_c·Kᵀ∇U for the sampled groups of every chain in `moving` (module doc).
+    fn kick(
+        &self,
+        block: &ChainBlock<T>,
+        state: &mut BlockState<T>,
+        metric: &Metric,
+        eps: &[f64],
+        scale: f64,
+        moving: &[bool],
+    ) {
+        for (g, kick) in state.kick.iter_mut().enumerate() {
+            for (k, gv) in kick.iter_mut().zip(&block.grads[g]) {
+                *k = gv.f64();
+            }
+        }
+        metric.apply(self.model, &mut state.kick, true);
+        self.for_each_moving(&mut state.momentum, &state.kick, eps, moving, |u, k, e| {
+            *u -= scale * e * k;
+        });
+    }
+
+    /// θ ← θ + ε_c·Ku for the sampled groups of every chain in `moving` (module doc).
+    fn drift(
+        &self,
+        block: &mut ChainBlock<T>,
+        state: &mut BlockState<T>,
+        metric: &Metric,
+        eps: &[f64],
+        moving: &[bool],
+    ) {
+        for (kick, u) in state.kick.iter_mut().zip(&state.momentum) {
+            kick.copy_from_slice(u);
+        }
+        metric.apply(self.model, &mut state.kick, false);
+        let model = self.model;
+        for g in 0..model.n_groups() {
+            if !self.sampled[g] {
+                continue;
+            }
+            let n = model.group_len(g);
+            for (c, &e) in eps.iter().enumerate() {
+                if !moving[c] {
+                    continue;
+                }
+                let range = c * n..(c + 1) * n;
+                for (t, k) in block.params[g][range.clone()]
+                    .iter_mut()
+                    .zip(&state.kick[g][range])
+                {
+                    *t = T::of(t.f64() + e * k);
+                }
+            }
+        }
+    }
+
+    /// Applies `f(x, y, ε_c)` to the entries of the sampled groups of every chain in `moving`.
+    fn for_each_moving(
+        &self,
+        xs: &mut [Vec<f64>],
+        ys: &[Vec<f64>],
+        eps: &[f64],
+        moving: &[bool],
+        mut f: impl FnMut(&mut f64, f64, f64),
+    ) {
+        for g in 0..self.model.n_groups() {
+            if !self.sampled[g] {
+                continue;
+            }
+            let n = self.model.group_len(g);
+            for (c, &e) in eps.iter().enumerate() {
+                if !moving[c] {
+                    continue;
+                }
+                let range = c * n..(c + 1) * n;
+                for (x, &y) in xs[g][range.clone()].iter_mut().zip(&ys[g][range]) {
+                    f(x, y, e);
+                }
+            }
+        }
+    }
+
+    /// `steps` leapfrog steps of per-chain size ε_c from the current point and
+    /// `state.momentum` (module doc), for the chains in `moving`; a chain whose energy cannot
+    /// be evaluated or is not finite is put back at its saved point and dropped from
+    /// `moving` (its proposal is then rejected). Needs the gradient at the current point.
+    #[allow(clippy::too_many_arguments)]
+    fn leapfrog(
+        &self,
+        block: &mut ChainBlock<T>,
+        state: &mut BlockState<T>,
+        metric: &Metric,
+        eps: &[f64],
+        steps: usize,
+        moving: &mut [bool],
+        scratch: &mut Scratch<T>,
+    ) {
+        self.kick(block, state, metric, eps, 0.5, moving);
+        for l in 0..steps {
+            self.drift(block, state, metric, eps, moving);
+            self.evaluate(block, scratch, &mut state.work);
+            for c in 0..block.len {
+                let ok = state.work.failure[c].is_none() && block.energy[c].is_finite();
+                if moving[c] && !ok {
+                    moving[c] = false;
+                    self.restore(block, state, c);
+                }
+            }
+            let scale = if l + 1 == steps { 0.5 } else { 1.0 };
+            self.kick(block, state, metric, eps, scale, moving);
+        }
+    }
+
+    /// One HMC proposal of `steps` leapfrog steps per chain and its Metropolis test (module
+    /// doc).
+    #[allow(clippy::too_many_arguments)]
+    fn hmc_step(
+        &self,
+        block: &mut ChainBlock<T>,
+        state: &mut BlockState<T>,
+        metric: &Metric,
+        steps: usize,
+        threshold: f64,
+        global_step: usize,
+        scratch: &mut Scratch<T>,
+    ) {
+        let model = self.model;
+        let b = block.len;
+        if !state.evaluated {
+            self.evaluate(block, scratch, &mut state.work);
+            self.check(block, &state.work, threshold, global_step);
+            state.evaluated = true;
+        }
+        self.save(block, state);
+        if state.momentum.len() != model.n_groups() {
+            state.momentum = block.params.iter().map(|g| vec![0.0; g.len()]).collect();
+            state.kick = state.momentum.clone();
+        }
+        let temperature = self.dynamics.temperature;
+        let base = (2.0 * self.dynamics.step).sqrt();
+        let sqrt_t = temperature.sqrt();
+        let mut eps = vec![0.0; b];
+        let mut moving = vec![false; b];
+        let mut kinetic = vec![0.0; b];
+        for c in 0..b {
+            if block.diverged[c].is_some() {
+                continue;
+            }
+            moving[c] = true;
+            let rng = &mut block.rngs[c];
+            let jitter: f64 = rng.random();
+            eps[c] = base * (0.8 + 0.4 * jitter);
+            for g in 0..model.n_groups() {
+                let n = model.group_len(g);
+                let u = &mut state.momentum[g][c * n..(c + 1) * n];
+                if !self.sampled[g] {
+                    u.fill(0.0);
+                    continue;
+                }
+                for ui in u {
+                    *ui = sqrt_t * T::standard_normal(rng).f64();
+                    kinetic[c] += 0.5 * *ui * *ui;
+                }
+            }
+        }
+        self.leapfrog(block, state, metric, &eps, steps, &mut moving, scratch);
+        for c in 0..b {
+            if block.diverged[c].is_some() {
+                continue;
+            }
+            let mut kinetic_new = 0.0;
+            for g in 0..model.n_groups() {
+                let n = model.group_len(g);
+                kinetic_new += 0.5
+                    * state.momentum[g][c * n..(c + 1) * n]
+                        .iter()
+                        .map(|u| u * u)
+                        .sum::<f64>();
+            }
+            let log_alpha =
+                -(block.energy[c] + kinetic_new - state.saved_energy[c] - kinetic[c]) / temperature;
+            let u: f64 = block.rngs[c].random();
+            state.proposed[c] += 1;
+            if moving[c] && log_alpha.is_finite() && u.ln() < log_alpha {
+                state.accepted[c] += 1;
+            } else if moving[c] {
+                self.restore(block, state, c);
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn step(
         &self,
@@ -590,15 +893,7 @@ impl<T: Real> Context<'_, T> {
             state.evaluated = true;
         }
         if mala {
-            for g in 0..model.n_groups() {
-                state.saved_params[g].copy_from_slice(&block.params[g]);
-                state.saved_grads[g].copy_from_slice(&block.grads[g]);
-            }
-            state.saved_energy.copy_from_slice(&block.energy);
-            state.saved_sq_error.copy_from_slice(&block.sq_error);
-            for c in 0..b {
-                state.saved_virial[c].copy_from_slice(&block.virial[c]);
-            }
+            self.save(block, state);
         }
         let eta = self.dynamics.step;
         let temperature = self.dynamics.temperature;
@@ -735,16 +1030,7 @@ impl<T: Real> Context<'_, T> {
                 state.accepted[c] += 1;
                 continue;
             }
-            for g in 0..model.n_groups() {
-                let n = model.group_len(g);
-                let range = c * n..(c + 1) * n;
-                block.params[g][range.clone()]
-                    .copy_from_slice(&state.saved_params[g][range.clone()]);
-                block.grads[g][range.clone()].copy_from_slice(&state.saved_grads[g][range]);
-            }
-            block.energy[c] = state.saved_energy[c];
-            block.sq_error[c] = state.saved_sq_error[c];
-            block.virial[c].copy_from_slice(&state.saved_virial[c]);
+            self.restore(block, state, c);
         }
     }
 }

@@ -6,12 +6,13 @@
 //! `adapt_step` (its own stable step from λ_max), same seed and chains.
 //!
 //! Protocol (both samplers measured in equilibrium, over windows of the same length):
-//! 1. The collapsed sampler runs from the prior (cold) for `steps`, the first half burn-in;
-//!    its second half is its measurement window.
+//! 1. The collapsed sampler runs from the prior (cold) for `steps` gradient evaluations, the
+//!    first half burn-in; its second half is its measurement window. With HMC
+//!    (`collapsed_hmc_steps = L`) that is `steps / L` proposals, measured every `thin / L`.
 //! 2. The plain sampler starts from the collapsed run's final state — every chain's hidden
 //!    weights and the readout drawn exactly from its Gaussian conditional, i.e. a draw of the
 //!    joint posterior once the collapsed chains have equilibrated — and runs `steps / 2` steps
-//!    without burn-in (its step adapted once, at the start). So the plain sampler pays no
+//!    (as many gradient evaluations as the collapsed window) without burn-in (its step adapted once, at the start). So the plain sampler pays no
 //!    burn-in and has no burn-in bias; from a cold start it may not reach the posterior at
 //!    all at P ≥ 8d (BENCHMARKS.md).
 //! 3. `samplers_agree` checks that the two windows agree on the alignment and on R within 3
@@ -19,7 +20,8 @@
 //!    ratios are not comparisons of equals.
 //!
 //! ESS = chains × samples / τ with τ the integrated autocorrelation time of the per-chain
-//! series ([`super::observables::integrated_autocorrelation_time`]); ESS/s divides by the
+//! series ([`super::observables::integrated_autocorrelation_time`]; reported in gradient
+//! evaluations, i.e. steps × L); ESS/s divides by the
 //! wall-clock seconds of the measurement window. The collapsed sampler's alignment is
 //! Rao–Blackwellised (the readout's conditional mean instead of its draw; `run.rs`), which
 //! lowers its variance but not always its τ.
@@ -40,6 +42,10 @@ use super::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
 use super::run::{run_experiment, run_experiment_from, RunResult};
 use crate::error::Result;
 
+/// Leapfrog steps per HMC proposal of the collapsed sampler by default (chosen by measurement,
+/// BENCHMARKS.md, "Sampling efficiency").
+pub const DEFAULT_HMC_STEPS: usize = 10;
+
 /// The settings of one comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SamplingSetting {
@@ -59,6 +65,11 @@ pub struct SamplingSetting {
     /// step then targets η·λ_max ≈ 1 instead of 0.1, run.rs). The plain sampler is always the
     /// unadjusted fused one.
     pub collapsed_mala: bool,
+    /// With `collapsed_mala`: HMC with this many leapfrog steps per proposal
+    /// (`sampler.hmc_steps`) instead of MALA. The collapsed run then makes `steps / L`
+    /// proposals measured every `thin / L` (rounded, at least 1), so that both samplers spend
+    /// the same number of gradient evaluations per window and per measurement.
+    pub collapsed_hmc_steps: Option<usize>,
 }
 
 impl Default for SamplingSetting {
@@ -71,6 +82,7 @@ impl Default for SamplingSetting {
             chains: 8,
             preconditioner: Preconditioner::Block,
             collapsed_mala: true,
+            collapsed_hmc_steps: Some(DEFAULT_HMC_STEPS),
         }
     }
 }
@@ -82,7 +94,10 @@ pub struct SamplerEfficiency {
     pub method: String,
     /// The step η after adaptation.
     pub step: f64,
-    /// Steps per second of wall-clock time in the window (all chains advanced once).
+    /// Gradient evaluations per proposal: 1 for a Langevin or MALA step, L for HMC.
+    pub gradient_evaluations_per_step: usize,
+    /// Gradient evaluations per second of wall-clock time in the window (all chains
+    /// advanced once; a Langevin step or one leapfrog step).
     pub steps_per_second: f64,
     /// Alignment and its standard error.
     pub alignment: Option<f64>,
@@ -96,11 +111,12 @@ pub struct SamplerEfficiency {
     pub outliers: Option<f64>,
     /// See `outliers`.
     pub outliers_err: Option<f64>,
-    /// Integrated autocorrelation time of the alignment, in steps.
+    /// Integrated autocorrelation time of the alignment, in gradient evaluations (steps ×
+    /// `gradient_evaluations_per_step`).
     pub iat_alignment_steps: Option<f64>,
-    /// Integrated autocorrelation time of R, in steps.
+    /// Integrated autocorrelation time of R, in gradient evaluations.
     pub iat_r_overlap2_steps: Option<f64>,
-    /// Integrated autocorrelation time of the outlier count, in steps.
+    /// Integrated autocorrelation time of the outlier count, in gradient evaluations.
     pub iat_outliers_steps: Option<f64>,
     /// Effective samples of the alignment per second.
     pub ess_per_second_alignment: Option<f64>,
@@ -153,21 +169,29 @@ pub fn blog_config(
     method: SamplerMethod,
     start: Start,
 ) -> Result<ExperimentConfig> {
+    let leapfrog = gradient_evaluations_per_step(setting, method);
     let (method, preconditioner) = match method {
         SamplerMethod::Plain => ("plain", String::new()),
         SamplerMethod::Collapsed => (
             "collapsed",
             format!(
-                "preconditioner = \"{}\"\nmala = {}",
+                "preconditioner = \"{}\"\nmala = {}\n{}",
                 match setting.preconditioner {
                     Preconditioner::None => "none",
                     Preconditioner::Neuron => "neuron",
                     Preconditioner::Block => "block",
                 },
-                setting.collapsed_mala
+                setting.collapsed_mala,
+                if leapfrog > 1 {
+                    format!("hmc_steps = {leapfrog}")
+                } else {
+                    String::new()
+                }
             ),
         ),
     };
+    let steps = (setting.steps / leapfrog).max(2);
+    let thin = (setting.thin as f64 / leapfrog as f64).round().max(1.0) as usize;
     let start = match start {
         Start::Cold => "cold",
         Start::Hot => "hot",
@@ -203,26 +227,35 @@ sigma2 = [1.0, 1.0]
 "#,
         d = setting.d,
         p = setting.p,
-        steps = setting.steps,
-        burn_in = setting.steps / 2,
-        thin = setting.thin,
+        burn_in = steps / 2,
         chains = setting.chains,
     );
     ExperimentConfig::from_toml(&text, "bench --sampling")
 }
 
-/// The efficiency of one run over its measurement window (the steps after burn-in).
-fn efficiency(r: &RunResult, burn_in: usize, thin: usize) -> SamplerEfficiency {
+/// Gradient evaluations per step of `method` at `setting`: L for the collapsed sampler with
+/// HMC, else 1.
+pub fn gradient_evaluations_per_step(setting: SamplingSetting, method: SamplerMethod) -> usize {
+    match (method, setting.collapsed_mala, setting.collapsed_hmc_steps) {
+        (SamplerMethod::Collapsed, true, Some(l)) => l.max(1),
+        _ => 1,
+    }
+}
+
+/// The efficiency of one run over its measurement window (the steps after burn-in), with
+/// `leapfrog` gradient evaluations per step.
+fn efficiency(r: &RunResult, burn_in: usize, thin: usize, leapfrog: usize) -> SamplerEfficiency {
     let s = &r.summary;
     let dg = &s.diagnostics;
     let window = r.sampling_seconds.max(1e-9);
     let per_second = |ess: Option<f64>| ess.map(|e| e / window);
     let precision = |err: Option<f64>| err.filter(|e| *e > 0.0).map(|e| 1.0 / (e * e * window));
-    let in_steps = |tau: Option<f64>| tau.map(|t| t * thin as f64);
+    let in_steps = |tau: Option<f64>| tau.map(|t| t * (thin * leapfrog) as f64);
     SamplerEfficiency {
         method: dg.method.clone(),
         step: dg.step,
-        steps_per_second: r.steps.saturating_sub(burn_in) as f64 / window,
+        gradient_evaluations_per_step: leapfrog,
+        steps_per_second: (r.steps.saturating_sub(burn_in) * leapfrog) as f64 / window,
         alignment: s.alignment,
         alignment_err: s.alignment_err,
         r_overlap2: s.r_overlap2,
@@ -247,12 +280,17 @@ fn efficiency(r: &RunResult, burn_in: usize, thin: usize) -> SamplerEfficiency {
 pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
     let collapsed_cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Cold)?;
     let collapsed_run = run_experiment(&collapsed_cfg, &mut |_, _| {})?;
-    let collapsed = efficiency(&collapsed_run, collapsed_cfg.sampler.burn_in, setting.thin);
+    let collapsed = efficiency(
+        &collapsed_run,
+        collapsed_cfg.sampler.burn_in,
+        collapsed_cfg.sampler.thin,
+        gradient_evaluations_per_step(setting, SamplerMethod::Collapsed),
+    );
     let mut plain_cfg = blog_config(setting, SamplerMethod::Plain, Start::Cold)?;
-    plain_cfg.sampler.steps = setting.steps - collapsed_cfg.sampler.burn_in;
+    plain_cfg.sampler.steps -= plain_cfg.sampler.burn_in;
     plain_cfg.sampler.burn_in = 0;
     let plain_run = run_experiment_from(&plain_cfg, &collapsed_run.final_state, &mut |_, _| {})?;
-    let plain = efficiency(&plain_run, 0, setting.thin);
+    let plain = efficiency(&plain_run, 0, setting.thin, 1);
     let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?).filter(|r| r.is_finite());
     let agree = |a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>| {
         Some((a? - b?).abs() <= 3.0 * (ea? * ea? + eb? * eb?).sqrt())
