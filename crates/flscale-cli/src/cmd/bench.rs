@@ -3,7 +3,9 @@
 
 use flscale::sim::bench::{bench_case, gemm_peak, BenchSize};
 use flscale::sim::config::Preconditioner;
-use flscale::sim::sampling_bench::{compare, SamplingSetting, DEFAULT_HMC_STEPS};
+use flscale::sim::sampling_bench::{
+    compare, SamplingSetting, DEFAULT_COLLAPSED_THIN, DEFAULT_HMC_STEPS,
+};
 use flscale::{Error, Result};
 
 use super::{out, out_json, Ctx};
@@ -67,6 +69,10 @@ pub struct BenchArgs {
     /// the same gradient evaluations.
     #[arg(long = "hmc-steps")]
     pub hmc_steps: Option<usize>,
+    /// With --sampling: the collapsed run's measurement interval in its own steps (HMC
+    /// proposals; default 1 with HMC, else the plain sampler's 50 steps / L).
+    #[arg(long = "collapsed-thin")]
+    pub collapsed_thin: Option<usize>,
 }
 
 /// Runs `flscale bench`.
@@ -177,6 +183,14 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             4 * thin
         )));
     }
+    if let Some(t) = args.collapsed_thin {
+        let proposals = args.sampling_steps / hmc_steps.max(1);
+        if t == 0 || 4 * t > proposals {
+            return Err(Error::invalid(format!(
+                "--collapsed-thin {t} is not allowed; it must be between 1 and a quarter of the collapsed run's {proposals} steps"
+            )));
+        }
+    }
     let setting = SamplingSetting {
         d: SamplingSetting::default().d,
         p: args.p,
@@ -185,6 +199,10 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
         chains: args.sampling_chains,
         collapsed_mala: !args.no_mala,
         collapsed_hmc_steps: (hmc_steps > 0).then_some(hmc_steps),
+        collapsed_thin: match args.collapsed_thin {
+            Some(t) => Some(t),
+            None => (hmc_steps > 0).then_some(DEFAULT_COLLAPSED_THIN),
+        },
         preconditioner: match args.preconditioner.as_str() {
             "none" => Preconditioner::None,
             "neuron" => Preconditioner::Neuron,

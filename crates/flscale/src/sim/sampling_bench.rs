@@ -8,7 +8,8 @@
 //! Protocol (both samplers measured in equilibrium, over windows of the same length):
 //! 1. The collapsed sampler runs from the prior (cold) for `steps` gradient evaluations, the
 //!    first half burn-in; its second half is its measurement window. With HMC
-//!    (`collapsed_hmc_steps = L`) that is `steps / L` proposals, measured every `thin / L`.
+//!    (`collapsed_hmc_steps = L`) that is `steps / L` proposals, measured every `thin / L`
+//!    or every `collapsed_thin` proposals.
 //! 2. The plain sampler starts from the collapsed run's final state — every chain's hidden
 //!    weights and the readout drawn exactly from its Gaussian conditional, i.e. a draw of the
 //!    joint posterior once the collapsed chains have equilibrated — and runs `steps / 2` steps
@@ -46,6 +47,11 @@ use crate::error::Result;
 /// BENCHMARKS.md, "Sampling efficiency").
 pub const DEFAULT_HMC_STEPS: usize = 10;
 
+/// The collapsed run's measurement interval in proposals by default (with HMC at
+/// [`DEFAULT_HMC_STEPS`], every proposal = 10 gradient evaluations; chosen by measurement,
+/// BENCHMARKS.md).
+pub const DEFAULT_COLLAPSED_THIN: usize = 1;
+
 /// The settings of one comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SamplingSetting {
@@ -70,6 +76,13 @@ pub struct SamplingSetting {
     /// proposals measured every `thin / L` (rounded, at least 1), so that both samplers spend
     /// the same number of gradient evaluations per window and per measurement.
     pub collapsed_hmc_steps: Option<usize>,
+    /// The collapsed run's measurement interval in its own steps (proposals), when it should
+    /// differ from the default `thin / L`: a sampler whose τ is shorter than the measurement
+    /// interval gives at most one effective sample per measurement, so its ESS/s is capped by
+    /// the measurement rate, not by its mixing (BENCHMARKS.md, "Sampling efficiency").
+    /// Measurements cost window time too (a readout draw and two predictions on the test
+    /// set per chain), so finer is not free.
+    pub collapsed_thin: Option<usize>,
 }
 
 impl Default for SamplingSetting {
@@ -83,6 +96,7 @@ impl Default for SamplingSetting {
             preconditioner: Preconditioner::Block,
             collapsed_mala: true,
             collapsed_hmc_steps: Some(DEFAULT_HMC_STEPS),
+            collapsed_thin: Some(DEFAULT_COLLAPSED_THIN),
         }
     }
 }
@@ -191,7 +205,10 @@ pub fn blog_config(
         ),
     };
     let steps = (setting.steps / leapfrog).max(2);
-    let thin = (setting.thin as f64 / leapfrog as f64).round().max(1.0) as usize;
+    let thin = match (method, setting.collapsed_thin) {
+        ("collapsed", Some(t)) => t.max(1),
+        _ => (setting.thin as f64 / leapfrog as f64).round().max(1.0) as usize,
+    };
     let start = match start {
         Start::Cold => "cold",
         Start::Hot => "hot",
