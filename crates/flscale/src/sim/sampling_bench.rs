@@ -142,6 +142,9 @@ pub struct SamplerEfficiency {
     pub precision_per_second_alignment: Option<f64>,
     /// 1/(SE²·seconds) of R, SE = `r_overlap2_err`.
     pub precision_per_second_r_overlap2: Option<f64>,
+    /// Accepted fraction of the Metropolis proposals over the whole run (MALA or HMC; `None`
+    /// for the unadjusted samplers).
+    pub acceptance_rate: Option<f64>,
     /// Wall-clock seconds of the measurement window.
     pub window_seconds: f64,
     /// Wall-clock seconds of the whole run (burn-in included).
@@ -287,6 +290,7 @@ fn efficiency(r: &RunResult, burn_in: usize, thin: usize, leapfrog: usize) -> Sa
         ess_per_second_outliers: per_second(dg.ess_outliers),
         precision_per_second_alignment: precision(s.alignment_err),
         precision_per_second_r_overlap2: precision(s.r_overlap2_err),
+        acceptance_rate: dg.acceptance_rate,
         window_seconds: r.sampling_seconds,
         seconds: r.seconds,
         diverged_chains: s.diverged_chains.len(),
