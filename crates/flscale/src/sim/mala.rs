@@ -15,22 +15,23 @@
 //! non-finite proposal is simply rejected. Without `mala` a non-finite or exploding energy
 //! stops the chain (divergence, as in the plain sampler).
 //!
-//! With `hmc_steps = L` a proposal is instead a Hamiltonian trajectory (HMC; Neal, "MCMC using
-//! Hamiltonian dynamics", *Handbook of Markov Chain Monte Carlo* (2011) ch. 5: sec. 5.3.2 for
-//! the algorithm, 5.4.1 for the mass matrix): with the metric M = KKᵀ as inverse mass matrix, momentum
-//! p ~ 𝒩(0, T·M⁻¹) and H = U(θ) + ½pᵀMp, written in u = Kᵀp ~ 𝒩(0, T·I) so that only K and
-//! Kᵀ are applied (H = U + ½|u|²). L leapfrog steps of size ε,
+//! With `hmc_steps = L` a proposal is instead a Hamiltonian trajectory (HMC; Neal, "MCMC
+//! using Hamiltonian dynamics", *Handbook of Markov Chain Monte Carlo* (2011) ch. 5: sec. 5.3.2
+//! for the algorithm, 5.4.1 for the mass matrix): with the metric M = KKᵀ as inverse mass
+//! matrix, momentum p ~ 𝒩(0, T·M⁻¹) and H = U(θ) + ½pᵀMp, written in u = Kᵀp ~ 𝒩(0, T·I) so
+//! that only K and Kᵀ are applied (H = U + ½|u|²). L leapfrog steps of size ε,
 //!
 //! u ← u − (ε/2)·Kᵀ∇U(θ),  θ ← θ + ε·Ku,  u ← u − (ε/2)·Kᵀ∇U(θ),
 //!
 //! (Neal sec. 5.2.3.3, the leapfrog method) are volume-preserving and reversible under u → −u,
 //! so accepting with min(1, exp(−(H′ − H)/T)) leaves exp(−U/T) exactly invariant (Neal
-//! sec. 5.3.2.2). One
-//! leapfrog step is the MALA proposal with η = ε²/2: θ′ = θ − (ε²/2)M∇U + ε√T·Kξ; so ε = √(2η)
-//! and the step adaptation carries over. ε is jittered per proposal and chain, uniformly in
-//! [0.8ε, 1.2ε] from the chain's stream, against the periodic trajectories a fixed εL can
-//! return on (Neal sec. 5.4.2.3); the jitter does not depend on the state, so the kernel for
-//! each ε is reversible and so is their mixture. A proposal costs L gradient evaluations.
+//! sec. 5.3.2.2). One leapfrog step is the MALA proposal with η = ε²/2:
+//! θ′ = θ − (ε²/2)M∇U + ε√T·Kξ; so ε = √(2η) and the step adaptation carries over. ε is
+//! jittered per proposal and chain, uniformly in [0.8ε, 1.2ε] from the chain's stream, against
+//! the periodic trajectories a fixed εL can return on (Neal sec. 5.4.2.3); the jitter does not
+//! depend on the state, so the kernel for each ε is reversible and so is their mixture. A
+//! proposal costs L gradient evaluations; a chain whose energy cannot be evaluated along the
+//! trajectory is put back at its start at once and its proposal rejected.
 //!
 //! The plain posterior without MALA keeps the sampler's own fused step
 //! ([`Ensemble::advance`]); this module is used when `sampler.method = "collapsed"` or
