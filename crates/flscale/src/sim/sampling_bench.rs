@@ -178,9 +178,10 @@ pub struct SamplingComparison {
     pub samplers_agree: Option<bool>,
 }
 
-/// The blog-setting experiment for `method` from `start`: `setting.steps` steps, half of them
-/// burn-in, adaptive step (and, collapsed, `setting.preconditioner` and
-/// `setting.collapsed_mala`).
+/// The blog-setting experiment for `method` from `start`: `setting.steps` gradient
+/// evaluations, half of them burn-in, adaptive step (and, collapsed, `setting.preconditioner`,
+/// `setting.collapsed_mala` and `setting.collapsed_hmc_steps`: `steps / L` HMC proposals,
+/// measured every `collapsed_thin` or `thin / L`).
 pub fn blog_config(
     setting: SamplingSetting,
     method: SamplerMethod,
