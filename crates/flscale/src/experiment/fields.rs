@@ -290,6 +290,7 @@ thin = 10
 chains = 4
 seed = 1
 preconditioner = "block"
+hmc_steps = 10
 [priors]
 sigma2 = [1.0, 1.0]
 "#;
