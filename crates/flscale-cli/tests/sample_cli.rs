@@ -200,6 +200,34 @@ fn bench_json_has_the_documented_shape() {
     assert_eq!(r.status.code(), Some(2));
 }
 
+/// `bench --sampling`'s HMC options are checked before anything runs: one line naming the
+/// option and what is allowed, exit code 2.
+#[test]
+fn bench_sampling_rejects_bad_hmc_options() {
+    for (args, expected) in [
+        (
+            vec!["--hmc-steps", "5", "--no-mala"],
+            "--hmc-steps 5 is not allowed with --no-mala",
+        ),
+        (
+            vec!["--hmc-steps", "1000", "--sampling-steps", "20000"],
+            "--hmc-steps 1000 is not allowed with --sampling-steps 20000",
+        ),
+        (
+            vec!["--collapsed-thin", "0"],
+            "--collapsed-thin 0 is not allowed",
+        ),
+    ] {
+        let mut all = vec!["bench", "--sampling"];
+        all.extend(args);
+        let r = flscale(&all, None);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{all:?}: {stderr}");
+        assert!(stderr.contains(expected), "{all:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}
+
 #[test]
 fn example_experiments_parse() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/experiments");
