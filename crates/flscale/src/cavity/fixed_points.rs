@@ -307,7 +307,7 @@ pub fn fixed_points(prm: &AdaptiveParams, opts: &FixedPointOptions) -> Result<Fi
     let settings = RootSettings {
         grid: opts.grid,
         tol: prm.tol,
-        max_newton: 60,
+        max_newton: 100,
         fd_step: 1e-6,
         same: 1e-5,
     };

@@ -10,8 +10,8 @@
 //! 2. a cell is a candidate when each component of g takes both signs (or zero) on its four
 //!    corners: a simple root lies in a cell where both zero curves g₁ = 0 and g₂ = 0 pass, so
 //!    every root farther than a cell from another root is bracketed by at least one candidate;
-//! 3. Newton with a forward-difference Jacobian and backtracking on max|g| from each candidate's
-//!    centre, to max|g| < tol;
+//! 3. Newton with a forward-difference Jacobian and backtracking on |g|₂ (Levenberg–Marquardt
+//!    steps where that fails) from each candidate's centre, to max|g| < tol;
 //! 4. roots closer than `same` (max norm) are one root.
 //!
 //! Each root is returned with its central-difference Jacobian and its index sign det ∂g: by the
@@ -119,11 +119,10 @@ where
             "grid = {n} is not allowed; it must be an integer ≥ 2"
         )));
     }
-    if !(rect.x.0 < rect.x.1 && rect.y.0 < rect.y.1)
-        || ![rect.x.0, rect.x.1, rect.y.0, rect.y.1]
-            .iter()
-            .all(|v| v.is_finite())
-    {
+    let finite = [rect.x.0, rect.x.1, rect.y.0, rect.y.1]
+        .iter()
+        .all(|v| v.is_finite());
+    if !(finite && rect.x.0 < rect.x.1 && rect.y.0 < rect.y.1) {
         return Err(Error::invalid(format!(
             "the ranges {:?} × {:?} are not allowed; each must be finite with lo < hi",
             rect.x, rect.y
@@ -231,6 +230,73 @@ where
     ])
 }
 
+/// An accepted step: the new point and g there.
+type Accepted = ((f64, f64), (f64, f64));
+
+/// |g|₂².
+fn norm2(v: (f64, f64)) -> f64 {
+    v.0 * v.0 + v.1 * v.1
+}
+
+/// One step that lowers |g|₂: the Newton step with backtracking (20 halvings), else
+/// Levenberg–Marquardt steps −(JᵀJ + μI)⁻¹Jᵀg with μ growing tenfold from 1e-4·tr(JᵀJ) (for
+/// large μ this is a short gradient step of ½|g|², a descent direction wherever Jᵀg ≠ 0).
+/// Where G has a cliff (a bimodal overlap posterior whose weights switch within a narrow band
+/// of (b, c), as at D = N = 20, P ≥ 320) the linear model holds only on a tiny scale and the
+/// Newton step alone stalls. `None` when neither lowers |g|.
+fn descent_step<E>(
+    eval: &E,
+    x: (f64, f64),
+    gx: (f64, f64),
+    j: [[f64; 2]; 2],
+    rect: Rect,
+) -> Result<Option<Accepted>>
+where
+    E: Fn((f64, f64)) -> Result<(f64, f64)>,
+{
+    let try_at = |d: (f64, f64)| -> Result<Option<Accepted>> {
+        let trial = (x.0 + d.0, x.1 + d.1);
+        if !(trial.0.is_finite() && trial.1.is_finite() && rect.contains_with_margin(trial, 0.5)) {
+            return Ok(None);
+        }
+        let gt = eval(trial)?;
+        Ok((norm2(gt) < norm2(gx)).then_some((trial, gt)))
+    };
+    let det = j[0][0] * j[1][1] - j[0][1] * j[1][0];
+    if det != 0.0 && det.is_finite() {
+        let step = (
+            -(j[1][1] * gx.0 - j[0][1] * gx.1) / det,
+            -(-j[1][0] * gx.0 + j[0][0] * gx.1) / det,
+        );
+        let mut t = 1.0;
+        for _ in 0..20 {
+            if let Some(hit) = try_at((t * step.0, t * step.1))? {
+                return Ok(Some(hit));
+            }
+            t *= 0.5;
+        }
+    }
+    // JᵀJ and Jᵀg.
+    let a11 = j[0][0] * j[0][0] + j[1][0] * j[1][0];
+    let a12 = j[0][0] * j[0][1] + j[1][0] * j[1][1];
+    let a22 = j[0][1] * j[0][1] + j[1][1] * j[1][1];
+    let r1 = j[0][0] * gx.0 + j[1][0] * gx.1;
+    let r2 = j[0][1] * gx.0 + j[1][1] * gx.1;
+    let mut mu = 1e-4 * (a11 + a22);
+    for _ in 0..16 {
+        let (m11, m22) = (a11 + mu, a22 + mu);
+        let d = m11 * m22 - a12 * a12;
+        if d > 0.0 && d.is_finite() {
+            let step = (-(m22 * r1 - a12 * r2) / d, -(m11 * r2 - a12 * r1) / d);
+            if let Some(hit) = try_at(step)? {
+                return Ok(Some(hit));
+            }
+        }
+        mu *= 10.0;
+    }
+    Ok(None)
+}
+
 /// Newton with backtracking from `start`; `Ok(Err(..))` when it does not converge.
 fn newton<E>(
     eval: &E,
@@ -279,35 +345,18 @@ where
             break;
         }
         let j = jacobian_forward(eval, x, gx, s.fd_step)?;
-        let det = j[0][0] * j[1][1] - j[0][1] * j[1][0];
-        if det == 0.0 || !det.is_finite() {
-            return fail(x, gx, "singular Jacobian");
-        }
-        let step = (
-            -(j[1][1] * gx.0 - j[0][1] * gx.1) / det,
-            -(-j[1][0] * gx.0 + j[0][0] * gx.1) / det,
-        );
-        let mut t = 1.0;
-        let mut accepted = None;
-        for _ in 0..12 {
-            let trial = (x.0 + t * step.0, x.1 + t * step.1);
-            if !rect.contains_with_margin(trial, 0.5) {
-                t *= 0.5;
-                continue;
-            }
-            let gt = eval(trial)?;
-            if max_abs(gt) < (1.0 - 1e-4 * t) * max_abs(gx) {
-                accepted = Some((trial, gt));
-                break;
-            }
-            t *= 0.5;
-        }
-        match accepted {
+        match descent_step(eval, x, gx, j, rect)? {
             Some((xn, gn)) => {
                 x = xn;
                 gx = gn;
             }
-            None => return fail(x, gx, "no decrease of max|g| along the Newton direction"),
+            None => {
+                return fail(
+                    x,
+                    gx,
+                    "no decrease of |g| along the Newton or Levenberg–Marquardt directions",
+                )
+            }
         }
     }
     fail(x, gx, "Newton iteration cap reached")
