@@ -365,12 +365,8 @@ impl Sweep {
     /// `quick` applies the `[quick]` overrides. Every grid point is built and validated by the
     /// engine's loader, so an invalid grid fails here, before any run starts.
     pub fn from_toml(text: &str, source: &str, quick: bool) -> Result<Sweep> {
-        let mut doc: Table = toml::from_str(text).map_err(|e| {
-            Error::invalid(format!(
-                "{source}: {}",
-                e.to_string().trim_end().replace('\n', " ")
-            ))
-        })?;
+        let mut doc: Table =
+            toml::from_str(text).map_err(|e| crate::error::toml_error(source, text, &e))?;
         let sweep = take_table(&mut doc, "sweep", source)?;
         let analysis_t = take_table(&mut doc, "analysis", source)?;
         let quick_t = take_table(&mut doc, "quick", source)?;
@@ -552,7 +548,7 @@ impl Sweep {
             }
             let text = toml::to_string(&table)
                 .map_err(|e| Error::runtime(format!("cannot encode the grid point: {e}")))?;
-            let config = ExperimentConfig::from_toml(&text, &where_)?;
+            let config = ExperimentConfig::from_generated_toml(&text, &where_)?;
             runs.push(RunPlan {
                 index,
                 id: format!("run-{index:05}"),
@@ -799,5 +795,90 @@ seed = 1
         )
         .unwrap_err();
         assert!(e.to_string().contains("threshhold"), "{e}");
+    }
+
+    /// Every experiment preset the repository ships, as text: the fuzz tests below mutate them.
+    const PRESET_TEXTS: [&str; 8] = [
+        include_str!("../../../../presets/experiments/blog.toml"),
+        include_str!("../../../../presets/experiments/fig2a.toml"),
+        include_str!("../../../../presets/experiments/fig2b.toml"),
+        include_str!("../../../../presets/experiments/fig2c.toml"),
+        include_str!("../../../../presets/experiments/fig3a.toml"),
+        include_str!("../../../../presets/experiments/fig3b.toml"),
+        include_str!("../../../../presets/experiments/fig3c.toml"),
+        include_str!("../../../../presets/experiments/fig7.toml"),
+    ];
+
+    /// A parse failure must be bad input (exit code 2), on one line, naming the file.
+    fn check_rejection(result: Result<Sweep>) {
+        if let Err(e) = result {
+            let Error::InvalidInput(msg) = &e else {
+                panic!("a parse failure must be InvalidInput: {e}");
+            };
+            assert!(!msg.contains('\n'), "message spans lines: {msg}");
+            assert!(
+                msg.contains("fuzz.toml"),
+                "message does not name the file: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_preset_parses_with_and_without_quick() {
+        for text in PRESET_TEXTS {
+            for quick in [false, true] {
+                let sweep = Sweep::from_toml(text, "preset.toml", quick).unwrap();
+                assert!(!sweep.is_empty());
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Arbitrary text never panics the sweep parser, and a rejection is one line of bad input.
+        #[test]
+        fn random_text_is_rejected_cleanly(text in "\\PC{0,300}") {
+            check_rejection(Sweep::from_toml(&text, "fuzz.toml", false));
+        }
+
+        /// A shipped preset with one value replaced, a line dropped or the text cut short never
+        /// panics the parser (the grid expansion included), and a rejection is one line of bad
+        /// input naming the file.
+        #[test]
+        fn mutated_presets_are_rejected_cleanly(
+            which in 0usize..8, line_pick in 0usize..200, cut in 0usize..4000, quick: bool,
+            value in proptest::prop_oneof![
+                proptest::strategy::Just("-1".to_string()), proptest::strategy::Just("0".to_string()),
+                proptest::strategy::Just("nan".to_string()), proptest::strategy::Just("-inf".to_string()),
+                proptest::strategy::Just("1e308".to_string()),
+                proptest::strategy::Just("18446744073709551615".to_string()),
+                proptest::strategy::Just("\"x\"".to_string()), proptest::strategy::Just("[]".to_string()),
+                proptest::strategy::Just("[0, -3]".to_string()), proptest::strategy::Just("[[1, nan]]".to_string()),
+                proptest::strategy::Just("{ a = 1 }".to_string()), proptest::strategy::Just("true".to_string()),
+            ],
+        ) {
+            let text = PRESET_TEXTS[which];
+            let lines: Vec<&str> = text.lines().collect();
+            let assignments: Vec<usize> =
+                (0..lines.len()).filter(|&i| lines[i].contains('=') && !lines[i].trim_start().starts_with('#')).collect();
+            let target = assignments[line_pick % assignments.len()];
+            let replaced: Vec<String> = lines.iter().enumerate().map(|(i, l)| {
+                if i == target {
+                    let key = l.split('=').next().unwrap_or("");
+                    format!("{key}= {value}")
+                } else {
+                    l.to_string()
+                }
+            }).collect();
+            check_rejection(Sweep::from_toml(&replaced.join("\n"), "fuzz.toml", quick));
+            let dropped: Vec<&str> =
+                lines.iter().enumerate().filter(|&(i, _)| i != target).map(|(_, l)| *l).collect();
+            check_rejection(Sweep::from_toml(&dropped.join("\n"), "fuzz.toml", quick));
+            let mut end = cut.min(text.len());
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            check_rejection(Sweep::from_toml(&text[..end], "fuzz.toml", quick));
+        }
     }
 }

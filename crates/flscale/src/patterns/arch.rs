@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::activation::parse_activation;
 use super::fcn::{enumerate_patterns, FcnSpec, Parametrization, PatternSpec, TermChoices};
 use super::predict::{compare, Prediction};
-use crate::error::{Error, Result};
+use crate::error::{toml_error, Error, Result};
 use crate::scaling::energy::is_symbol;
 use crate::scaling::{parse_constraints, parse_posynomial, Regime};
 
@@ -175,20 +175,6 @@ pub fn preset_text(name: &str) -> Result<&'static str> {
                 PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
             ))
         })
-}
-
-/// Formats a TOML error as one sentence with line and column.
-pub fn toml_error(source_name: &str, text: &str, e: &toml::de::Error) -> Error {
-    let msg = e.message().trim().replace('\n', " ");
-    match e.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            Error::invalid(format!("{source_name}, line {line}, column {col}: {msg}"))
-        }
-        None => Error::invalid(format!("{source_name}: {msg}")),
-    }
 }
 
 /// A parsed, validated architecture ready to predict.

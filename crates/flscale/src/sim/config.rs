@@ -386,13 +386,19 @@ const MAX_ELEMENTS: usize = 1 << 31;
 impl ExperimentConfig {
     /// Parses and validates an experiment file's text. `source` names the file in errors.
     pub fn from_toml(text: &str, source: &str) -> Result<Self> {
-        let cfg: ExperimentConfig = toml::from_str(text).map_err(|e| {
-            Error::invalid(format!(
-                "{source}: {}",
-                e.to_string().trim_end().replace('\n', " ")
-            ))
-        })?;
+        let cfg: ExperimentConfig =
+            toml::from_str(text).map_err(|e| crate::error::toml_error(source, text, &e))?;
         cfg.validate().map_err(|e| e.context(source))?;
+        Ok(cfg)
+    }
+
+    /// As [`ExperimentConfig::from_toml`] for text the program generated from the user's
+    /// file (a sweep's grid point): a syntax or type error quotes the offending line rather
+    /// than a line number in text the user never saw. `where_` names the file and grid point.
+    pub fn from_generated_toml(text: &str, where_: &str) -> Result<Self> {
+        let cfg: ExperimentConfig = toml::from_str(text)
+            .map_err(|e| crate::error::generated_toml_error(where_, text, &e))?;
+        cfg.validate().map_err(|e| e.context(where_))?;
         Ok(cfg)
     }
 
