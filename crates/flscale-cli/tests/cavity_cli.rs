@@ -245,6 +245,65 @@ fn solve_is_identical_for_any_thread_count() {
     assert_eq!(run("1"), run("3"));
 }
 
+/// `fixed-points` at D = N = 6, P = 20: JSON shape, every point's stability fields, the damped
+/// solutions matched, the index sum of a full search, the text form, and thread independence.
+#[test]
+fn fixed_points_json_lists_classified_fixed_points() {
+    let args = [
+        "cavity",
+        "fixed-points",
+        "--d",
+        "6",
+        "--n",
+        "6",
+        "--p",
+        "20",
+        "--p-test",
+        "30",
+        "--grid",
+        "15",
+        "--with-damped",
+        "--json",
+    ];
+    let run = |threads: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_flscale"))
+            .args(args)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("the flscale binary runs");
+        assert!(out.status.success());
+        out.stdout
+    };
+    let one = run("1");
+    assert_eq!(one, run("3"));
+    let v: serde_json::Value = serde_json::from_slice(&one).unwrap();
+    assert_eq!(v["covers_map_range"], true);
+    assert_eq!(v["index_sum"], 1);
+    let points = v["fixed_points"].as_array().unwrap();
+    assert!(!points.is_empty());
+    for p in points {
+        assert!(num(p, &["residual"]) < 1e-7);
+        assert!(num(p, &["r"]) > 0.0 && num(p, &["free_energy", "total"]).is_finite());
+        assert_eq!(p["eigenvalues"].as_array().unwrap().len(), 2);
+        assert!(["attracting", "saddle", "repelling", "degenerate"]
+            .contains(&p["stability"].as_str().unwrap()));
+    }
+    // |b| ≤ B_b at every fixed point (they are values of G).
+    for p in points {
+        assert!(num(p, &["b"]).abs() <= num(&v, &["map_range", "b_max"]));
+    }
+    let damped = v["damped"].as_array().unwrap();
+    assert_eq!(damped.len(), 2);
+    assert!(damped.iter().all(|d| d["matches"].is_u64()));
+    let text = flscale(&args[..args.len() - 1]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("index sum 1") && text.contains("attracting") && !text.contains("NaN"),
+        "{text}"
+    );
+}
+
 #[test]
 fn continuous_phase_prints_no_nan() {
     let out = flscale(&["cavity", "phase", "--b", "0.3", "--c", "0"]);
@@ -283,6 +342,11 @@ fn bad_parameters_exit_with_code_2() {
         ],
         &["cavity", "cubic", "--t", "0"],
         &["cavity", "phase", "--diagram", "x.pdf"],
+        &["cavity", "fixed-points", "--p", "10", "--b-range", "1,-1"],
+        &["cavity", "fixed-points", "--p", "10", "--c-range", "0,1,2"],
+        &["cavity", "fixed-points", "--p", "10", "--c-range", "nan,1"],
+        &["cavity", "fixed-points", "--p", "10", "--grid", "2"],
+        &["cavity", "fixed-points", "--p", "10", "--sigma-w2", "0"],
     ];
     for args in cases {
         let out = flscale(args);
@@ -303,7 +367,14 @@ fn bad_parameters_exit_with_code_2() {
 
 #[test]
 fn every_subcommand_help_has_an_example() {
-    for sub in ["potential", "phase", "solve", "sweep-p", "cubic"] {
+    for sub in [
+        "potential",
+        "phase",
+        "solve",
+        "sweep-p",
+        "cubic",
+        "fixed-points",
+    ] {
         let out = flscale(&["cavity", sub, "--help"]);
         assert!(out.status.success());
         let text = String::from_utf8_lossy(&out.stdout);

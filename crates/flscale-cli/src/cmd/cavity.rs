@@ -48,6 +48,16 @@ enum CavityCommand {
         after_help = "Examples:\n  flscale cavity sweep-p --p-values 50,100,150,200,300,400 --out sweep.svg\n  flscale reproduce blog --quick --out runs/blog-quick\n  flscale cavity sweep-p --p-values 10,40,160 --langevin runs/blog-quick --out overlay.svg"
     )]
     SweepP(SweepArgs),
+    /// Every fixed point of the adaptive-kernel map (b, c) ↦ G(b, c) at one P, with its
+    /// stability: a grid of sign changes of G − id over a rectangle that contains every value of
+    /// G, each candidate refined by Newton. Two attracting fixed points with a saddle between
+    /// them are coexisting phases (a first-order transition).
+    #[command(
+        allow_negative_numbers = true,
+        long_about = "Every fixed point of the adaptive-kernel map (b, c) ↦ G(b, c) at one P.\n\nG is one undamped step of `cavity solve` (overlap posterior p(ρ | b, c), kernel K, residual r̄ = T(K + T·I)⁻¹y, projection onto H1, H3). `solve` iterates G with damping from (0, 0) and (1, ε), so it finds only fixed points that attract the damped iteration, and only from those two basins. This command evaluates G on a grid × grid lattice of (b, c), marks every cell where both components of G(b, c) − (b, c) change sign, refines each by Newton (finite-difference Jacobian) to max|G − id| < --tol, and merges duplicates.\n\nThe default ranges are ±1.02·B_b and ±1.02·B_c, where |b'| ≤ B_b and |c'| ≤ B_c bound every value of G on this data set (|r̄| ≤ |y| because K is positive semi-definite; B = √((AᵀA)⁻¹)_kk·|y| with A = [H1(z), H3(z)]): every fixed point lies inside, and the indices sign det(I − ∂G) of all fixed points must sum to 1 (Brouwer degree); a different `index_sum` means a fixed point was missed (use a finer --grid). Cost: grid² evaluations of G, each one kernel build and Cholesky solve of size P (time one with `cavity solve`).\n\nFor each fixed point: b, c, R = E[ρ²], outliers (neurons beyond 3σ_w/√D), free energy F, test MSE, the eigenvalues λ of ∂G and the stability: attracting (Re λ < 1: the damped iteration converges for η < max_stable_damping), saddle (index −1), repelling. Two attracting fixed points with a saddle between them (`coexistence`) are the signature of a first-order transition; the lower F is the preferred phase.",
+        after_help = "Examples:\n  flscale cavity fixed-points --p 150 --grid 31\n  flscale cavity fixed-points --d 8 --n 8 --p 40 --grid 41 --with-damped --json\n  flscale cavity fixed-points --p 100 --s-a2 0.02 --b-range=-0.5,0.5 --c-range 0,0.5 --grid 61"
+    )]
+    FixedPoints(FixedPointArgs),
     /// The cubic kernel power λ3 and the fixed-kernel (O(D³)) vs adaptive (O(D)) sample scales.
     #[command(
         allow_negative_numbers = true,
@@ -224,6 +234,30 @@ struct SweepArgs {
 }
 
 #[derive(Debug, Args)]
+struct FixedPointArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Number of training samples P.
+    #[arg(long, default_value_t = 150)]
+    p: usize,
+    /// Range of b searched, lo,hi (default ±1.02·B_b, every value G can take; see above).
+    #[arg(long = "b-range", value_delimiter = ',', num_args = 1)]
+    b_range: Vec<f64>,
+    /// Range of c searched, lo,hi (default ±1.02·B_c).
+    #[arg(long = "c-range", value_delimiter = ',', num_args = 1)]
+    c_range: Vec<f64>,
+    /// Grid nodes per axis (3 … 2000; grid² evaluations of G).
+    #[arg(long, default_value_t = 41)]
+    grid: usize,
+    /// Also run `solve`'s damped iteration from both starts and say which fixed point each reached.
+    #[arg(long = "with-damped")]
+    with_damped: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 struct CubicArgs {
     /// Input dimension D.
     #[arg(long, default_value_t = 20.0)]
@@ -252,6 +286,7 @@ pub fn run(args: CavityArgs, ctx: &Ctx) -> Result<()> {
         CavityCommand::Phase(a) => run_phase(a),
         CavityCommand::Solve(a) => run_solve(a, ctx),
         CavityCommand::SweepP(a) => run_sweep(a, ctx),
+        CavityCommand::FixedPoints(a) => run_fixed_points(a),
         CavityCommand::Cubic(a) => run_cubic(a),
     }
 }
@@ -645,6 +680,122 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
                 short(r.outliers_aligned)
             );
         }
+    }
+    out(&s)
+}
+
+/// A `lo,hi` flag value; `None` when the flag was not given.
+fn range_flag(name: &str, v: &[f64]) -> Result<Option<(f64, f64)>> {
+    match v {
+        [] => Ok(None),
+        [lo, hi] if lo.is_finite() && hi.is_finite() && lo < hi => Ok(Some((*lo, *hi))),
+        _ => Err(Error::invalid(format!(
+            "--{name} {} is not allowed; give two finite numbers lo,hi with lo < hi",
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ))),
+    }
+}
+
+fn run_fixed_points(a: FixedPointArgs) -> Result<()> {
+    let prm = a.model.params(a.p)?;
+    let opts = cavity::fixed_points::FixedPointOptions {
+        b_range: range_flag("b-range", &a.b_range)?,
+        c_range: range_flag("c-range", &a.c_range)?,
+        grid: a.grid,
+        with_damped: a.with_damped,
+    };
+    let rep = cavity::fixed_points::fixed_points(&prm, &opts)?;
+    if a.json {
+        return out_json(&to_json(&rep)?);
+    }
+    let mut s = format!(
+        "Fixed points of the adaptive-kernel map at P = {}, D = {}, N = {}, T = {}, s_a² = {}, σ_w² = {}, ε = {}, seed {}\n\
+         searched b ∈ [{:.4}, {:.4}], c ∈ [{:.4}, {:.4}] on a {}×{} grid ({}; |G_b| ≤ {:.4}, |G_c| ≤ {:.4}); {} evaluations of G, {} candidate cells\n",
+        prm.p, prm.d, prm.n, prm.t, prm.s_a2, prm.sigma_w2, prm.eps, prm.seed,
+        rep.b_range.0, rep.b_range.1, rep.c_range.0, rep.c_range.1, rep.grid, rep.grid,
+        if rep.covers_map_range { "covers every value of G" } else { "a part of G's range" },
+        rep.map_range.b_max, rep.map_range.c_max, rep.evaluations, rep.candidate_cells
+    );
+    s += &format!(
+        "{:>3} {:>10} {:>10} {:>10} {:>8} {:>8} {:>14} {:>8} {:>24} {:>11} {:>8}\n",
+        "#",
+        "b",
+        "c",
+        "R",
+        "out",
+        "mse",
+        "F (nats)",
+        "X",
+        "eigenvalues of ∂G",
+        "stability",
+        "η_max"
+    );
+    for (i, p) in rep.fixed_points.iter().enumerate() {
+        let ev = |e: &cavity::fixed_points::Eigenvalue| {
+            if e.im == 0.0 {
+                format!("{:+.4}", e.re)
+            } else {
+                format!("{:+.3}{:+.3}i", e.re, e.im)
+            }
+        };
+        s += &format!(
+            "{:>3} {:>+10.6} {:>+10.6} {:>10.6} {:>8.2} {:>8.4} {:>14.4} {:>8.3} {:>24} {:>11} {:>8}\n",
+            i,
+            p.b,
+            p.c,
+            p.r,
+            p.outliers,
+            p.test_mse_relative,
+            p.free_energy.total,
+            p.centre_drive,
+            format!("{}, {}", ev(&p.eigenvalues[0]), ev(&p.eigenvalues[1])),
+            format!("{:?}", p.stability).to_lowercase(),
+            p.max_stable_damping.map_or("-".to_string(), |e| format!("{e:.3}"))
+        );
+    }
+    s += &format!(
+        "index sum {} ({}); {} attracting, {} saddle(s){}\n",
+        rep.index_sum,
+        if rep.covers_map_range {
+            if rep.index_sum == 1 {
+                "1 expected: consistent"
+            } else {
+                "1 expected: a fixed point was missed or is degenerate; try a finer --grid"
+            }
+        } else {
+            "the search rectangle does not cover G's range: no expected value"
+        },
+        rep.attracting,
+        rep.saddles,
+        match rep.free_energy_gap {
+            Some(g) => format!(
+                "; COEXISTENCE (first-order signature): F(high R) − F(low R) = {g:+.4} nats"
+            ),
+            None => "; no coexistence".to_string(),
+        }
+    );
+    for u in &rep.unresolved {
+        s += &format!(
+            "unresolved candidate from ({:+.4}, {:+.4}): stopped at ({:+.6}, {:+.6}), max|G − id| = {:.2e} ({})\n",
+            u.start.0, u.start.1, u.at.0, u.at.1, u.residual, u.reason
+        );
+    }
+    for d in &rep.damped {
+        s += &format!(
+            "damped iteration from the {} start: b = {:+.6}, c = {:+.6}, R = {:.6}{} → {}\n",
+            flscale::cavity::adaptive::branch_name(d.branch),
+            d.b,
+            d.c,
+            d.r,
+            if d.converged { "" } else { " (NOT converged)" },
+            d.matches
+                .map_or("none of the fixed points above".to_string(), |i| format!(
+                    "fixed point #{i}"
+                ))
+        );
     }
     out(&s)
 }

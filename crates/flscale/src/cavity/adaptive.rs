@@ -135,7 +135,7 @@ impl AdaptiveParams {
         Ok(())
     }
 
-    fn model(&self, p: usize) -> Result<FiniteModel> {
+    pub(crate) fn model(&self, p: usize) -> Result<FiniteModel> {
         FiniteModel::new(self.d as f64, p as f64, self.t, self.s_a2, self.sigma_w2)
     }
 }
@@ -576,15 +576,15 @@ pub fn overlap_posterior(model: &FiniteModel, b: f64, c: f64) -> Result<OverlapP
 }
 
 /// A training set prepared for repeated kernel evaluations.
-struct Prepared {
-    train: Points,
-    y: Vec<f64>,
+pub(crate) struct Prepared {
+    pub(crate) train: Points,
+    pub(crate) y: Vec<f64>,
     cov: Mat<f64>,
     var: Vec<f64>,
 }
 
 impl Prepared {
-    fn new(train: Points, eps: f64, sigma_w2: f64) -> Self {
+    pub(crate) fn new(train: Points, eps: f64, sigma_w2: f64) -> Self {
         let cov = perp_cov(&train, &train, sigma_w2);
         let var = (0..train.len()).map(|i| cov[(i, i)]).collect();
         let y = train.targets(eps);
@@ -628,7 +628,7 @@ fn ridge_solve(mut k: Mat<f64>, t: f64, y: &[f64]) -> Result<(Vec<f64>, f64)> {
 }
 
 /// Least-squares (b, c) with r ≈ b·H1(z) + c·H3(z) on the sampled z.
-fn project(z: &[f64], r: &[f64]) -> (f64, f64) {
+pub(crate) fn project(z: &[f64], r: &[f64]) -> (f64, f64) {
     let (mut a11, mut a12, mut a22, mut y1, mut y2) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for (&z, &r) in z.iter().zip(r) {
         let (h1, h3) = (z, z * z * z - 3.0 * z);
@@ -744,14 +744,48 @@ pub struct BranchSolution {
 
 /// Where the iteration stopped: (b, c), the overlap posterior and α = (K + T·I)⁻¹y there, and
 /// the convergence record.
-struct FixedPoint {
-    bc: (f64, f64),
-    post: OverlapPosterior,
-    alpha: Vec<f64>,
-    log_det: f64,
-    iterations: usize,
-    converged: bool,
-    last_step: f64,
+pub(crate) struct FixedPoint {
+    pub(crate) bc: (f64, f64),
+    pub(crate) post: OverlapPosterior,
+    pub(crate) alpha: Vec<f64>,
+    pub(crate) log_det: f64,
+    pub(crate) iterations: usize,
+    pub(crate) converged: bool,
+    pub(crate) last_step: f64,
+}
+
+/// One undamped application of the fixed-point map at (b, c) (steps 1–4 of the module docs).
+pub(crate) struct MapStep {
+    /// (b', c') = G(b, c).
+    pub(crate) next: (f64, f64),
+    /// α = (K + T·I)⁻¹y with K the kernel at (b, c).
+    pub(crate) alpha: Vec<f64>,
+    /// log det(K + T·I).
+    pub(crate) log_det: f64,
+}
+
+/// Applies the map G once: p(ρ | b, c), K, r̄ = T·α, and the projection onto H1, H3.
+pub(crate) fn map_step(
+    prm: &AdaptiveParams,
+    model: &FiniteModel,
+    prep: &Prepared,
+    (b, c): (f64, f64),
+) -> Result<MapStep> {
+    let post = overlap_posterior(model, b, c)?;
+    let (alpha, log_det) =
+        ridge_solve(prep.kernel(&post, prm.n as f64 * prm.s_a2), prm.t, &prep.y)?;
+    let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
+    let next = project(&prep.train.z, &resid);
+    if !(next.0.is_finite() && next.1.is_finite()) {
+        return Err(Error::runtime(
+            "the residual projection produced a non-finite value",
+        ));
+    }
+    Ok(MapStep {
+        next,
+        alpha,
+        log_det,
+    })
 }
 
 /// Runs the damped fixed-point iteration from `start` on a prepared training set.
@@ -764,15 +798,11 @@ fn fixed_point(prm: &AdaptiveParams, prep: &Prepared, start: (f64, f64)) -> Resu
     // step fails to shrink.
     let mut damping = prm.damping;
     for it in 1..=prm.max_iter {
-        let post = overlap_posterior(&model, b, c)?;
-        let (alpha, log_det) = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
-        let resid: Vec<f64> = alpha.iter().map(|a| prm.t * a).collect();
-        let (nb, nc) = project(&prep.train.z, &resid);
-        if !(nb.is_finite() && nc.is_finite()) {
-            return Err(Error::runtime(
-                "the residual projection produced a non-finite value",
-            ));
-        }
+        let MapStep {
+            next: (nb, nc),
+            alpha,
+            log_det,
+        } = map_step(prm, &model, prep, (b, c))?;
         let step = (nb - b).abs().max((nc - c).abs());
         if step < prm.tol {
             let post = overlap_posterior(&model, nb, nc)?;
@@ -807,7 +837,7 @@ fn fixed_point(prm: &AdaptiveParams, prep: &Prepared, start: (f64, f64)) -> Resu
 }
 
 /// Evaluates a converged branch: test MSE with the cross kernel, R, covariance.
-fn finish(
+pub(crate) fn finish(
     prm: &AdaptiveParams,
     prep: &Prepared,
     test: &Points,

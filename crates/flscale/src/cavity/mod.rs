@@ -14,6 +14,8 @@
 //!   form; R = E[ρ²] on each side; the (u, c) phase diagram.
 //! * [`adaptive`]: the self-consistent adaptive-kernel fixed point on a sampled data set
 //!   (blog §"Match the residual to the network's prediction"), both branches, sweeps over P.
+//! * [`fixed_points`]: every fixed point of the adaptive-kernel map at one P, by a grid of
+//!   sign changes and Newton ([`roots2d`]), with the Jacobian's eigenvalues (stability).
 //! * [`cubic`]: the cubic kernel power λ3 and the fixed-kernel vs adaptive sample scales
 //!   (blog §"Direction learning reduces the sample count").
 //! * [`langevin`]: the Langevin engine's R(P) read from a results store, for the overlay.
@@ -23,9 +25,11 @@ pub mod adaptive;
 pub mod closed_forms;
 pub mod cubic;
 pub mod figures;
+pub mod fixed_points;
 pub mod langevin;
 pub mod phase;
 pub mod potential;
+pub mod roots2d;
 
 pub use adaptive::{
     solve, sweep_p, sweep_p_observed, AdaptiveParams, Branch, BranchSolution, SolveReport,
