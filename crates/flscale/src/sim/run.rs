@@ -42,6 +42,56 @@ const MALA_TARGET_ACCEPTANCE: f64 = 0.574;
 /// twice the autocorrelation time at P = 80).
 const HMC_TARGET_ACCEPTANCE: f64 = 0.7;
 
+/// `adapt_step`'s target for η·λ_max, shared by the FCN and the flat (CNN, attention) engines:
+/// [`ADAPT_FRACTION`] unadjusted; with MALA/HMC it starts at [`MALA_ADAPT_FRACTION`] and is
+/// scaled at each burn-in adaptation towards the target acceptance rate.
+#[derive(Debug)]
+pub(crate) struct StepSteering {
+    mala: bool,
+    target_acceptance: f64,
+    /// Scale of `MALA_ADAPT_FRACTION`.
+    scale: f64,
+    /// (accepted, proposed) at the previous adaptation.
+    counts_then: (u64, u64),
+}
+
+impl StepSteering {
+    pub(crate) fn new(mala: bool, hmc: bool) -> Self {
+        let target_acceptance = if hmc {
+            HMC_TARGET_ACCEPTANCE
+        } else {
+            MALA_TARGET_ACCEPTANCE
+        };
+        StepSteering {
+            mala,
+            target_acceptance,
+            scale: 1.0,
+            counts_then: (0, 0),
+        }
+    }
+
+    /// η·λ_max for the next stretch, given the run's acceptance counts so far (`None`
+    /// without a Metropolis test).
+    pub(crate) fn fraction(&mut self, counts: Option<(u64, u64)>) -> f64 {
+        if let Some((accepted, proposed)) = counts {
+            if proposed > self.counts_then.1 {
+                // Multiplicative Robbins–Monro step on log(scale): up when the acceptance
+                // since the last adaptation is above target, down below.
+                let rate =
+                    (accepted - self.counts_then.0) as f64 / (proposed - self.counts_then.1) as f64;
+                self.scale =
+                    (self.scale * (2.0 * (rate - self.target_acceptance)).exp()).clamp(1e-3, 2.0);
+            }
+            self.counts_then = (accepted, proposed);
+        }
+        if self.mala {
+            MALA_ADAPT_FRACTION * self.scale
+        } else {
+            ADAPT_FRACTION
+        }
+    }
+}
+
 /// A stopped chain, as reported to the user.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DivergedChain {
@@ -454,11 +504,7 @@ fn run_once<T: Real>(
         k.hmc_steps = s.hmc_steps;
         k
     });
-    let target_acceptance = if s.hmc_steps.is_some() {
-        HMC_TARGET_ACCEPTANCE
-    } else {
-        MALA_TARGET_ACCEPTANCE
-    };
+    let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
     let lambda_max = |ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters| {
         let per_chain = match kernel {
             Some(k) => k.lambda_max(ens, iters),
@@ -478,9 +524,6 @@ fn run_once<T: Real>(
         .collect();
     let start = std::time::Instant::now();
     let mut window_start = (s.burn_in == 0).then_some(start);
-    // MALA step adaptation: scale of MALA_ADAPT_FRACTION and the acceptance counts at the
-    // previous adaptation.
-    let (mut mala_scale, mut counts_then) = (1.0_f64, (0_u64, 0_u64));
     let mut t = 0;
     progress(0, s.steps);
     while t < s.steps {
@@ -493,23 +536,7 @@ fn run_once<T: Real>(
             let lambda = lambda_max(&mut ens, &mut kernel, 10);
             if lambda > 0.0 {
                 let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(&ens));
-                if let Some((accepted, proposed)) = counts {
-                    if proposed > counts_then.1 {
-                        // Multiplicative Robbins–Monro step on log(scale): up when the
-                        // acceptance since the last adaptation is above target, down below.
-                        let rate =
-                            (accepted - counts_then.0) as f64 / (proposed - counts_then.1) as f64;
-                        mala_scale = (mala_scale * (2.0 * (rate - target_acceptance)).exp())
-                            .clamp(1e-3, 2.0);
-                    }
-                    counts_then = (accepted, proposed);
-                }
-                let fraction = if s.mala {
-                    MALA_ADAPT_FRACTION * mala_scale
-                } else {
-                    ADAPT_FRACTION
-                };
-                ens.dynamics.step = s.step.min(fraction / lambda);
+                ens.dynamics.step = s.step.min(steering.fraction(counts) / lambda);
             }
         }
         let next = ((t / s.thin + 1) * s.thin).min(s.steps);
