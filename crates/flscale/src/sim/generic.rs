@@ -1150,7 +1150,7 @@ pub(crate) fn gradient_error<M: FlatModel<f64>>(
 mod tests {
     use super::super::cnn::CnnModel;
     use super::super::config::{ExperimentConfig, ModelKind, Start};
-    use super::super::run::run_experiment;
+    use super::super::run::{run_experiment, Summary};
 
     const MALA_STEP: f64 = 0.4;
     const MALA_TOLERANCE: f64 = 0.05;
@@ -1330,18 +1330,29 @@ seed = 3
         }
     }
 
+    /// The CNN and attention runs with an absurd η = 1, `adapt_step` and the extra sampler
+    /// lines `extra`, each asserted to survive without a diverged chain.
+    fn absurd_step_runs(extra: &str) -> Vec<Summary> {
+        [CNN, ATTENTION]
+            .into_iter()
+            .map(|text| {
+                let text = text
+                    .replace("step = 0.002", "step = 1.0")
+                    .replace("step = 1e-3", "step = 1.0")
+                    .replace("seed = 3", &format!("seed = 3\nadapt_step = true{extra}"));
+                let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
+                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+                assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
+                r
+            })
+            .collect()
+    }
+
     /// `adapt_step`: an absurd η = 1 is brought down to 0.1/λ_max during burn-in and the run
     /// survives (it diverges without, see the next test).
     #[test]
     fn adapt_step_tames_an_absurd_step() {
-        for text in [CNN, ATTENTION] {
-            let text = text
-                .replace("step = 0.002", "step = 1.0")
-                .replace("step = 1e-3", "step = 1.0")
-                .replace("seed = 3", "seed = 3\nadapt_step = true");
-            let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
-            assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
+        for r in absurd_step_runs("") {
             let dg = &r.diagnostics;
             assert!(dg.step < 1.0, "{}", dg.step);
             let stiffness = dg.step_times_lambda_max.unwrap();
@@ -1355,14 +1366,7 @@ seed = 3
     /// and 0.53).
     #[test]
     fn adapt_step_with_mala_steers_the_acceptance() {
-        for text in [CNN, ATTENTION] {
-            let text = text
-                .replace("step = 0.002", "step = 1.0")
-                .replace("step = 1e-3", "step = 1.0")
-                .replace("seed = 3", "seed = 3\nadapt_step = true\nmala = true");
-            let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
-            assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
+        for r in absurd_step_runs("\nmala = true") {
             let dg = &r.diagnostics;
             let stiffness = dg.step_times_lambda_max.unwrap();
             let acceptance = dg.acceptance_rate.unwrap();
