@@ -27,7 +27,7 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::model::{backward, forward, FcnModel, Scratch};
+use super::model::{backward_from_last_delta, forward, FcnModel, Scratch};
 use super::real::Real;
 use super::sampler::ChainBlock;
 
@@ -40,7 +40,6 @@ pub struct CollapsedWork<T> {
     inverse: Vec<T>,
     inverse_f64: Vec<f64>,
     phi_inverse: Vec<T>,
-    ones: Vec<T>,
     mean: Vec<f64>,
     mean_t: Vec<T>,
     /// Per chain of the block (b·N, chain-major, the layout of the readout parameters): the
@@ -59,7 +58,6 @@ impl<T: Real> CollapsedWork<T> {
         self.inverse.resize(n * n, T::zero());
         self.inverse_f64.resize(n * n, 0.0);
         self.phi_inverse.resize(p * n, T::zero());
-        self.ones.resize(block * n, T::one());
         self.mean.resize(n, 0.0);
         self.mean_t.resize(n, T::zero());
         self.failure.resize(block, None);
@@ -77,78 +75,104 @@ pub struct ReadoutConditional {
     pub log_det: f64,
 }
 
-/// In-place Cholesky A = LLᵀ of a symmetric n × n matrix (row-major; the lower triangle of
-/// `l` is written, the upper zeroed). False when A is not numerically positive definite.
+/// Cholesky A = LLᵀ of a symmetric n × n matrix (row-major; the lower triangle of `l` is
+/// written, the upper zeroed). False when A is not numerically positive definite.
+///
+/// Right-looking (outer-product) form on Lᵀ (Golub & Van Loan, *Matrix Computations*, 4th ed.,
+/// Alg. 4.2.2): after row j of Lᵀ is scaled, the trailing rows are updated by contiguous
+/// axpys, which vectorise; the dot-product form's inner loops are sequential reductions,
+/// latency-bound at the small n of a readout (N ≲ 100). Lᵀ is then transposed in place.
+#[inline(always)]
 pub fn cholesky(a: &[f64], l: &mut [f64], n: usize) -> bool {
-    l.fill(0.0);
+    let l = &mut l[..n * n];
+    l.copy_from_slice(&a[..n * n]);
+    for j in 0..n {
+        let (top, rest) = l.split_at_mut((j + 1) * n);
+        let row_j = &mut top[j * n..];
+        let pivot = row_j[j];
+        if !(pivot > 0.0 && pivot.is_finite()) {
+            return false;
+        }
+        let pivot = pivot.sqrt();
+        row_j[j] = pivot;
+        for v in &mut row_j[j + 1..] {
+            *v /= pivot;
+        }
+        let row_j = &top[j * n..];
+        for (i, row_i) in (j + 1..n).zip(rest.chunks_exact_mut(n)) {
+            let f = row_j[i];
+            for (v, u) in row_i[i..].iter_mut().zip(&row_j[i..]) {
+                *v -= f * u;
+            }
+        }
+    }
     for i in 0..n {
-        for j in 0..=i {
-            let mut s = a[i * n + j];
-            for k in 0..j {
-                s -= l[i * n + k] * l[j * n + k];
-            }
-            if i == j {
-                if !(s > 0.0 && s.is_finite()) {
-                    return false;
-                }
-                l[i * n + i] = s.sqrt();
-            } else {
-                l[i * n + j] = s / l[j * n + j];
-            }
+        for j in 0..i {
+            l[i * n + j] = l[j * n + i];
+            l[j * n + i] = 0.0;
         }
     }
     true
 }
 
 /// Solves LLᵀ x = b in place (forward then backward substitution).
+#[inline(always)]
 pub fn cholesky_solve(l: &[f64], b: &mut [f64], n: usize) {
     solve_lower(l, b, n);
     solve_upper_transposed(l, b, n);
 }
 
-/// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`): the columns of L⁻¹ by forward
-/// substitution, stored as the rows of U = L⁻ᵀ (so that every inner loop is contiguous), then
-/// (A⁻¹)_ij = Σ_{k ≥ max(i, j)} U_ik U_jk.
+/// A⁻¹ = L⁻ᵀL⁻¹ for A = LLᵀ (row-major n × n into `inverse`). V = L⁻¹ row by row from
+/// LV = I, row i = (e_i − Σ_{k<i} L_ik·(row k of V))/L_ii, then A⁻¹ = VᵀV as Σ_k (row k of
+/// V)ᵀ(row k of V): both as sums of contiguous rows (vectorised axpys, module doc of
+/// [`cholesky`]). A⁻¹ comes out exactly symmetric (each entry sums the same products in the
+/// same order as its mirror).
+#[inline(always)]
 pub fn inverse_from_cholesky(l: &[f64], inverse: &mut [f64], n: usize) {
-    let mut u = vec![0.0; n * n];
-    for j in 0..n {
-        let row_j = &mut u[j * n..(j + 1) * n];
-        row_j[j] = 1.0 / l[j * n + j];
-        for i in j + 1..n {
-            let s: f64 = l[i * n + j..i * n + i]
-                .iter()
-                .zip(&row_j[j..i])
-                .map(|(a, b)| a * b)
-                .sum();
-            row_j[i] = -s / l[i * n + i];
+    let mut v = vec![0.0; n * n];
+    for i in 0..n {
+        let (done, rest) = v.split_at_mut(i * n);
+        let row_i = &mut rest[..n];
+        row_i[i] = 1.0;
+        for k in 0..i {
+            let f = l[i * n + k];
+            for (r, vk) in row_i[..=k].iter_mut().zip(&done[k * n..k * n + k + 1]) {
+                *r -= f * vk;
+            }
+        }
+        let d = l[i * n + i];
+        for r in &mut row_i[..=i] {
+            *r /= d;
         }
     }
-    for i in 0..n {
-        for j in 0..=i {
-            let s: f64 = u[i * n + i..(i + 1) * n]
-                .iter()
-                .zip(&u[j * n + i..(j + 1) * n])
-                .map(|(a, b)| a * b)
-                .sum();
-            inverse[i * n + j] = s;
-            inverse[j * n + i] = s;
+    let inverse = &mut inverse[..n * n];
+    inverse.fill(0.0);
+    for k in 0..n {
+        let row_k = &v[k * n..k * n + k + 1];
+        for (i, &vki) in row_k.iter().enumerate() {
+            for (dst, vkj) in inverse[i * n..i * n + k + 1].iter_mut().zip(row_k) {
+                *dst += vki * vkj;
+            }
         }
     }
 }
 
 /// Solves Lᵀ x = z in place (backward substitution): x = L⁻ᵀz has covariance A⁻¹ when
-/// z ~ 𝒩(0, I), which is how readouts are drawn.
+/// z ~ 𝒩(0, I), which is how readouts are drawn. Column-oriented: once x_k is known it is
+/// removed from the earlier entries with row k of L (contiguous).
+#[inline(always)]
 pub fn solve_upper_transposed(l: &[f64], z: &mut [f64], n: usize) {
-    for i in (0..n).rev() {
-        let mut s = z[i];
-        for k in i + 1..n {
-            s -= l[k * n + i] * z[k];
+    for k in (0..n).rev() {
+        z[k] /= l[k * n + k];
+        let zk = z[k];
+        for (zi, lki) in z[..k].iter_mut().zip(&l[k * n..k * n + k]) {
+            *zi -= lki * zk;
         }
-        z[i] = s / l[i * n + i];
     }
 }
 
 /// Solves L x = b in place (forward substitution; L lower triangular, row-major).
+#[inline(always)]
 pub fn solve_lower(l: &[f64], b: &mut [f64], n: usize) {
     for i in 0..n {
         let mut s = b[i];
@@ -161,6 +185,7 @@ pub fn solve_lower(l: &[f64], b: &mut [f64], n: usize) {
 
 /// Φ of chain `c` of a block whose forward pass is in `scratch`: a P × N strided view into
 /// the last hidden layer's activations.
+#[inline(always)]
 fn features<'a, T: Real>(
     scratch: &'a Scratch<T>,
     model: &FcnModel,
@@ -182,6 +207,7 @@ fn features<'a, T: Real>(
 /// factor into `chol` (spec 02 (b): a | θ_hidden ~ 𝒩(A⁻¹Φᵀy, κT·A⁻¹), ridge = κ/s_a²); `gram`
 /// is work space of K² entries. False when A is not numerically positive definite. Shared by
 /// the FCN's collapsed sampler and the CNN/attention one ([`super::collapsed_generic`]).
+#[inline(always)]
 pub fn readout_precision<T: Real>(
     phi: MatRef<'_, T>,
     ridge: f64,
@@ -208,6 +234,7 @@ pub fn readout_precision<T: Real>(
 /// A = ΦᵀΦ + (κ/v)·I, its Cholesky factor and m = A⁻¹Φᵀy for chain `c` (forward pass in
 /// `scratch`). `None` when the Cholesky fails (non-finite or non-positive-definite A).
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn conditional<T: Real>(
     model: &FcnModel,
     scratch: &Scratch<T>,
@@ -243,6 +270,7 @@ fn conditional<T: Real>(
 /// `block.energy`, |Φm − y|² to `block.sq_error`. A chain whose A cannot be factorised gets
 /// a NaN energy and its reason in `work.failure`. Module doc for the formulas.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn data_gradient<T: Real>(
     block: &mut ChainBlock<T>,
     model: &FcnModel,
@@ -320,21 +348,8 @@ pub fn data_gradient<T: Real>(
         block.energy[c] = (sq + ridge * m2) * 0.5 * inv_kappa
             + 0.5 * temperature * (log_det - n as f64 * ridge.ln());
     }
-    // The shared backward pass computes δ^{L−1} = der ∘ (residual · readout); with both set
-    // to one it back-propagates exactly the δ^{L−1} prepared above.
-    block.residual.fill(T::one());
-    std::mem::swap(&mut block.params[hidden], &mut work.ones);
-    backward(
-        model,
-        &block.params,
-        b,
-        x,
-        p,
-        &block.residual,
-        scratch,
-        &mut block.grads,
-    );
-    std::mem::swap(&mut block.params[hidden], &mut work.ones);
+    // The plain sampler's back-propagation from the δ^{L−1} prepared above.
+    backward_from_last_delta(model, &block.params, b, x, p, scratch, &mut block.grads);
     block.grads[hidden].fill(T::zero());
 }
 
@@ -343,6 +358,7 @@ pub fn data_gradient<T: Real>(
 /// Also sets the training error |Φa − y|² and the readout's virial aᵀ∇_aU = aᵀA(a − m)/κ
 /// (whose mean is T·N, the configurational-temperature check of the draw).
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn draw_readouts<T: Real>(
     block: &mut ChainBlock<T>,
     model: &FcnModel,
@@ -411,6 +427,7 @@ pub fn draw_readouts<T: Real>(
 /// The input z_μ of hidden layer `g` for sample μ of chain `c` of a block whose forward pass
 /// is in `scratch`: x_μ for the first layer, else the previous layer's activations
 /// (layer-normalised with `layernorm`).
+#[inline(always)]
 fn layer_input<'a, T: Real>(
     model: &FcnModel,
     scratch: &'a Scratch<T>,
@@ -474,6 +491,7 @@ pub fn neuron_curvature<T: Real>(
 /// along w is smaller than across it by 1 + 4s² (E[σ′(h)²h²]/s² against E[σ′(h)²]), the
 /// radial direction that carries ρ = w·w*.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn neuron_curvature_blocks<T: Real>(
     block: &ChainBlock<T>,
     model: &FcnModel,
@@ -568,6 +586,73 @@ mod tests {
     use crate::sim::activation::Activation;
     use crate::sim::sampler::{Dynamics, Ensemble};
     use rand::{Rng, SeedableRng};
+
+    /// The small dense linear algebra against its definitions on random SPD matrices
+    /// A = BBᵀ + 0.1·I (n = 1…24, condition numbers up to ~10³): LLᵀ = A with L lower
+    /// triangular, A·A⁻¹ = I, the two triangular solves, and the refusal of a matrix that is
+    /// not positive definite (or not finite).
+    #[test]
+    fn cholesky_inverse_and_solves_match_their_definitions() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for n in [1, 2, 3, 7, 16, 20, 24] {
+            let b: Vec<f64> = (0..n * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mut a = vec![0.0; n * n];
+            for i in 0..n {
+                for j in 0..n {
+                    a[i * n + j] = (0..n).map(|k| b[i * n + k] * b[j * n + k]).sum::<f64>()
+                        + if i == j { 0.1 } else { 0.0 };
+                }
+            }
+            let mut l = vec![f64::NAN; n * n];
+            assert!(cholesky(&a, &mut l, n));
+            for i in 0..n {
+                for j in 0..n {
+                    let llt: f64 = (0..n).map(|k| l[i * n + k] * l[j * n + k]).sum();
+                    assert!(
+                        (llt - a[i * n + j]).abs() < 1e-12 * n as f64,
+                        "n {n} ({i}, {j})"
+                    );
+                    if j > i {
+                        assert_eq!(l[i * n + j], 0.0);
+                    }
+                }
+            }
+            let mut inv = vec![f64::NAN; n * n];
+            inverse_from_cholesky(&l, &mut inv, n);
+            for i in 0..n {
+                for j in 0..n {
+                    let ai: f64 = (0..n).map(|k| a[i * n + k] * inv[k * n + j]).sum();
+                    let expected = if i == j { 1.0 } else { 0.0 };
+                    assert!(
+                        (ai - expected).abs() < 1e-9,
+                        "n {n} (A·A⁻¹)[{i}][{j}] = {ai}"
+                    );
+                    assert_eq!(inv[i * n + j], inv[j * n + i]);
+                }
+            }
+            let rhs: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mut x = rhs.clone();
+            cholesky_solve(&l, &mut x, n);
+            for i in 0..n {
+                let ax: f64 = (0..n).map(|k| a[i * n + k] * x[k]).sum();
+                assert!((ax - rhs[i]).abs() < 1e-9, "n {n} (Ax)[{i}]");
+            }
+            let mut z = rhs.clone();
+            solve_upper_transposed(&l, &mut z, n);
+            for i in 0..n {
+                let ltz: f64 = (0..n).map(|k| l[k * n + i] * z[k]).sum();
+                assert!((ltz - rhs[i]).abs() < 1e-9, "n {n} (Lᵀx)[{i}]");
+            }
+        }
+        // Indefinite, and non-finite.
+        assert!(!cholesky(&[1.0, 2.0, 2.0, 1.0], &mut [0.0; 4], 2));
+        assert!(!cholesky(&[1.0, 0.0, 0.0, f64::NAN], &mut [0.0; 4], 2));
+        assert!(!cholesky(
+            &[1.0, f64::INFINITY, f64::INFINITY, 4.0],
+            &mut [0.0; 4],
+            2
+        ));
+    }
 
     /// A small ensemble in f64 with random data; `params` of every chain drawn from the prior.
     fn ensemble(

@@ -264,7 +264,7 @@ pub struct SamplerConfig {
     #[serde(default = "default_start")]
     pub start: Start,
     /// Step-size control (spec 02 (a)): during burn-in, at every measurement (every `thin`
-    /// steps), estimate λ_max of the Hessian of U by power iteration on Hessian–vector
+    /// steps, but at most about 200 times over the burn-in), estimate λ_max of the Hessian of U by power iteration on Hessian–vector
     /// products (max over chains) and set η = min(`step`, 0.1/λ_max) — with `mala` (every
     /// model) η = min(`step`, s/λ_max) with s starting at 1 and steered towards an acceptance
     /// of 0.574, 0.7 with `hmc_steps` (docs/langevin.md, "MALA"); frozen after burn-in so that the sampled chain is a fixed

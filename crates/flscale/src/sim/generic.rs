@@ -1000,9 +1000,10 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
     let start = std::time::Instant::now();
     let mut steering = StepSteering::new(s.mala, false);
     let mut t = 0;
+    let adapt_every = super::run::adaptation_interval(s.thin, s.burn_in);
     progress(0, s.steps);
     while t < s.steps {
-        if s.adapt_step && t <= s.burn_in && t % s.thin == 0 {
+        if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
             let lambda = ens.lambda_max(10).into_iter().fold(0.0, f64::max);
             if lambda > 0.0 {
                 let fraction = steering.fraction(ens.acceptance_counts());

@@ -86,22 +86,27 @@ struct Metric {
     /// L⁻¹ (same layout): M_i = L⁻ᵀL⁻¹, so the drift is M_i∇U = L⁻ᵀ(L⁻¹∇U) and the noise
     /// L⁻ᵀξ has covariance M_i — two triangular products per neuron, no M_i formed.
     inv_factor: Vec<f64>,
+    /// (L⁻¹)ᵀ (same layout): the columns of L⁻¹ as contiguous rows, so that L⁻¹x is a sum of
+    /// scaled rows, which vectorises (a row-by-row dot product is a sequential reduction).
+    inv_factor_transposed: Vec<f64>,
 }
 
-/// y = Lx for a lower-triangular n × n row-major L (contiguous rows).
-fn lower_times(l: &[f64], x: &[f64], y: &mut [f64]) {
+/// y = Lx for a lower-triangular n × n L given as `lt` = Lᵀ (row-major, upper triangular),
+/// as Σ_j x_j·(column j of L) = Σ_j x_j·(row j of Lᵀ): contiguous rows, no reduction.
+#[inline(always)]
+fn lower_times_by_columns(lt: &[f64], x: &[f64], y: &mut [f64]) {
     let n = x.len();
-    for (i, yi) in y.iter_mut().enumerate() {
-        *yi = l[i * n..i * n + i + 1]
-            .iter()
-            .zip(x)
-            .map(|(a, b)| a * b)
-            .sum();
+    y.fill(0.0);
+    for (j, &xj) in x.iter().enumerate() {
+        for (yi, lji) in y[j..].iter_mut().zip(&lt[j * n + j..(j + 1) * n]) {
+            *yi += xj * lji;
+        }
     }
 }
 
 /// y = Lᵀx for a lower-triangular n × n row-major L, as Σ_j x_j·(row j of L) (contiguous
 /// rows).
+#[inline(always)]
 fn lower_transposed_times(l: &[f64], x: &[f64], y: &mut [f64]) {
     let n = x.len();
     y.fill(0.0);
@@ -115,6 +120,7 @@ fn lower_transposed_times(l: &[f64], x: &[f64], y: &mut [f64]) {
 impl Metric {
     /// Applies K (`transpose` false) or Kᵀ (true) in place to a direction in the layout of a
     /// block's `params`, with M = KKᵀ: K = diag(√M_i) for scalars, K = L⁻ᵀ for blocks.
+    #[inline(always)]
     fn apply(&self, model: &FcnModel, v: &mut [Vec<f64>], transpose: bool) {
         let g = model.widths.len() - 1;
         let n_in = model.fan_in(g);
@@ -125,10 +131,14 @@ impl Metric {
         } else if !self.inv_factor.is_empty() {
             let nn = n_in * n_in;
             let mut out = vec![0.0; n_in];
-            for (row, inv) in v[g].chunks_mut(n_in).zip(self.inv_factor.chunks(nn)) {
+            for ((row, inv), inv_t) in v[g]
+                .chunks_mut(n_in)
+                .zip(self.inv_factor.chunks(nn))
+                .zip(self.inv_factor_transposed.chunks(nn))
+            {
                 if transpose {
                     // Kᵀ = L⁻¹.
-                    lower_times(inv, row, &mut out);
+                    lower_times_by_columns(inv_t, row, &mut out);
                 } else {
                     lower_transposed_times(inv, row, &mut out);
                 }
@@ -222,28 +232,34 @@ impl<T: Real> Kernel<T> {
                     sampled: &sampled,
                 };
                 let metric = std::mem::take(&mut state.metric);
-                for s in 0..n {
-                    match hmc_steps {
-                        Some(leapfrog) if mala => ctx.hmc_step(
-                            block,
-                            state,
-                            &metric,
-                            leapfrog,
-                            threshold,
-                            start + s + 1,
-                            scratch,
-                        ),
-                        _ => ctx.step(
-                            block,
-                            state,
-                            &metric,
-                            mala,
-                            threshold,
-                            start + s + 1,
-                            scratch,
-                        ),
-                    }
-                }
+                // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
+                super::simd::vectorized(
+                    #[inline(always)]
+                    || {
+                        for s in 0..n {
+                            match hmc_steps {
+                                Some(leapfrog) if mala => ctx.hmc_step(
+                                    block,
+                                    state,
+                                    &metric,
+                                    leapfrog,
+                                    threshold,
+                                    start + s + 1,
+                                    scratch,
+                                ),
+                                _ => ctx.step(
+                                    block,
+                                    state,
+                                    &metric,
+                                    mala,
+                                    threshold,
+                                    start + s + 1,
+                                    scratch,
+                                ),
+                            }
+                        }
+                    },
+                );
                 state.metric = metric;
             });
         ens.steps_done += n;
@@ -263,28 +279,33 @@ impl<T: Real> Kernel<T> {
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
-                collapsed::draw_readouts(
-                    block,
-                    model,
-                    x,
-                    y,
-                    p,
-                    dynamics.kappa,
-                    dynamics.temperature,
-                    scratch,
-                    &mut state.work,
+                super::simd::vectorized(
+                    #[inline(always)]
+                    || {
+                        collapsed::draw_readouts(
+                            block,
+                            model,
+                            x,
+                            y,
+                            p,
+                            dynamics.kappa,
+                            dynamics.temperature,
+                            scratch,
+                            &mut state.work,
+                        )
+                    },
                 );
             });
     }
 
-    /// Collapsed posterior only (false otherwise, and before the first
-    /// [`Kernel::prepare_measurement`]): exchanges every chain's drawn readout with its
-    /// conditional mean m = E[a | W] from that draw, so that predictions made in between are
-    /// the Rao–Blackwellised E[f | W] (`collapsed` module doc); calling it again restores the
-    /// draws. True when it exchanged.
-    pub fn swap_conditional_means(&mut self, ens: &mut Ensemble<T>) -> bool {
+    /// Collapsed posterior only (`None` otherwise, and before the first
+    /// [`Kernel::prepare_measurement`]): per block, in the layout of its readout group, every
+    /// chain's conditional mean m = E[a | W] at the last draw — the readouts of the
+    /// Rao–Blackwellised predictions E[f | W] (`collapsed` module doc;
+    /// [`super::overlaps::Probe::predict_with_readouts`]).
+    pub fn conditional_means<'a>(&'a self, ens: &Ensemble<T>) -> Option<Vec<&'a [T]>> {
         if self.method != SamplerMethod::Collapsed {
-            return false;
+            return None;
         }
         let readout = ens.model.widths.len();
         let ready = ens
@@ -292,16 +313,12 @@ impl<T: Real> Kernel<T> {
             .iter()
             .zip(&self.states)
             .all(|(b, s)| s.work.conditional_means.len() == b.params[readout].len());
-        if !ready {
-            return false;
-        }
-        for (block, state) in ens.blocks.iter_mut().zip(&mut self.states) {
-            std::mem::swap(
-                &mut block.params[readout],
-                &mut state.work.conditional_means,
-            );
-        }
-        true
+        ready.then(|| {
+            self.states
+                .iter()
+                .map(|s| &s.work.conditional_means[..])
+                .collect()
+        })
     }
 
     /// Largest Hessian eigenvalue of the sampled energy per chain (chain order; 0 for
@@ -326,19 +343,24 @@ impl<T: Real> Kernel<T> {
             .map_init(Scratch::<T>::default, |scratch, (block, state)| {
                 let metric = std::mem::take(&mut state.metric);
                 let apply = |v: &mut [Vec<f64>], transpose: bool| metric.apply(model, v, transpose);
-                let lambda = block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {
-                    collapsed::data_gradient(
-                        b,
-                        model,
-                        x,
-                        y,
-                        p,
-                        dynamics.kappa,
-                        dynamics.temperature,
-                        scratch,
-                        &mut state.work,
-                    )
-                });
+                let lambda = super::simd::vectorized(
+                    #[inline(always)]
+                    || {
+                        block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {
+                            collapsed::data_gradient(
+                                b,
+                                model,
+                                x,
+                                y,
+                                p,
+                                dynamics.kappa,
+                                dynamics.temperature,
+                                scratch,
+                                &mut state.work,
+                            )
+                        })
+                    },
+                );
                 state.metric = metric;
                 lambda
             })
@@ -390,15 +412,20 @@ impl<T: Real> Kernel<T> {
                         scratch,
                         &mut state.work,
                     ),
-                    Preconditioner::Block => collapsed::neuron_curvature_blocks(
-                        block,
-                        model,
-                        x,
-                        y,
-                        p,
-                        kappa,
-                        scratch,
-                        &mut state.work,
+                    Preconditioner::Block => super::simd::vectorized(
+                        #[inline(always)]
+                        || {
+                            collapsed::neuron_curvature_blocks(
+                                block,
+                                model,
+                                x,
+                                y,
+                                p,
+                                kappa,
+                                scratch,
+                                &mut state.work,
+                            )
+                        },
                     ),
                 };
                 if !average || state.curvature_sum.len() != curvature.len() {
@@ -422,11 +449,13 @@ impl<T: Real> Kernel<T> {
                         let nn = n_in * n_in;
                         let mut factor = vec![0.0; mean.len()];
                         let mut inv_factor = vec![0.0; mean.len()];
+                        let mut inv_factor_transposed = vec![0.0; mean.len()];
                         let mut column = vec![0.0; n_in];
-                        for ((a, l), inv) in mean
+                        for (((a, l), inv), inv_t) in mean
                             .chunks(nn)
                             .zip(factor.chunks_mut(nn))
                             .zip(inv_factor.chunks_mut(nn))
+                            .zip(inv_factor_transposed.chunks_mut(nn))
                         {
                             // v·G_i = I + PSD, so this fails only on non-finite input;
                             // that neuron then keeps M_i = I.
@@ -443,12 +472,14 @@ impl<T: Real> Kernel<T> {
                                 for (i, c) in column.iter().enumerate() {
                                     inv[i * n_in + j] = *c;
                                 }
+                                inv_t[j * n_in..(j + 1) * n_in].copy_from_slice(&column);
                             }
                         }
                         Metric {
                             scalar: Vec::new(),
                             factor,
                             inv_factor,
+                            inv_factor_transposed,
                         }
                     }
                 };
@@ -562,6 +593,7 @@ struct Context<'a, T> {
 impl<T: Real> Context<'_, T> {
     /// U, ∇U (prior included), training error and virial of every chain of the block at its
     /// current parameters. Returns per chain why U could not be evaluated.
+    #[inline(always)]
     fn evaluate(
         &self,
         block: &mut ChainBlock<T>,
@@ -624,6 +656,7 @@ impl<T: Real> Context<'_, T> {
     }
 
     /// Stops chain `c`: records why, zeroes its weights so that the block's GEMMs stay finite.
+    #[inline(always)]
     fn stop(&self, block: &mut ChainBlock<T>, c: usize, step: usize, reason: String) {
         block.diverged[c] = Some(Divergence { step, reason });
         for g in 0..self.model.n_groups() {
@@ -633,6 +666,7 @@ impl<T: Real> Context<'_, T> {
     }
 
     /// Divergence check after an unadjusted evaluation.
+    #[inline(always)]
     fn check(
         &self,
         block: &mut ChainBlock<T>,
@@ -660,6 +694,7 @@ impl<T: Real> Context<'_, T> {
 
     /// Saves every chain's current point (parameters, gradients, energy, training error,
     /// virial) for the Metropolis test to restore.
+    #[inline(always)]
     fn save(&self, block: &ChainBlock<T>, state: &mut BlockState<T>) {
         for g in 0..self.model.n_groups() {
             state.saved_params[g].copy_from_slice(&block.params[g]);
@@ -673,6 +708,7 @@ impl<T: Real> Context<'_, T> {
     }
 
     /// Puts chain `c` back at its saved point (a rejected proposal).
+    #[inline(always)]
     fn restore(&self, block: &mut ChainBlock<T>, state: &BlockState<T>, c: usize) {
         for g in 0..self.model.n_groups() {
             let n = self.model.group_len(g);
@@ -686,6 +722,7 @@ impl<T: Real> Context<'_, T> {
     }
 
     /// u ← u − scale·ε_c·Kᵀ∇U for the sampled groups of every chain in `moving` (module doc).
+    #[inline(always)]
     fn kick(
         &self,
         block: &ChainBlock<T>,
@@ -707,6 +744,7 @@ impl<T: Real> Context<'_, T> {
     }
 
     /// θ ← θ + ε_c·Ku for the sampled groups of every chain in `moving` (module doc).
+    #[inline(always)]
     fn drift(
         &self,
         block: &mut ChainBlock<T>,
@@ -741,6 +779,7 @@ impl<T: Real> Context<'_, T> {
     }
 
     /// Applies `f(x, y, ε_c)` to the entries of the sampled groups of every chain in `moving`.
+    #[inline(always)]
     fn for_each_moving(
         &self,
         xs: &mut [Vec<f64>],
@@ -771,6 +810,7 @@ impl<T: Real> Context<'_, T> {
     /// be evaluated or is not finite is put back at its saved point and dropped from
     /// `moving` (its proposal is then rejected). Needs the gradient at the current point.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn leapfrog(
         &self,
         block: &mut ChainBlock<T>,
@@ -800,6 +840,7 @@ impl<T: Real> Context<'_, T> {
     /// One HMC proposal of `steps` leapfrog steps per chain and its Metropolis test (module
     /// doc).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn hmc_step(
         &self,
         block: &mut ChainBlock<T>,
@@ -876,6 +917,7 @@ impl<T: Real> Context<'_, T> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn step(
         &self,
         block: &mut ChainBlock<T>,
@@ -938,7 +980,8 @@ impl<T: Real> Context<'_, T> {
                         for (d, &gv) in tmp.iter_mut().zip(gi) {
                             *d = gv.f64();
                         }
-                        lower_times(inv, &tmp, &mut drift_v);
+                        let inv_t = &metric.inv_factor_transposed[part(c, i)];
+                        lower_times_by_columns(inv_t, &tmp, &mut drift_v);
                         for (d, u) in tmp.iter_mut().zip(&drift_v) {
                             let xi = T::standard_normal(rng).f64();
                             block_xi_sq[c] += xi * xi;
@@ -997,7 +1040,11 @@ impl<T: Real> Context<'_, T> {
                         for (d, gv) in tmp.iter_mut().zip(&new_grad[rows.clone()]) {
                             *d = gv.f64();
                         }
-                        lower_times(&metric.inv_factor[range.clone()], &tmp, &mut drift_v);
+                        lower_times_by_columns(
+                            &metric.inv_factor_transposed[range.clone()],
+                            &tmp,
+                            &mut drift_v,
+                        );
                         for (d, (o, w)) in
                             tmp.iter_mut().zip(old[rows.clone()].iter().zip(&new[rows]))
                         {

@@ -42,6 +42,7 @@ pub mod real;
 pub mod run;
 pub mod sampler;
 pub mod sampling_bench;
+pub mod simd;
 
 #[cfg(test)]
 mod collapsed_tests;

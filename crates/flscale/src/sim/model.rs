@@ -367,7 +367,6 @@ pub fn backward<T: Real>(
     scratch: &mut Scratch<T>,
     grads: &mut [Vec<T>],
 ) {
-    let d = model.d;
     let hidden = model.widths.len();
     let n_last = model.widths[hidden - 1];
     for g in grads.iter_mut() {
@@ -399,6 +398,31 @@ pub fn backward<T: Real>(
                 }
             }
         }
+    }
+    backward_from_last_delta(model, params, block, x, rows, scratch, grads);
+}
+
+/// The hidden layers' part of [`backward`]: from δ^{L−1} = ∂U/∂h^{L−1} in
+/// `scratch.der[L−1]` (rows × B·N_{L−1}), the gradients of every hidden group into `grads`
+/// (overwritten; the readout group is not touched). The collapsed sampler enters here with its
+/// own δ^{L−1} (`collapsed::data_gradient`).
+#[inline(always)]
+pub fn backward_from_last_delta<T: Real>(
+    model: &FcnModel,
+    params: &[Vec<T>],
+    block: usize,
+    x: &[T],
+    rows: usize,
+    scratch: &mut Scratch<T>,
+    grads: &mut [Vec<T>],
+) {
+    let d = model.d;
+    let hidden = model.widths.len();
+    if rows == 0 {
+        for g in &mut grads[..hidden] {
+            g.fill(T::zero());
+        }
+        return;
     }
     // Hidden layers l ≥ 2 (0-based l ≥ 1): ∂U/∂W^l = δ^lᵀ a^{l−1} with a^{l−1} the layer's
     // input σ(h^{l−1}) or LN(σ(h^{l−1})); δ^{l−1} = (δ^l W^l, through LN) ∘ σ′(h^{l−1}).

@@ -252,21 +252,48 @@ impl Probe {
         x_test: &[T],
         n: usize,
     ) -> Vec<ChainProbe<T>> {
+        self.predict_with_readouts(ens, x_test, n, None).0
+    }
+
+    /// [`Probe::predict`], and with `other_readouts` (per block, in the layout of its readout
+    /// group) also every live chain's test outputs with those readouts in place of its own,
+    /// from the same forward pass (the hidden features do not depend on the readout): the
+    /// collapsed sampler's Rao–Blackwellised predictions E[f | W] at the cost of a dot product.
+    pub fn predict_with_readouts<T: Real>(
+        &self,
+        ens: &Ensemble<T>,
+        x_test: &[T],
+        n: usize,
+        other_readouts: Option<&[&[T]]>,
+    ) -> (Vec<ChainProbe<T>>, Vec<Option<Vec<T>>>) {
         let model = &ens.model;
         let d = model.d;
         let n1 = model.widths[0];
-        let per_block: Vec<Vec<ChainProbe<T>>> = ens
+        let hidden = model.widths.len();
+        let n_last = model.widths[hidden - 1];
+        let per_block: Vec<Vec<(ChainProbe<T>, Option<Vec<T>>)>> = ens
             .blocks
             .par_iter()
-            .map_init(Scratch::<T>::default, |scratch, block| {
+            .enumerate()
+            .map_init(Scratch::<T>::default, |scratch, (k, block)| {
                 forward(model, &block.params, block.len, x_test, n, scratch);
                 let b = block.len;
                 (0..b)
                     .map(|c| {
                         if block.diverged[c].is_some() {
-                            return None;
+                            return (None, None);
                         }
                         let f: Vec<T> = (0..n).map(|mu| scratch.f[mu * b + c]).collect();
+                        let f_other = other_readouts.map(|r| {
+                            let w = &r[k][c * n_last..(c + 1) * n_last];
+                            let act = &scratch.act[hidden - 1];
+                            (0..n)
+                                .map(|mu| {
+                                    let row = mu * b * n_last + c * n_last;
+                                    super::model::dot(&act[row..row + n_last], w)
+                                })
+                                .collect()
+                        });
                         let layers = (1..model.widths.len())
                             .map(|l| {
                                 let nl = model.widths[l];
@@ -301,12 +328,12 @@ impl Probe {
                                     .collect()
                             })
                             .collect();
-                        Some((f, ProbeSample { layers, directions }))
+                        (Some((f, ProbeSample { layers, directions })), f_other)
                     })
                     .collect()
             })
             .collect();
-        per_block.into_iter().flatten().collect()
+        per_block.into_iter().flatten().unzip()
     }
 }
 

@@ -42,6 +42,21 @@ const MALA_TARGET_ACCEPTANCE: f64 = 0.574;
 /// twice the autocorrelation time at P = 80).
 const HMC_TARGET_ACCEPTANCE: f64 = 0.7;
 
+/// At most about this many burn-in adaptations (λ_max by 10 power iterations, and the
+/// collapsed sampler's preconditioner): each costs tens of gradient evaluations, so with a
+/// small `thin` (an HMC run measured every proposal) adapting at every measurement would cost
+/// several times the burn-in's own steps (BENCHMARKS.md, "Sampling efficiency"). 200 leaves
+/// the acceptance steering and the preconditioner's average as many updates as they use.
+const MAX_ADAPTATIONS: usize = 200;
+
+/// Steps between two burn-in adaptations: every measurement (`thin` steps) unless that would
+/// exceed [`MAX_ADAPTATIONS`] over the burn-in, then the smallest multiple of `thin` that
+/// does not. Shared by the FCN and the flat (CNN, attention) engines.
+pub(crate) fn adaptation_interval(thin: usize, burn_in: usize) -> usize {
+    let thin = thin.max(1);
+    thin * burn_in.div_ceil(MAX_ADAPTATIONS * thin).max(1)
+}
+
 /// `adapt_step`'s target for η·λ_max, shared by the FCN and the flat (CNN, attention) engines:
 /// [`ADAPT_FRACTION`] unadjusted; with MALA/HMC it starts at [`MALA_ADAPT_FRACTION`] and is
 /// scaled at each burn-in adaptation towards the target acceptance rate.
@@ -525,9 +540,10 @@ fn run_once<T: Real>(
     let start = std::time::Instant::now();
     let mut window_start = (s.burn_in == 0).then_some(start);
     let mut t = 0;
+    let adapt_every = adaptation_interval(s.thin, s.burn_in);
     progress(0, s.steps);
     while t < s.steps {
-        if s.adapt_step && t <= s.burn_in && (t % s.thin == 0) {
+        if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
             // Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the
             // collapsed sampler after its per-neuron preconditioner, also frozen afterwards).
             if let Some(k) = &mut kernel {
@@ -548,17 +564,15 @@ fn run_once<T: Real>(
         if t % s.thin == 0 {
             // Collapsed: predictions also with the readouts' conditional means (Rao–
             // Blackwellised alignment and mean predictor; observables.rs).
-            let mut mean_preds = None;
             if let Some(k) = &mut kernel {
                 k.prepare_measurement(&mut ens);
-                if k.swap_conditional_means(&mut ens) {
-                    mean_preds = Some(probe.predict(&ens, &x_test, n_test));
-                    k.swap_conditional_means(&mut ens);
-                }
             }
+            let means = kernel.as_ref().and_then(|k| k.conditional_means(&ens));
+            let (preds, mean_preds) =
+                probe.predict_with_readouts(&ens, &x_test, n_test, means.as_deref());
             measure(
+                &preds,
                 &ens,
-                &x_test,
                 y_test,
                 y_norm2,
                 &data.teacher,
@@ -569,7 +583,7 @@ fn run_once<T: Real>(
                 &mut acc,
                 &probe,
                 &mut probe_acc,
-                mean_preds.as_deref(),
+                means.is_some().then_some(&mean_preds[..]),
             );
         }
         if t >= s.burn_in && window_start.is_none() {
@@ -638,8 +652,8 @@ fn run_once<T: Real>(
 /// Measures every live chain at step `t`.
 #[allow(clippy::too_many_arguments)]
 fn measure<T: Real>(
+    preds: &[ChainProbe<T>],
     ens: &Ensemble<T>,
-    x_test: &[T],
     y_test: &[f64],
     y_norm2: f64,
     teacher: &[f64],
@@ -650,10 +664,8 @@ fn measure<T: Real>(
     acc: &mut [ChainAccumulator],
     probe: &Probe,
     probe_acc: &mut [ProbeAccumulator],
-    mean_preds: Option<&[ChainProbe<T>]>,
+    mean_preds: Option<&[Option<Vec<T>>]>,
 ) {
-    let n_test = y_test.len();
-    let preds = probe.predict(ens, x_test, n_test);
     let model = &ens.model;
     let d = model.d;
     let n1 = model.widths[0];
@@ -686,7 +698,7 @@ fn measure<T: Real>(
                 train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
             };
             acc[chain].record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
-            if let Some(Some((f_mean, _))) = mean_preds.map(|m| &m[chain]) {
+            if let Some(Some(f_mean)) = mean_preds.map(|m| &m[chain]) {
                 acc[chain].use_conditional_mean(f, f_mean, y_test, y_norm2);
             }
             if sampling {
@@ -1003,7 +1015,33 @@ fn leading_eigenvector(m: &[f64], d: usize) -> Option<Vec<f64>> {
 
 #[cfg(test)]
 mod tests {
-    use super::leading_eigenvector;
+    use super::{adaptation_interval, leading_eigenvector, MAX_ADAPTATIONS};
+
+    #[test]
+    fn adaptations_are_at_measurements_and_at_most_max_adaptations() {
+        for (thin, burn_in) in [
+            (1, 2000),
+            (1, 20_000),
+            (100, 10_000),
+            (7, 5000),
+            (1, 50),
+            (0, 10),
+        ] {
+            let every = adaptation_interval(thin, burn_in);
+            assert_eq!(every % thin.max(1), 0, "thin {thin}, burn-in {burn_in}");
+            let count = burn_in / every + 1;
+            assert!(
+                count <= MAX_ADAPTATIONS + 1,
+                "{count} at thin {thin}, burn-in {burn_in}"
+            );
+            // Not sparser than needed: halving the interval's multiple would exceed the cap.
+            if every > thin.max(1) {
+                assert!(burn_in / (every - thin) + 1 > MAX_ADAPTATIONS, "{every}");
+            }
+        }
+        assert_eq!(adaptation_interval(100, 10_000), 100);
+        assert_eq!(adaptation_interval(1, 2000), 10);
+    }
 
     #[test]
     fn power_iteration_finds_the_top_direction() {
