@@ -89,6 +89,11 @@ struct Metric {
     /// (L⁻¹)ᵀ (same layout): the columns of L⁻¹ as contiguous rows, so that L⁻¹x is a sum of
     /// scaled rows, which vectorises (a row-by-row dot product is a sequential reduction).
     inv_factor_transposed: Vec<f64>,
+    /// L⁻¹ of every neuron of the block interleaved for [`Metric::apply`]: for each entry
+    /// (a, b), b ≤ a, of the lower triangle (row by row), the b·N neurons' values side by
+    /// side, so that one entry's product runs across all neurons at once (contiguous, full
+    /// vector width) instead of along a row of length ≤ n_in.
+    inv_factor_lanes: Vec<f64>,
 }
 
 /// y = Lx for a lower-triangular n × n L given as `lt` = Lᵀ (row-major, upper triangular),
@@ -128,21 +133,38 @@ impl Metric {
             for (i, a) in v[g].iter_mut().enumerate() {
                 *a *= self.scalar[i / n_in].sqrt();
             }
-        } else if !self.inv_factor.is_empty() {
-            let nn = n_in * n_in;
-            let mut out = vec![0.0; n_in];
-            for ((row, inv), inv_t) in v[g]
-                .chunks_mut(n_in)
-                .zip(self.inv_factor.chunks(nn))
-                .zip(self.inv_factor_transposed.chunks(nn))
-            {
-                if transpose {
-                    // Kᵀ = L⁻¹.
-                    lower_times_by_columns(inv_t, row, &mut out);
-                } else {
-                    lower_transposed_times(inv, row, &mut out);
+        } else if !self.inv_factor_lanes.is_empty() {
+            // y_k = Kᵀx_k = L_k⁻¹x_k or y_k = Kx_k = L_k⁻ᵀx_k for every neuron k of the block,
+            // entry by entry of L⁻¹ across the neurons (x and y transposed to n_in × K). Each
+            // y entry sums its products in the same order as a row-by-row product would.
+            let neurons = v[g].len() / n_in;
+            let mut xt = vec![0.0; n_in * neurons];
+            let mut yt = vec![0.0; n_in * neurons];
+            for (k, row) in v[g].chunks_exact(n_in).enumerate() {
+                for (j, &x) in row.iter().enumerate() {
+                    xt[j * neurons + k] = x;
                 }
-                row.copy_from_slice(&out);
+            }
+            let mut lanes = self.inv_factor_lanes.chunks_exact(neurons);
+            for a in 0..n_in {
+                for b in 0..=a {
+                    let m = lanes.next().expect("one lane row per lower-triangle entry");
+                    // Kᵀ: y_a += (L⁻¹)_ab x_b. K: y_b += (L⁻¹)_ab x_a.
+                    let (dst, src) = if transpose { (a, b) } else { (b, a) };
+                    let x = &xt[src * neurons..(src + 1) * neurons];
+                    for ((y, &mv), &xv) in yt[dst * neurons..(dst + 1) * neurons]
+                        .iter_mut()
+                        .zip(m)
+                        .zip(x)
+                    {
+                        *y += mv * xv;
+                    }
+                }
+            }
+            for (k, row) in v[g].chunks_exact_mut(n_in).enumerate() {
+                for (j, r) in row.iter_mut().enumerate() {
+                    *r = yt[j * neurons + k];
+                }
             }
         }
     }
@@ -475,11 +497,21 @@ impl<T: Real> Kernel<T> {
                                 inv_t[j * n_in..(j + 1) * n_in].copy_from_slice(&column);
                             }
                         }
+                        let neurons = mean.len() / nn;
+                        let mut inv_factor_lanes = Vec::with_capacity(neurons * nn);
+                        for a in 0..n_in {
+                            for b in 0..=a {
+                                inv_factor_lanes.extend(
+                                    inv_factor.chunks_exact(nn).map(|inv| inv[a * n_in + b]),
+                                );
+                            }
+                        }
                         Metric {
                             scalar: Vec::new(),
                             factor,
                             inv_factor,
                             inv_factor_transposed,
+                            inv_factor_lanes,
                         }
                     }
                 };
