@@ -38,7 +38,6 @@ pub struct CollapsedWork<T> {
     a: Vec<f64>,
     chol: Vec<f64>,
     inverse: Vec<T>,
-    inverse_f64: Vec<f64>,
     phi_inverse: Vec<T>,
     mean: Vec<f64>,
     mean_t: Vec<T>,
@@ -48,6 +47,11 @@ pub struct CollapsedWork<T> {
     pub conditional_means: Vec<T>,
     /// Per chain of the block: why the evaluation failed (`None` when it did not).
     pub failure: Vec<Option<String>>,
+    /// [`LANES`] chains' Cholesky factors, inverses, work space (n² each) and means (n).
+    chol_lanes: Vec<[f64; LANES]>,
+    inverse_lanes: Vec<[f64; LANES]>,
+    work_lanes: Vec<[f64; LANES]>,
+    mean_lanes: Vec<[f64; LANES]>,
 }
 
 impl<T: Real> CollapsedWork<T> {
@@ -56,7 +60,6 @@ impl<T: Real> CollapsedWork<T> {
         self.a.resize(n * n, 0.0);
         self.chol.resize(n * n, 0.0);
         self.inverse.resize(n * n, T::zero());
-        self.inverse_f64.resize(n * n, 0.0);
         self.phi_inverse.resize(p * n, T::zero());
         self.mean.resize(n, 0.0);
         self.mean_t.resize(n, T::zero());
@@ -216,6 +219,14 @@ pub fn readout_precision<T: Real>(
     chol: &mut [f64],
 ) -> bool {
     let k = phi.ncols();
+    readout_gram(phi, ridge, gram, a);
+    cholesky(&a[..k * k], &mut chol[..k * k], k)
+}
+
+/// A = ΦᵀΦ + ridge·I into `a` (f64, symmetrised), the first half of [`readout_precision`].
+#[inline(always)]
+fn readout_gram<T: Real>(phi: MatRef<'_, T>, ridge: f64, gram: &mut [T], a: &mut [f64]) {
+    let k = phi.ncols();
     if phi.nrows() > 0 {
         let g = MatMut::from_row_major_slice_mut(&mut gram[..k * k], k, k);
         matmul(g, Accum::Replace, phi.transpose(), phi, T::one(), Par::Seq);
@@ -228,7 +239,146 @@ pub fn readout_precision<T: Real>(
             a[i * k + j] = g + if i == j { ridge } else { 0.0 };
         }
     }
-    cholesky(&a[..k * k], &mut chol[..k * k], k)
+}
+
+/// Φᵀy for chain `c` of a block (rows of Φ contiguous in the activations) into `out`.
+#[inline(always)]
+fn features_times_targets<T: Real>(
+    act: &[T],
+    y: &[T],
+    block: usize,
+    c: usize,
+    n: usize,
+    p: usize,
+    out: &mut [f64],
+) {
+    out.fill(0.0);
+    for (mu, yv) in y.iter().enumerate().take(p) {
+        let row = &act[mu * block * n + c * n..mu * block * n + (c + 1) * n];
+        let yv = yv.f64();
+        for (m, a) in out.iter_mut().zip(row) {
+            *m += a.f64() * yv;
+        }
+    }
+}
+
+/// Chains whose small dense linear algebra (the N × N Cholesky, solves and inverse of
+/// [`data_gradient`]) is done together, one chain per lane of a `[f64; LANES]`: the same
+/// operations in the same order as [`cholesky`], [`cholesky_solve`] and
+/// [`inverse_from_cholesky`] per lane (so bit-identical results), but every operation is one
+/// vector instruction over the chains instead of a short row of one chain.
+const LANES: usize = 4;
+
+/// [`cholesky`] of `LANES` matrices stored entry by entry (`l[i·n + j][lane]`), in place
+/// (A on entry, L with zeroed upper triangle on return). A lane whose matrix is not
+/// numerically positive definite gets `false` (its values are then meaningless).
+#[inline(always)]
+fn cholesky_lanes(l: &mut [[f64; LANES]], n: usize) -> [bool; LANES] {
+    let mut ok = [true; LANES];
+    for j in 0..n {
+        let (top, rest) = l.split_at_mut((j + 1) * n);
+        let row_j = &mut top[j * n..];
+        let mut pivot = row_j[j];
+        for (lane, v) in pivot.iter_mut().enumerate() {
+            if !(*v > 0.0 && v.is_finite()) {
+                ok[lane] = false;
+                *v = 1.0;
+            }
+            *v = v.sqrt();
+        }
+        row_j[j] = pivot;
+        for v in &mut row_j[j + 1..] {
+            for lane in 0..LANES {
+                v[lane] /= pivot[lane];
+            }
+        }
+        let row_j = &top[j * n..];
+        for (i, row_i) in (j + 1..n).zip(rest.chunks_exact_mut(n)) {
+            let f = row_j[i];
+            for (v, u) in row_i[i..].iter_mut().zip(&row_j[i..]) {
+                for lane in 0..LANES {
+                    v[lane] -= f[lane] * u[lane];
+                }
+            }
+        }
+    }
+    for i in 0..n {
+        for j in 0..i {
+            l[i * n + j] = l[j * n + i];
+            l[j * n + i] = [0.0; LANES];
+        }
+    }
+    ok
+}
+
+/// [`cholesky_solve`] per lane: LLᵀx = b for `LANES` factors and right-hand sides.
+#[inline(always)]
+fn cholesky_solve_lanes(l: &[[f64; LANES]], b: &mut [[f64; LANES]], n: usize) {
+    for i in 0..n {
+        let mut s = b[i];
+        for k in 0..i {
+            for lane in 0..LANES {
+                s[lane] -= l[i * n + k][lane] * b[k][lane];
+            }
+        }
+        for lane in 0..LANES {
+            b[i][lane] = s[lane] / l[i * n + i][lane];
+        }
+    }
+    for k in (0..n).rev() {
+        for lane in 0..LANES {
+            b[k][lane] /= l[k * n + k][lane];
+        }
+        let bk = b[k];
+        for (bi, lki) in b[..k].iter_mut().zip(&l[k * n..k * n + k]) {
+            for lane in 0..LANES {
+                bi[lane] -= lki[lane] * bk[lane];
+            }
+        }
+    }
+}
+
+/// [`inverse_from_cholesky`] per lane; `v` is work space of n² entries.
+#[inline(always)]
+fn inverse_from_cholesky_lanes(
+    l: &[[f64; LANES]],
+    inverse: &mut [[f64; LANES]],
+    v: &mut [[f64; LANES]],
+    n: usize,
+) {
+    let v = &mut v[..n * n];
+    v.fill([0.0; LANES]);
+    for i in 0..n {
+        let (done, rest) = v.split_at_mut(i * n);
+        let row_i = &mut rest[..n];
+        row_i[i] = [1.0; LANES];
+        for k in 0..i {
+            let f = l[i * n + k];
+            for (r, vk) in row_i[..=k].iter_mut().zip(&done[k * n..k * n + k + 1]) {
+                for lane in 0..LANES {
+                    r[lane] -= f[lane] * vk[lane];
+                }
+            }
+        }
+        let d = l[i * n + i];
+        for r in &mut row_i[..=i] {
+            for lane in 0..LANES {
+                r[lane] /= d[lane];
+            }
+        }
+    }
+    let inverse = &mut inverse[..n * n];
+    inverse.fill([0.0; LANES]);
+    for k in 0..n {
+        let row_k = &v[k * n..k * n + k + 1];
+        for (i, vki) in row_k.iter().enumerate() {
+            for (dst, vkj) in inverse[i * n..i * n + k + 1].iter_mut().zip(row_k) {
+                for lane in 0..LANES {
+                    dst[lane] += vki[lane] * vkj[lane];
+                }
+            }
+        }
+    }
 }
 
 /// A = ΦᵀΦ + (κ/v)·I, its Cholesky factor and m = A⁻¹Φᵀy for chain `c` (forward pass in
@@ -251,16 +401,8 @@ fn conditional<T: Real>(
     if !readout_precision(phi, ridge, &mut work.gram, &mut work.a, &mut work.chol) {
         return None;
     }
-    // Φᵀy row by row (each row of Φ is contiguous).
-    work.mean.fill(0.0);
     let act = &scratch.act[model.widths.len() - 1];
-    for (mu, yv) in y.iter().enumerate().take(p) {
-        let row = &act[mu * block * n + c * n..mu * block * n + (c + 1) * n];
-        let yv = yv.f64();
-        for (m, a) in work.mean.iter_mut().zip(row) {
-            *m += a.f64() * yv;
-        }
-    }
+    features_times_targets(act, y, block, c, n, p, &mut work.mean);
     cholesky_solve(&work.chol, &mut work.mean, n);
     Some(2.0 * (0..n).map(|i| work.chol[i * n + i].ln()).sum::<f64>())
 }
@@ -290,67 +432,147 @@ pub fn data_gradient<T: Real>(
     forward(model, &block.params, b, x, p, scratch);
     let inv_kappa = 1.0 / kappa;
     let temp = T::of(temperature);
-    for c in 0..b {
-        work.failure[c] = None;
-        let log_det = if block.diverged[c].is_some() {
-            None
-        } else {
-            conditional(model, scratch, b, c, y, p, kappa, work)
-        };
-        let Some(log_det) = log_det else {
-            if block.diverged[c].is_none() {
-                work.failure[c] = Some(
-                    "the Cholesky factorisation of ΦᵀΦ + (κ/v)·I failed (non-finite features)"
-                        .to_string(),
-                );
-            }
-            block.energy[c] = f64::NAN;
-            block.sq_error[c] = f64::NAN;
-            let der = &mut scratch.der[hidden - 1];
-            for mu in 0..p {
-                der[mu * b * n + c * n..mu * b * n + (c + 1) * n].fill(T::zero());
-            }
-            continue;
-        };
-        // A⁻¹ = L⁻ᵀL⁻¹ from the triangular inverse of its Cholesky factor, then ΦA⁻¹ in one
-        // GEMM.
-        inverse_from_cholesky(&work.chol, &mut work.inverse_f64, n);
-        for (dst, &src) in work.inverse.iter_mut().zip(&work.inverse_f64) {
-            *dst = T::of(src);
+    // Per chain: A = ΦᵀΦ + (κ/v)·I and Φᵀy, then the Cholesky factor, m = A⁻¹Φᵀy, log det A
+    // and A⁻¹ = L⁻ᵀL⁻¹ (for ∂ log det A/∂Φ), LANES chains at a time; padding lanes and
+    // stopped chains hold the identity.
+    let nn = n * n;
+    work.chol_lanes.resize(nn, [0.0; LANES]);
+    work.inverse_lanes.resize(nn, [0.0; LANES]);
+    work.work_lanes.resize(nn, [0.0; LANES]);
+    work.mean_lanes.resize(n, [0.0; LANES]);
+    for first in (0..b).step_by(LANES) {
+        let chains = first..(first + LANES).min(b);
+        work.chol_lanes.fill([0.0; LANES]);
+        for i in 0..n {
+            work.chol_lanes[i * n + i] = [1.0; LANES];
         }
-        if p > 0 {
+        work.mean_lanes.fill([0.0; LANES]);
+        let mut live = [false; LANES];
+        for c in chains.clone() {
+            let lane = c - first;
+            if block.diverged[c].is_some() {
+                continue;
+            }
+            live[lane] = true;
             let phi = features(scratch, model, b, c, p);
-            let inv = MatRef::from_row_major_slice(&work.inverse[..], n, n);
-            let out = MatMut::from_row_major_slice_mut(&mut work.phi_inverse[..], p, n);
-            matmul(out, Accum::Replace, phi, inv, T::one(), Par::Seq);
-        }
-        for (dst, &src) in work.mean_t.iter_mut().zip(&work.mean) {
-            *dst = T::of(src);
-        }
-        let mean_t = &work.mean_t;
-        let mut sq = 0.0;
-        let act = &scratch.act[hidden - 1];
-        let der = &mut scratch.der[hidden - 1];
-        for mu in 0..p {
-            let range = mu * b * n + c * n..mu * b * n + (c + 1) * n;
-            let fm = super::model::dot(&act[range.clone()], mean_t).f64();
-            let r = fm - y[mu].f64();
-            sq += r * r;
-            let r_t = T::of(r * inv_kappa);
-            // δ^{L−1} = (∂U_c/∂Φ) ∘ σ′, stored over σ′ for the shared backward pass.
-            let pa = &work.phi_inverse[mu * n..(mu + 1) * n];
-            for ((dl, &mi), &pai) in der[range].iter_mut().zip(mean_t).zip(pa) {
-                *dl *= r_t * mi + temp * pai;
+            readout_gram(phi, ridge, &mut work.gram, &mut work.a);
+            for (dst, &src) in work.chol_lanes.iter_mut().zip(&work.a) {
+                dst[lane] = src;
+            }
+            let act = &scratch.act[hidden - 1];
+            features_times_targets(act, y, b, c, n, p, &mut work.mean);
+            for (dst, &src) in work.mean_lanes.iter_mut().zip(&work.mean) {
+                dst[lane] = src;
             }
         }
-        let m2: f64 = work.mean.iter().map(|m| m * m).sum();
-        block.sq_error[c] = sq;
-        block.energy[c] = (sq + ridge * m2) * 0.5 * inv_kappa
-            + 0.5 * temperature * (log_det - n as f64 * ridge.ln());
+        let ok = cholesky_lanes(&mut work.chol_lanes, n);
+        cholesky_solve_lanes(&work.chol_lanes, &mut work.mean_lanes, n);
+        inverse_from_cholesky_lanes(
+            &work.chol_lanes,
+            &mut work.inverse_lanes,
+            &mut work.work_lanes,
+            n,
+        );
+        for c in chains {
+            let lane = c - first;
+            work.failure[c] = None;
+            if !(live[lane] && ok[lane]) {
+                if live[lane] {
+                    work.failure[c] = Some(
+                        "the Cholesky factorisation of ΦᵀΦ + (κ/v)·I failed (non-finite features)"
+                            .to_string(),
+                    );
+                }
+                block.energy[c] = f64::NAN;
+                block.sq_error[c] = f64::NAN;
+                let der = &mut scratch.der[hidden - 1];
+                for mu in 0..p {
+                    der[mu * b * n + c * n..mu * b * n + (c + 1) * n].fill(T::zero());
+                }
+                continue;
+            }
+            let log_det = 2.0
+                * (0..n)
+                    .map(|i| work.chol_lanes[i * n + i][lane].ln())
+                    .sum::<f64>();
+            for (dst, src) in work.mean.iter_mut().zip(&work.mean_lanes) {
+                *dst = src[lane];
+            }
+            for (dst, src) in work.inverse.iter_mut().zip(&work.inverse_lanes) {
+                *dst = T::of(src[lane]);
+            }
+            gradient_of_chain(
+                block,
+                model,
+                scratch,
+                work,
+                y,
+                p,
+                c,
+                log_det,
+                ridge,
+                inv_kappa,
+                temperature,
+                temp,
+            );
+        }
     }
     // The plain sampler's back-propagation from the δ^{L−1} prepared above.
     backward_from_last_delta(model, &block.params, b, x, p, scratch, &mut block.grads);
     block.grads[hidden].fill(T::zero());
+}
+
+/// [`data_gradient`] for live chain `c` once `work.mean` (m), `work.inverse` (A⁻¹) and
+/// log det A are known: ΦA⁻¹ in one GEMM, δ^{L−1} = (r mᵀ + T·ΦA⁻¹) ∘ σ′ over σ′ in
+/// `scratch.der`, the energy and |Φm − y|².
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn gradient_of_chain<T: Real>(
+    block: &mut ChainBlock<T>,
+    model: &FcnModel,
+    scratch: &mut Scratch<T>,
+    work: &mut CollapsedWork<T>,
+    y: &[T],
+    p: usize,
+    c: usize,
+    log_det: f64,
+    ridge: f64,
+    inv_kappa: f64,
+    temperature: f64,
+    temp: T,
+) {
+    let b = block.len;
+    let hidden = model.widths.len();
+    let n = model.widths[hidden - 1];
+    if p > 0 {
+        let phi = features(scratch, model, b, c, p);
+        let inv = MatRef::from_row_major_slice(&work.inverse[..], n, n);
+        let out = MatMut::from_row_major_slice_mut(&mut work.phi_inverse[..], p, n);
+        matmul(out, Accum::Replace, phi, inv, T::one(), Par::Seq);
+    }
+    for (dst, &src) in work.mean_t.iter_mut().zip(&work.mean) {
+        *dst = T::of(src);
+    }
+    let mean_t = &work.mean_t;
+    let mut sq = 0.0;
+    let act = &scratch.act[hidden - 1];
+    let der = &mut scratch.der[hidden - 1];
+    for mu in 0..p {
+        let range = mu * b * n + c * n..mu * b * n + (c + 1) * n;
+        let fm = super::model::dot(&act[range.clone()], mean_t).f64();
+        let r = fm - y[mu].f64();
+        sq += r * r;
+        let r_t = T::of(r * inv_kappa);
+        // δ^{L−1} = (∂U_c/∂Φ) ∘ σ′, stored over σ′ for the shared backward pass.
+        let pa = &work.phi_inverse[mu * n..(mu + 1) * n];
+        for ((dl, &mi), &pai) in der[range].iter_mut().zip(mean_t).zip(pa) {
+            *dl *= r_t * mi + temp * pai;
+        }
+    }
+    let m2: f64 = work.mean.iter().map(|m| m * m).sum();
+    block.sq_error[c] = sq;
+    block.energy[c] =
+        (sq + ridge * m2) * 0.5 * inv_kappa + 0.5 * temperature * (log_det - n as f64 * ridge.ln());
 }
 
 /// Draws every live chain's readout exactly from a | W ~ 𝒩(m, κT·A⁻¹) (module doc) into the
