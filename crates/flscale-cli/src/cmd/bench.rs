@@ -73,6 +73,10 @@ pub struct BenchArgs {
     /// proposals; default 1 with HMC, else the plain sampler's 50 steps / L).
     #[arg(long = "collapsed-thin")]
     pub collapsed_thin: Option<usize>,
+    /// With --sampling: seed of the data, teacher and chains (autocorrelation times vary from
+    /// seed to seed by tens of per cent; compare ratios over several).
+    #[arg(long, default_value_t = SamplingSetting::default().seed)]
+    pub seed: u64,
 }
 
 /// Runs `flscale bench`.
@@ -208,6 +212,7 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             "neuron" => Preconditioner::Neuron,
             _ => Preconditioner::Block,
         },
+        seed: args.seed,
     };
     if !ctx.quiet && !args.json {
         eprintln!(
