@@ -163,6 +163,10 @@ pub fn nngp_overlap_variances(
 /// One chain's test outputs and probe sample (None for a diverged chain).
 pub type ChainProbe<T> = Option<(Vec<T>, ProbeSample)>;
 
+/// One chain's [`ChainProbe`] and its test outputs with other readouts
+/// ([`Probe::predict_with_readouts`]).
+type ChainProbeWithOther<T> = (ChainProbe<T>, Option<Vec<T>>);
+
 /// What is measured at every sampling time besides the engine's first-layer observables.
 #[derive(Debug, Clone)]
 pub struct Probe {
@@ -271,7 +275,7 @@ impl Probe {
         let n1 = model.widths[0];
         let hidden = model.widths.len();
         let n_last = model.widths[hidden - 1];
-        let per_block: Vec<Vec<(ChainProbe<T>, Option<Vec<T>>)>> = ens
+        let per_block: Vec<Vec<ChainProbeWithOther<T>>> = ens
             .blocks
             .par_iter()
             .enumerate()
