@@ -200,6 +200,42 @@ fn bench_json_has_the_documented_shape() {
     assert_eq!(r.status.code(), Some(2));
 }
 
+/// `bench --sampling --plain-mala --seed S`: the plain side is Metropolis-adjusted (it reports
+/// an acceptance rate, the unadjusted one none) and the seed is the one asked for.
+#[test]
+fn bench_sampling_with_plain_mala_and_a_seed() {
+    let args = [
+        "bench",
+        "--sampling",
+        "--p",
+        "20",
+        "--sampling-steps",
+        "2000",
+        "--sampling-chains",
+        "2",
+        "--seed",
+        "3",
+        "--json",
+    ];
+    let mut with_mala = args.to_vec();
+    with_mala.push("--plain-mala");
+    for (args, mala) in [(args.to_vec(), false), (with_mala, true)] {
+        let r = flscale(&args, None);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        assert_eq!(v["setting"]["seed"], 3);
+        assert_eq!(v["setting"]["plain_mala"], mala);
+        let acceptance = v["plain"]["acceptance_rate"].as_f64();
+        if mala {
+            let a = acceptance.expect("plain MALA reports its acceptance");
+            assert!(a > 0.0 && a <= 1.0, "{a}");
+        } else {
+            assert!(acceptance.is_none());
+        }
+        assert!(v["plain"]["steps_per_second"].as_f64().unwrap() > 0.0);
+    }
+}
+
 /// `bench --sampling`'s HMC options are checked before anything runs: one line naming the
 /// option and what is allowed, exit code 2.
 #[test]

@@ -77,6 +77,11 @@ pub struct BenchArgs {
     /// seed to seed by tens of per cent; compare ratios over several).
     #[arg(long, default_value_t = SamplingSetting::default().seed)]
     pub seed: u64,
+    /// With --sampling: the plain sampler Metropolis-adjusted (MALA, its step steered during
+    /// a burn-in of --sampling-steps/10 outside its window) instead of the default unadjusted
+    /// step: the comparison against plain MALA.
+    #[arg(long = "plain-mala")]
+    pub plain_mala: bool,
 }
 
 /// Runs `flscale bench`.
@@ -213,6 +218,7 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             _ => Preconditioner::Block,
         },
         seed: args.seed,
+        plain_mala: args.plain_mala,
     };
     if !ctx.quiet && !args.json {
         eprintln!(

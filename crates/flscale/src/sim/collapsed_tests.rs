@@ -698,6 +698,7 @@ fn cold_and_hot_agree_at_32_d(d: usize, steps: usize, thin: usize, chains: usize
         collapsed_mala: false,
         collapsed_hmc_steps: None,
         collapsed_thin: None,
+        plain_mala: false,
         seed: 1,
     };
     let cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Both).unwrap();
