@@ -17,12 +17,14 @@ use super::{out, out_json, read_file, Ctx};
     after_help = "Example:\n  flscale sample examples/experiments/fig2a-quick.toml --out runs/fig2a --json\n\n\
 Writes DIR/summary.json, DIR/traces.csv (every `thin` steps, burn-in included), DIR/chains.csv,\n\
 DIR/histogram_rho.csv, DIR/histogram_<name>.csv (deeper-layer overlaps h2_phi, h2_he3, …; the\n\
-parity direction rho_e1+e2) and DIR/experiment.toml. `--json` prints the summary; it is byte-identical\n\
-for the same file and seed whatever RAYON_NUM_THREADS is, so wall-clock speed is left out\n\
-(`steps_per_second` is null) unless --timing is given. Exit code 1 if every chain diverged.\n\n\
+parity direction rho_e1+e2) and DIR/experiment.toml. `--json` prints the summary; it is\n\
+byte-identical for the same file and seed whatever RAYON_NUM_THREADS is, so wall-clock speed is\n\
+left out (`steps_per_second` is null) unless --timing is given. Exit code 1 if every chain\n\
+diverged.\n\n\
 [sampler] method = \"collapsed\" integrates the readout out exactly and samples the hidden\n\
 weights only; mala = true adds a Metropolis accept/reject to every step (acceptance rate in\n\
-diagnostics.acceptance_rate). See docs/langevin.md."
+diagnostics.acceptance_rate), hmc_steps = L (FCN, with mala) makes every step an HMC proposal\n\
+of L leapfrog steps. Which to use when: docs/langevin.md, \"When to use which\"."
 )]
 pub struct SampleArgs {
     /// The experiment file (TOML: [model], [data], [target], [sampler], optional [priors]).
