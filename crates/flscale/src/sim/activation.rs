@@ -118,6 +118,101 @@ unsafe fn erf_f32_avx2(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
     erf_f32_loop::<true>(x, value, derivative)
 }
 
+/// The softmax of every row of length `l` of `scores`, in place, in f32: p_b = e^{s_b − m}/Σ_c
+/// e^{s_c − m} with m the row maximum (so every exponent is ≤ 0 and none overflows), the
+/// exponentials by [`exp_neg_f32`] (relative error < 2·10⁻⁷) so that the loops vectorise, in
+/// the CPU's AVX-512 or AVX2 + FMA build when it has one (as [`erf_with_derivative_f32`]). A
+/// non-finite score makes its whole row NaN, as the library exponential would, so that the
+/// samplers' divergence checks see it.
+pub fn softmax_rows_f32(scores: &mut [f32], l: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above; it implies FMA).
+            unsafe { softmax_rows_f32_avx512(scores, l) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above), which is all the
+            // `target_feature` function requires.
+            unsafe { softmax_rows_f32_avx2(scores, l) };
+            return;
+        }
+    }
+    softmax_rows_f32_loop::<false>(scores, l)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn softmax_rows_f32_avx512(scores: &mut [f32], l: usize) {
+    softmax_rows_f32_loop::<true>(scores, l)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_rows_f32_avx2(scores: &mut [f32], l: usize) {
+    softmax_rows_f32_loop::<true>(scores, l)
+}
+
+/// Lanes of the row maximum and sum: 16 independent accumulators (one AVX-512 register), so
+/// the reductions vectorise without reassociating anything the compiler would have to prove.
+const SOFTMAX_LANES: usize = 16;
+
+/// Folds the lanes pairwise (8 + 8, 4 + 4, …): vector shuffles instead of 15 dependent scalar
+/// operations per row, which matter at the short rows (L ≈ 16) of small contexts.
+#[inline(always)]
+fn lane_tree(mut lanes: [f32; SOFTMAX_LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut width = SOFTMAX_LANES / 2;
+    while width > 0 {
+        for j in 0..width {
+            lanes[j] = op(lanes[j], lanes[j + width]);
+        }
+        width /= 2;
+    }
+    lanes[0]
+}
+
+#[inline(always)]
+fn softmax_rows_f32_loop<const FMA: bool>(scores: &mut [f32], l: usize) {
+    if l == 0 {
+        return;
+    }
+    for row in scores.chunks_exact_mut(l) {
+        let mut lanes = [f32::NEG_INFINITY; SOFTMAX_LANES];
+        let mut chunks = row.chunks_exact(SOFTMAX_LANES);
+        for chunk in &mut chunks {
+            for (m, &s) in lanes.iter_mut().zip(chunk) {
+                *m = m.max(s);
+            }
+        }
+        let max = chunks
+            .remainder()
+            .iter()
+            .fold(lane_tree(lanes, f32::max), |m, &s| m.max(s));
+        // (d − d) is 0 for a finite d and NaN otherwise: it carries a non-finite score (or
+        // maximum) into the row.
+        for s in row.iter_mut() {
+            let d = max - *s;
+            #[allow(clippy::eq_op)] // deliberate: 0 for finite d, NaN otherwise (above)
+            let carry = d - d;
+            *s = exp_neg_f32::<FMA>(d) + carry;
+        }
+        let mut sums = [0.0f32; SOFTMAX_LANES];
+        let mut chunks = row.chunks_exact(SOFTMAX_LANES);
+        for chunk in &mut chunks {
+            for (z, &s) in sums.iter_mut().zip(chunk) {
+                *z += s;
+            }
+        }
+        let total = chunks.remainder().iter().sum::<f32>() + lane_tree(sums, |a, b| a + b);
+        let inv = 1.0 / total;
+        for s in row.iter_mut() {
+            *s *= inv;
+        }
+    }
+}
+
 /// Abramowitz & Stegun 7.1.26: for a ≥ 0, erf(a) = 1 − t(a₁ + t(a₂ + t(a₃ + t(a₄ + t a₅))))·e^{−a²}
 /// with t = 1/(1 + p a); absolute error ≤ 1.5·10⁻⁷, i.e. at f32 resolution. erf is odd, so
 /// the sign of x is copied onto the result. The e^{−a²} factor is exactly what σ′ needs.
@@ -208,6 +303,48 @@ mod tests {
         assert_eq!(v[..4], [-1.0, -1.0, 1.0, 1.0]);
         assert!(g.iter().all(|g| g.is_finite() && *g >= 0.0));
         assert!(v[4].abs() < 1e-7);
+    }
+
+    /// The f32 softmax against the f64 one: every entry to a relative 10⁻⁶ (plus the rounding
+    /// of its exponent), rows summing to
+    /// one; scores far below the maximum give 0 (never NaN); a NaN or infinite score makes its
+    /// row NaN (what the divergence checks look for).
+    #[test]
+    fn fast_softmax_matches_the_f64_softmax() {
+        for l in [1usize, 3, 16, 17, 45, 180] {
+            let scores: Vec<f32> = (0..3 * l)
+                .map(|i| ((i * 37 % 101) as f32 * 0.37).sin() * 30.0 - (i % 7) as f32 * 10.0)
+                .collect();
+            let mut p = scores.clone();
+            softmax_rows_f32(&mut p, l);
+            for (row, out) in scores.chunks(l).zip(p.chunks(l)) {
+                let m = row.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s as f64));
+                let z: f64 = row.iter().map(|&s| (s as f64 - m).exp()).sum();
+                for (&s, &q) in row.iter().zip(out) {
+                    let exact = (s as f64 - m).exp() / z;
+                    // Plus the f32 rounding of the exponent m − s itself (6·10⁻⁸ relative).
+                    let tol = (1e-6 + 1.2e-7 * (m - s as f64)) * exact + 1e-37;
+                    assert!(
+                        (q as f64 - exact).abs() <= tol,
+                        "l = {l}: {q} against {exact}"
+                    );
+                }
+                let total: f64 = out.iter().map(|&q| q as f64).sum();
+                assert!((total - 1.0).abs() < 1e-6, "l = {l}: sum {total}");
+            }
+        }
+        let mut far = vec![0.0f32, -1e4, -1e30, 5.0];
+        softmax_rows_f32(&mut far, 4);
+        assert!(far.iter().all(|q| q.is_finite()), "{far:?}");
+        assert!(far[1] < 1e-30 && far[2] < 1e-30 && (far[3] - 0.993_307_2).abs() < 1e-6);
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut row = vec![
+                0.0f32, 1.0, bad, 2.0, 0.5, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1,
+                1.2,
+            ];
+            softmax_rows_f32(&mut row, 17);
+            assert!(row.iter().all(|q| q.is_nan()), "{bad}: {row:?}");
+        }
     }
 
     #[test]

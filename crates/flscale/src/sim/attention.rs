@@ -124,28 +124,21 @@ impl AttentionModel {
         let mut f = T::zero();
         for h in 0..heads {
             let a = MatRef::from_row_major_slice(&theta[h * d * d..(h + 1) * d * d], d, d);
-            let w = &theta[heads * d * d + h * d..heads * d * d + (h + 1) * d];
             {
                 let xa = MatMut::from_row_major_slice_mut(&mut sc.xa[..], l, d);
                 matmul(xa, Accum::Replace, xm, a, T::one(), Par::Seq);
             }
             let p = &mut sc.att[h * l * l..(h + 1) * l * l];
-            {
-                let xa = MatRef::from_row_major_slice(&sc.xa[..], l, d);
-                let s = MatMut::from_row_major_slice_mut(&mut p[..], l, l);
-                matmul(s, Accum::Replace, xa, xm.transpose(), T::one(), Par::Seq);
-            }
-            // Row softmax, shifted by the row maximum for range safety.
-            for row in p.chunks_exact_mut(l) {
-                let m = row.iter().fold(T::neg_infinity(), |m, &s| m.max(s));
-                let mut z = T::zero();
-                for s in row.iter_mut() {
-                    *s = (*s - m).exp();
-                    z += *s;
-                }
-                let inv = T::one() / z;
-                row.iter_mut().for_each(|s| *s *= inv);
-            }
+            let xa = MatRef::from_row_major_slice(&sc.xa[..], l, d);
+            let s = MatMut::from_row_major_slice_mut(&mut p[..], l, l);
+            matmul(s, Accum::Replace, xa, xm.transpose(), T::one(), Par::Seq);
+        }
+        // Row softmax of every head's scores at once, shifted by the row maximum for range
+        // safety (vectorised in f32).
+        T::softmax_rows(&mut sc.att[..heads * l * l], l);
+        for h in 0..heads {
+            let w = &theta[heads * d * d + h * d..heads * d * d + (h + 1) * d];
+            let p = &sc.att[h * l * l..(h + 1) * l * l];
             let v = &mut sc.v[h * l..(h + 1) * l];
             for (vb, xb) in v.iter_mut().zip(x.chunks_exact(d)) {
                 *vb = xb
@@ -157,13 +150,11 @@ impl AttentionModel {
             let c = &mut sc.c[h * l..(h + 1) * l];
             c.fill(T::zero());
             for (ua, row) in u.iter_mut().zip(p.chunks_exact(l)) {
-                let mut acc = T::zero();
-                for ((&pab, &vb), cb) in row.iter().zip(v.iter()).zip(c.iter_mut()) {
-                    acc += pab * vb;
+                for (cb, &pab) in c.iter_mut().zip(row) {
                     *cb += pab;
                 }
-                *ua = acc;
-                f += acc;
+                *ua = dot_lanes(row, v);
+                f += *ua;
             }
         }
         f / T::of((l as f64).sqrt())
@@ -222,6 +213,35 @@ impl AttentionModel {
         let ga = MatMut::from_row_major_slice_mut(ga, d, d);
         matmul(ga, Accum::Add, xm.transpose(), gx, T::one(), Par::Seq);
     }
+}
+
+/// Σ a_i b_i with eight partial sums (then folded pairwise), so that the long rows of a large
+/// context (L in the hundreds) are summed in vector registers rather than by one chain of
+/// dependent additions.
+#[inline(always)]
+fn dot_lanes<T: Real>(a: &[T], b: &[T]) -> T {
+    const LANES: usize = 8;
+    let mut acc = [T::zero(); LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: T = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .fold(T::zero(), |s, (&x, &y)| s + x * y);
+    for (xa, xb) in ca.zip(cb) {
+        for j in 0..LANES {
+            acc[j] += xa[j] * xb[j];
+        }
+    }
+    let mut width = LANES / 2;
+    while width > 0 {
+        for j in 0..width {
+            let upper = acc[j + width];
+            acc[j] += upper;
+        }
+        width /= 2;
+    }
+    acc[0] + tail
 }
 
 /// Work buffers of one chain's attention evaluation.
@@ -351,10 +371,7 @@ impl<T: Real> FlatModel<T> for AttentionModel {
                     }
                     let p = &sc.att[h * l * l..(h + 1) * l * l];
                     for (ua, prow) in sc.u[h * l..(h + 1) * l].iter_mut().zip(p.chunks_exact(l)) {
-                        *ua = prow
-                            .iter()
-                            .zip(&sc.v[h * l..(h + 1) * l])
-                            .fold(T::zero(), |acc, (&pab, &vb)| acc + pab * vb);
+                        *ua = dot_lanes(prow, &sc.v[h * l..(h + 1) * l]);
                     }
                     self.add_score_gradient(
                         xs,

@@ -35,6 +35,9 @@ pub trait Real:
 
     /// erf(x) and its derivative (2/√π)·e^{−x²}, element-wise, sharing one exponential.
     fn erf_and_derivative(x: &[Self], value: &mut [Self], derivative: &mut [Self]);
+    /// The softmax of every row of length `l` of `scores`, in place (rows shifted by their
+    /// maximum; a non-finite score makes its row NaN).
+    fn softmax_rows(scores: &mut [Self], l: usize);
 }
 
 impl Real for f32 {
@@ -53,6 +56,9 @@ impl Real for f32 {
     }
     fn erf_and_derivative(x: &[Self], value: &mut [Self], derivative: &mut [Self]) {
         super::activation::erf_with_derivative_f32(x, value, derivative)
+    }
+    fn softmax_rows(scores: &mut [Self], l: usize) {
+        super::activation::softmax_rows_f32(scores, l)
     }
 }
 
@@ -77,6 +83,22 @@ impl Real for f64 {
         for ((&h, v), g) in x.iter().zip(value.iter_mut()).zip(derivative.iter_mut()) {
             *v = libm::erf(h);
             *g = TWO_OVER_SQRT_PI * (-h * h).exp();
+        }
+    }
+    fn softmax_rows(scores: &mut [Self], l: usize) {
+        // f64: the library exponential (the precision of the exactness tests).
+        if l == 0 {
+            return;
+        }
+        for row in scores.chunks_exact_mut(l) {
+            let m = row.iter().fold(f64::NEG_INFINITY, |m, &s| m.max(s));
+            let mut z = 0.0;
+            for s in row.iter_mut() {
+                *s = (*s - m).exp();
+                z += *s;
+            }
+            let inv = 1.0 / z;
+            row.iter_mut().for_each(|s| *s *= inv);
         }
     }
 }
