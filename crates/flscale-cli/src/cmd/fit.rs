@@ -49,6 +49,9 @@ pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
         "err": f.exponent.err,
         "ci95": f.exponent.lo.zip(f.exponent.hi),
         "replicates_ok": f.exponent.replicates_ok,
+        "without_bracket": f.without_bracket.map(|b| serde_json::json!({
+            "err": b.err, "ci95": b.lo.zip(b.hi),
+        })),
         "intercept": f.fit.intercept,
         "skipped": f.skipped,
         "predicted": p.map(|p| serde_json::json!({
@@ -59,7 +62,8 @@ pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
 
 /// Runs `flscale fit`.
 pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
-    let data = super::pstar::load(&args.store.dir, args.store.threshold, None, None, None)?;
+    let mut data = super::pstar::load(&args.store.dir, args.store.threshold, None, None, None)?;
+    data.include_unequilibrated = args.store.include_unequilibrated;
     let a = data.analysis.clone();
     let spec = a
         .fit
@@ -71,8 +75,14 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     let y = args.y.clone().unwrap_or(spec.y);
     let x = args.x.clone().unwrap_or(spec.x);
     let mut boot = args.store.bootstrap();
+    let mut unresolved = Vec::new();
     let f = if y == "pstar" {
-        let t = analysis::pstar(&data, &a.x, &x, &a.observable, a.threshold, &mut boot)?;
+        // The crossing as `flscale pstar` finds it ([analysis] falling and resolution
+        // included), grouped by the fit's x.
+        let mut query = analysis::PstarQuery::from_analysis(&data);
+        query.group = x.clone();
+        let t = analysis::pstar(&data, &query, &mut boot)?;
+        unresolved = flscale::experiment::pstar::unresolved_notes(&t);
         analysis::fit_pstar(&t)?
     } else {
         analysis::fit_observable(&data, &x, &y, &mut boot)?
@@ -115,7 +125,10 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         .map(analysis::predicted_exponent)
         .transpose()?;
     if args.store.json {
-        return out_json(&fit_json(&f, predicted.as_ref()));
+        let mut v = fit_json(&f, predicted.as_ref());
+        v["unresolved"] = serde_json::json!(unresolved);
+        v["equilibration"] = serde_json::json!(data.equilibration_note());
+        return out_json(&v);
     }
     let mut s = String::new();
     for (px, py) in &f.points {
@@ -124,6 +137,10 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     for k in &f.skipped {
         s += &format!("  left out: {k}\n");
     }
+    for k in &unresolved {
+        s += &format!("  note: {k}\n");
+    }
+    s += &format!("  {}\n", data.equilibration_note());
     s += &analysis::side_by_side(&f, predicted.as_ref());
     s += "\n";
     out(&s)

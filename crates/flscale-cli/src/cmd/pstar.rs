@@ -14,9 +14,12 @@ use super::{out, out_json, Ctx};
 #[command(
     after_help = "Example:\n  flscale pstar runs/fig2b --threshold 0.1\n\n\
 P* is where the observable (the ensemble alignment A_f by default) first crosses the threshold,\n\
-interpolated linearly in log P between the two bracketing sizes. The error is the standard\n\
-deviation of a bootstrap over chains (runs at the same point, e.g. several seeds, are pooled);\n\
-the interval is its 2.5–97.5 % range. Defaults come from the experiment's [analysis] table."
+interpolated linearly in log P between the two bracketing sizes, which are printed too. The\n\
+error is the standard deviation of a bootstrap over seeds, then chains within each seed; the\n\
+interval is its 2.5–97.5 % range. The last column combines it with the bracket (the crossing\n\
+anywhere in the bracket, uniformly in log P): a bracket wider than [analysis] pstar_resolution\n\
+(default 1.1) is marked `bracketed` — the grid cannot place a sharp jump inside it; bisect it with\n\
+`flscale sweep EXP --out DIR --refine-pstar`. Defaults come from the experiment's [analysis] table."
 )]
 pub struct PstarArgs {
     #[command(flatten)]
@@ -50,6 +53,10 @@ pub struct StoreArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Use runs whose hot and cold starts disagree too (left out by default; the report names
+    /// them either way).
+    #[arg(long)]
+    pub include_unequilibrated: bool,
 }
 
 impl StoreArgs {
@@ -93,24 +100,41 @@ pub fn load(
 /// The P* table as aligned text.
 pub fn table_text(t: &analysis::PstarTable) -> String {
     let mut s = format!(
-        "P* = {} where {} crosses {} (interpolated in log {})\n{:>10}  {:>12}  {:>10}  {:>25}\n",
-        t.x, t.observable, t.threshold, t.x, t.group, "P*", "± (boot)", "95 % interval"
+        "P* = {} where {} crosses {} (interpolated in log {})\n{:>10}  {:>12}  {:>10}  {:>25}  {:>23}  {:>25}\n",
+        t.x,
+        t.observable,
+        t.threshold,
+        t.x,
+        t.group,
+        "P*",
+        "± (boot)",
+        "95 % interval",
+        "bracket",
+        "95 % with bracket"
     );
+    let interval = |e: &analysis::Estimate| match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) => format!("{lo:.4} … {hi:.4}"),
+        _ => "n/a".into(),
+    };
     for r in &t.rows {
-        match &r.pstar {
-            Some(e) => {
+        match (&r.pstar, &r.bracket) {
+            (Some(e), Some(b)) => {
                 s += &format!(
-                    "{:>10}  {:>12.4}  {:>10}  {:>25}\n",
+                    "{:>10}  {:>12.4}  {:>10}  {:>25}  {:>23}  {:>25}\n",
                     r.group,
                     e.value,
                     e.err.map(|v| format!("{v:.4}")).unwrap_or("n/a".into()),
-                    match (e.lo, e.hi) {
-                        (Some(lo), Some(hi)) => format!("{lo:.4} … {hi:.4}"),
-                        _ => "n/a".into(),
-                    }
+                    interval(e),
+                    format!(
+                        "[{}, {}] {}",
+                        b.lo,
+                        b.hi,
+                        if r.resolved { "ok" } else { "bracketed" }
+                    ),
+                    r.combined.as_ref().map(interval).unwrap_or("n/a".into()),
                 )
             }
-            None => {
+            _ => {
                 s += &format!(
                     "{:>10}  {:>12}  (no crossing in the measured range {})\n",
                     r.group,
@@ -123,6 +147,9 @@ pub fn table_text(t: &analysis::PstarTable) -> String {
                 )
             }
         }
+    }
+    for n in flscale::experiment::pstar::unresolved_notes(t) {
+        s += &format!("note: {n}\n");
     }
     s
 }
@@ -138,7 +165,12 @@ pub fn table_json(t: &analysis::PstarTable) -> serde_json::Value {
             "err": r.pstar.and_then(|e| e.err),
             "ci95": r.pstar.and_then(|e| e.lo.zip(e.hi)),
             "replicates_ok": r.pstar.map(|e| e.replicates_ok),
+            "bracket": r.bracket.map(|b| [b.lo, b.hi]),
+            "bracket_factor": r.bracket.map(|b| b.factor()),
+            "resolved": r.resolved,
+            "ci95_with_bracket": r.combined.and_then(|e| e.lo.zip(e.hi)),
         })).collect::<Vec<_>>(),
+        "resolution": t.resolution,
     })
 }
 
@@ -151,15 +183,13 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         args.group.as_deref(),
         args.observable.as_deref(),
     )?;
+    let mut data = data;
+    data.include_unequilibrated = args.store.include_unequilibrated;
     let a = data.analysis.clone();
     let mut boot = args.store.bootstrap();
-    let t = analysis::pstar_with_direction(
+    let t = analysis::pstar(
         &data,
-        &a.x,
-        &a.group,
-        &a.observable,
-        a.threshold,
-        a.falling,
+        &analysis::PstarQuery::from_analysis(&data),
         &mut boot,
     )?;
     let fit = analysis::fit_pstar(&t).ok();
@@ -178,9 +208,11 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         v["predicted"] = serde_json::json!(predicted.as_ref().map(|p| serde_json::json!({
             "value": p.value, "exact": p.exact, "description": p.description,
         })));
+        v["equilibration"] = serde_json::json!(data.equilibration_note());
         return out_json(&v);
     }
     let mut s = table_text(&t);
+    s += &format!("{}\n", data.equilibration_note());
     if let Some(f) = &fit {
         s += &analysis::side_by_side(f, predicted.as_ref());
         s += "\n";

@@ -23,7 +23,10 @@ histograms.parquet (.csv instead with --format csv), runs/run-NNNNN/ and timing.
 times and machine: the only file that differs between identical sweeps).\n\
 Shards: --shard 0/4 … --shard 3/4 run disjoint quarters (into one shared DIR or separate ones;\n\
 then `flscale merge`). --emit-slurm 4 writes DIR/sweep.sbatch for a Slurm job array instead\n\
-of running."
+of running.\n\
+P* without a dense grid: --refine-pstar (factor 1.1 by default) bisects, after the grid, every\n\
+crossing that lies between two distant grid sizes, in log P, until it is bracketed within the\n\
+factor; the added runs are runs/refine-NNNNN/ in the same DIR, listed in refine.json."
 )]
 pub struct SweepArgs {
     /// The experiment file (TOML with an optional [sweep] table).
@@ -46,6 +49,14 @@ pub struct SweepArgs {
     /// Validate the grid and list its runs without running anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// After the grid, bisect every P* crossing that is only bracketed (in [analysis] x, per
+    /// [analysis] group) until its bracket is within FACTOR (default 1.1), adding runs at the
+    /// brackets' log midpoints into the same DIR (resumable, listed in refine.json).
+    #[arg(long, value_name = "FACTOR", num_args = 0..=1, default_missing_value = "1.1")]
+    pub refine_pstar: Option<f64>,
+    /// Bound on the bisection rounds of --refine-pstar.
+    #[arg(long, default_value_t = flscale::experiment::refine::DEFAULT_MAX_ROUNDS)]
+    pub max_rounds: usize,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
@@ -128,23 +139,7 @@ pub fn execute(
     format: ResultsFormat,
     ctx: &Ctx,
 ) -> Result<SweepOutcome> {
-    let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} sweep [{bar:30}] {pos}/{len} runs  ETA {eta}  {msg}",
-            )
-            .expect("static progress template")
-            .progress_chars("=> "),
-        );
-        bar
-    };
-    let mut observer = BarObserver {
-        bar,
-        quiet: ctx.quiet,
-    };
+    let mut observer = progress_observer(ctx);
     let command: Vec<String> = std::env::args().collect();
     let outcome = run_sweep(
         sweep,
@@ -158,6 +153,26 @@ pub fn execute(
     );
     observer.bar.finish_and_clear();
     outcome
+}
+
+fn progress_observer(ctx: &Ctx) -> BarObserver {
+    let bar = if ctx.quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} sweep [{bar:30}] {pos}/{len} runs  ETA {eta}  {msg}",
+            )
+            .expect("static progress template")
+            .progress_chars("=> "),
+        );
+        bar
+    };
+    BarObserver {
+        bar,
+        quiet: ctx.quiet,
+    }
 }
 
 fn slurm_script(args: &SweepArgs, n: usize) -> Result<String> {
@@ -245,7 +260,15 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         }
         return out(&t);
     }
+    if args.refine_pstar.is_some() && shard.is_some() {
+        return Err(Error::invalid(
+            "--refine-pstar needs the whole grid; run it without --shard after the shards have finished (and flscale merge)",
+        ));
+    }
     let outcome = execute(&sweep, &text, &args.out, shard, args.format, ctx)?;
+    if let Some(factor) = args.refine_pstar {
+        return refine_pstar(&sweep, &args, factor, outcome.computed, ctx);
+    }
     if args.json {
         return out_json(
             &serde_json::to_value(&outcome)
@@ -263,4 +286,72 @@ results: {}/results.{ext} (one row per run and observable), chains.{ext}, histog
         outcome.dir,
         ext = args.format.ext()
     ))
+}
+
+/// `--refine-pstar FACTOR`: bisects the store's P* brackets ([`flscale::experiment::refine`]),
+/// rebuilds the tables and prints what it added and what a dense grid would have cost.
+fn refine_pstar(
+    sweep: &Sweep,
+    args: &SweepArgs,
+    factor: f64,
+    grid_computed: usize,
+    ctx: &Ctx,
+) -> Result<()> {
+    use flscale::experiment::refine::{bisect, dense_grid_size, StoreSource};
+    if !(factor.is_finite() && factor > 1.0) {
+        return Err(Error::invalid(format!(
+            "--refine-pstar {factor} is not allowed; give a bracket factor above 1, e.g. 1.1"
+        )));
+    }
+    let store = flscale::experiment::Store::open(&args.out)?;
+    let mut observer = progress_observer(ctx);
+    let report = {
+        let mut source = StoreSource::new(sweep, &store, factor, &mut observer);
+        bisect(&mut source, args.max_rounds)
+    };
+    observer.bar.finish_and_clear();
+    let report = report?;
+    store.rebuild_aggregates(store.aggregate_format())?;
+    let t = &report.table;
+    let xs: Vec<f64> = t
+        .rows
+        .iter()
+        .flat_map(|r| r.curve.iter().map(|c| c.0))
+        .collect();
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+    let dense = if hi > lo {
+        dense_grid_size(lo, hi, factor)
+    } else {
+        0
+    };
+    if args.json {
+        return out_json(&serde_json::json!({
+            "grid_runs_computed": grid_computed,
+            "rounds": report.rounds,
+            "runs_added": report.runs_added,
+            "resolution": factor,
+            "dense_grid_sizes_per_group": dense,
+            "unresolved": report.unresolved.iter().map(|(g, b)| serde_json::json!({
+                "group": g, "bracket": [b.lo, b.hi],
+            })).collect::<Vec<_>>(),
+            "pstar": super::pstar::table_json(t),
+        }));
+    }
+    let mut s = format!(
+        "{grid_computed} grid runs computed; P* refinement: {} rounds, {} runs added into {}\n",
+        report.rounds,
+        report.runs_added,
+        args.out.display()
+    );
+    s += &super::pstar::table_text(t);
+    s += &format!(
+        "a dense log grid resolving a factor {factor} over {} ∈ [{lo}, {hi}] would need {dense} sizes per {} and seed\n",
+        t.x, t.group
+    );
+    if !report.unresolved.is_empty() {
+        s += "still bracketed (P at integer resolution, or --max-rounds reached): see the notes above\n";
+    }
+    out(&s)
 }

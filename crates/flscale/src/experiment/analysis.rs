@@ -1,14 +1,18 @@
-//! P\* extraction, power-law fits and the bootstrap (spec 03 "Analysis"; paper App. F.0.1).
+//! Power-law fits and the bootstrap (spec 03 "Analysis"; paper App. F.0.1); P\* itself, its
+//! bracket and its combined uncertainty are in [`super::pstar`] (re-exported here).
 //!
 //! * **P\***: the sample size at which the ensemble alignment A_f crosses a threshold (the
 //!   paper uses A_f = 0.1, App. F.0.1), found by linear interpolation of A_f in log P between
-//!   the two measured sizes that bracket the threshold.
+//!   the two measured sizes that bracket the threshold, reported with that bracket.
 //! * **Exponents**: ordinary least squares of log y on log x (e.g. log P\* on log d, Fig. 2b;
 //!   log outliers on log N, Fig. 2c).
-//! * **Uncertainty**: a non-parametric bootstrap over chains. Every (group, x) cell holds the
-//!   per-chain time averages of all runs at that point (several seeds are pooled); each
-//!   replicate resamples every cell with replacement, recomputes the means, the crossings and
-//!   the fit. The reported error is the replicates' standard deviation, the interval their
+//! * **Uncertainty**: a non-parametric bootstrap over seeds and chains. Every (group, x) cell
+//!   holds the per-chain time averages of all runs at that point, run by run; each replicate
+//!   resamples the runs (seeds) of every cell with replacement and then the chains inside each
+//!   drawn run (a two-stage bootstrap, Davison & Hinkley 1997 §3.8: chains of one seed share
+//!   its data set and teacher, so pooling them as independent understates the error), and
+//!   recomputes the means, the crossings and the fit. A cell of one run resamples its chains
+//!   only, exactly as a one-stage bootstrap. The reported error is the replicates' standard deviation, the interval their
 //!   2.5–97.5 % percentiles. The resampling stream is ChaCha8 with a fixed seed and runs
 //!   sequentially, so the numbers do not depend on the thread count.
 
@@ -19,6 +23,11 @@ use super::store::{RunData, StoreData, CHAIN_OBSERVABLES};
 use super::sweep::PredictSpec;
 use crate::error::{Error, Result};
 use crate::patterns::Architecture;
+
+pub use super::pstar::{
+    crossing_with_bracket, fit_pstar, pstar, threshold_crossing, threshold_crossing_falling,
+    Bracket, PstarQuery, PstarRow, PstarTable,
+};
 
 /// A straight-line fit y = intercept + slope·x.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,37 +77,6 @@ pub fn loglog_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
     linear_fit(&logs)
 }
 
-/// The x > 0 at which the curve through `points` first crosses `threshold` upwards, by
-/// linear interpolation of y in ln x between the bracketing points (paper App. F.0.1:
-/// "inverting this correspondence to find the value of P for which A_f = 0.1"). A first
-/// point already at or above the threshold has no bracket below it: None.
-pub fn threshold_crossing(points: &[(f64, f64)], threshold: f64) -> Option<f64> {
-    let mut pts: Vec<(f64, f64)> = points
-        .iter()
-        .copied()
-        .filter(|(x, y)| *x > 0.0 && x.is_finite() && y.is_finite())
-        .collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for w in pts.windows(2) {
-        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
-        if y0 < threshold && y1 >= threshold {
-            let t = (threshold - y0) / (y1 - y0);
-            return Some((x0.ln() + t * (x1.ln() - x0.ln())).exp());
-        }
-    }
-    None
-}
-
-/// The x > 0 at which the curve through `points` first crosses `threshold` downwards (for an
-/// observable that falls as x grows, e.g. A_f against √(L·d³)/P in paper Fig. 3(b)), by
-/// linear interpolation of y in ln x; None when it never does.
-pub fn threshold_crossing_falling(points: &[(f64, f64)], threshold: f64) -> Option<f64> {
-    let mirrored: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (1.0 / x, y)).collect();
-    // A downward crossing in x is an upward one in 1/x, and ln(1/x) = −ln x keeps the
-    // interpolation linear in ln x.
-    threshold_crossing(&mirrored, threshold).map(|x| 1.0 / x)
-}
-
 /// A seeded resampling stream.
 #[derive(Debug, Clone)]
 pub struct Bootstrap {
@@ -128,6 +106,42 @@ impl Bootstrap {
         }
         s / n as f64
     }
+
+    /// The mean of a two-stage resample of `cell` (module doc): its runs with replacement,
+    /// then the chains inside each drawn run. With one run, [`Bootstrap::resample_mean`].
+    pub fn resample_cell(&mut self, cell: &Cell) -> f64 {
+        if cell.run_sizes.len() <= 1 {
+            return self.resample_mean(&cell.values);
+        }
+        let starts: Vec<usize> = cell
+            .run_sizes
+            .iter()
+            .scan(0, |acc, &n| {
+                let s = *acc;
+                *acc += n;
+                Some(s)
+            })
+            .collect();
+        let (mut sum, mut count) = (0.0, 0usize);
+        for _ in 0..cell.run_sizes.len() {
+            let k = self.rng.random_range(0..cell.run_sizes.len());
+            let (s, n) = (starts[k], cell.run_sizes[k]);
+            for _ in 0..n {
+                sum += cell.values[s + self.rng.random_range(0..n)];
+            }
+            count += n;
+        }
+        if count == 0 {
+            f64::NAN
+        } else {
+            sum / count as f64
+        }
+    }
+
+    /// The stream itself, for draws that belong to a replicate (the bracket shift of P\*).
+    pub(super) fn rng(&mut self) -> &mut ChaCha8Rng {
+        &mut self.rng
+    }
 }
 
 /// A value with its bootstrap standard deviation and 95 % percentile interval.
@@ -156,7 +170,7 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[i] + (h - i as f64) * (sorted[j] - sorted[i]))
 }
 
-fn estimate(value: f64, reps: &[f64]) -> Estimate {
+pub(super) fn estimate(value: f64, reps: &[f64]) -> Estimate {
     let mut r: Vec<f64> = reps.iter().copied().filter(|v| v.is_finite()).collect();
     r.sort_by(f64::total_cmp);
     let n = r.len();
@@ -173,13 +187,15 @@ fn estimate(value: f64, reps: &[f64]) -> Estimate {
     }
 }
 
-/// The per-chain values at one x, pooled over all runs at that point.
+/// The per-chain values at one x, of all runs at that point, run after run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
     /// The x coordinate (e.g. P).
     pub x: f64,
-    /// Per-chain time averages of the observable (diverged chains excluded).
+    /// Per-chain time averages of the observable (diverged chains excluded), run after run.
     pub values: Vec<f64>,
+    /// How many of `values` each run (seed) contributed, in order.
+    pub run_sizes: Vec<usize>,
 }
 
 impl Cell {
@@ -246,7 +262,7 @@ pub fn cells(
         check_coordinate(data, g)?;
     }
     let mut out: Vec<(f64, Vec<Cell>)> = Vec::new();
-    for r in &data.runs {
+    for r in data.analysed_runs() {
         let gv = group.and_then(|g| coordinate(r, g)).unwrap_or(0.0);
         let xv = coordinate(r, x).unwrap_or(f64::NAN);
         let vals: Vec<f64> = r
@@ -268,9 +284,13 @@ pub fn cells(
         };
         let cells = &mut out[gi].1;
         match cells.iter_mut().find(|c| c.x == xv) {
-            Some(c) => c.values.extend(vals),
+            Some(c) => {
+                c.run_sizes.push(vals.len());
+                c.values.extend(vals);
+            }
             None => cells.push(Cell {
                 x: xv,
+                run_sizes: vec![vals.len()],
                 values: vals,
             }),
         }
@@ -282,93 +302,6 @@ pub fn cells(
     Ok(out)
 }
 
-/// P\* of one group.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PstarRow {
-    /// The group's value (e.g. d).
-    pub group: f64,
-    /// (x, mean observable) of every cell.
-    pub curve: Vec<(f64, f64)>,
-    /// The crossing with its bootstrap error (None when the measured curve never crosses).
-    pub pstar: Option<Estimate>,
-    /// Every replicate's crossing (NaN when a replicate did not cross).
-    pub replicates: Vec<f64>,
-}
-
-/// P\* for every group.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PstarTable {
-    /// Crossing variable.
-    pub x: String,
-    /// Grouping variable.
-    pub group: String,
-    /// Observable.
-    pub observable: String,
-    /// Threshold.
-    pub threshold: f64,
-    /// One row per group.
-    pub rows: Vec<PstarRow>,
-}
-
-/// The threshold crossing of `observable` in log `x`, per value of `group`, with the
-/// bootstrap over chains.
-pub fn pstar(
-    data: &StoreData,
-    x: &str,
-    group: &str,
-    observable: &str,
-    threshold: f64,
-    boot: &mut Bootstrap,
-) -> Result<PstarTable> {
-    pstar_with_direction(data, x, group, observable, threshold, false, boot)
-}
-
-/// [`pstar`] for an observable that rises with `x` (`falling` = false: the first upward
-/// crossing) or falls with it (`falling` = true: the first downward crossing,
-/// `[analysis] falling`).
-pub fn pstar_with_direction(
-    data: &StoreData,
-    x: &str,
-    group: &str,
-    observable: &str,
-    threshold: f64,
-    falling: bool,
-    boot: &mut Bootstrap,
-) -> Result<PstarTable> {
-    let threshold_crossing = if falling {
-        threshold_crossing_falling
-    } else {
-        threshold_crossing
-    };
-    let groups = cells(data, Some(group), x, observable)?;
-    let mut rows = Vec::new();
-    for (g, cs) in groups {
-        let curve: Vec<(f64, f64)> = cs.iter().map(|c| (c.x, c.mean())).collect();
-        let value = threshold_crossing(&curve, threshold);
-        let mut replicates = Vec::with_capacity(boot.replicates);
-        for _ in 0..boot.replicates {
-            let rc: Vec<(f64, f64)> = cs
-                .iter()
-                .map(|c| (c.x, boot.resample_mean(&c.values)))
-                .collect();
-            replicates.push(threshold_crossing(&rc, threshold).unwrap_or(f64::NAN));
-        }
-        rows.push(PstarRow {
-            group: g,
-            curve,
-            pstar: value.map(|v| estimate(v, &replicates)),
-            replicates,
-        });
-    }
-    Ok(PstarTable {
-        x: x.to_string(),
-        group: group.to_string(),
-        observable: observable.to_string(),
-        threshold,
-        rows,
-    })
-}
-
 /// A fitted exponent with its bootstrap uncertainty.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExponentFit {
@@ -378,61 +311,14 @@ pub struct ExponentFit {
     pub points: Vec<(f64, f64)>,
     /// The least-squares fit in log-log.
     pub fit: LinearFit,
-    /// The exponent with its bootstrap error and interval.
+    /// The exponent with its bootstrap error and interval (for P\*, the bootstrap combined
+    /// with the crossings' brackets, [`super::pstar`]).
     pub exponent: Estimate,
+    /// For P\*: the exponent's bootstrap over seeds and chains alone, without the brackets
+    /// (what a grid fine enough to resolve every crossing would leave). None for other fits.
+    pub without_bracket: Option<Estimate>,
     /// Points left out (no crossing, y ≤ 0), described.
     pub skipped: Vec<String>,
-}
-
-/// The exponent of P\* against the grouping variable, bootstrapped jointly with the
-/// crossings (replicate b of the fit uses replicate b of every group's crossing).
-pub fn fit_pstar(table: &PstarTable) -> Result<ExponentFit> {
-    let mut points = Vec::new();
-    let mut skipped = Vec::new();
-    for r in &table.rows {
-        match &r.pstar {
-            Some(e) => points.push((r.group, e.value)),
-            None => skipped.push(format!(
-                "{} = {}: {} never crosses {} in the measured range of {}",
-                table.group, r.group, table.observable, table.threshold, table.x
-            )),
-        }
-    }
-    let fit = loglog_fit(&points).ok_or_else(|| {
-        Error::runtime(format!(
-            "P* is known for {} value(s) of {}; a fit needs at least two{}",
-            points.len(),
-            table.group,
-            if skipped.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", skipped.join("; "))
-            }
-        ))
-    })?;
-    let n_rep = table.rows.first().map(|r| r.replicates.len()).unwrap_or(0);
-    let mut slopes = Vec::with_capacity(n_rep);
-    for b in 0..n_rep {
-        let pts: Vec<(f64, f64)> = table
-            .rows
-            .iter()
-            .filter(|r| r.pstar.is_some())
-            .map(|r| (r.group, r.replicates[b]))
-            .filter(|p| p.1.is_finite())
-            .collect();
-        if pts.len() == points.len() {
-            if let Some(f) = loglog_fit(&pts) {
-                slopes.push(f.slope);
-            }
-        }
-    }
-    Ok(ExponentFit {
-        what: format!("P* vs {}", table.group),
-        exponent: estimate(fit.slope, &slopes),
-        points,
-        fit,
-        skipped,
-    })
 }
 
 /// The exponent of an observable's ensemble mean against `x` (all other coordinates pooled),
@@ -468,10 +354,7 @@ pub fn fit_observable(
     })?;
     let mut slopes = Vec::with_capacity(boot.replicates);
     for _ in 0..boot.replicates {
-        let pts: Vec<(f64, f64)> = kept
-            .iter()
-            .map(|c| (c.x, boot.resample_mean(&c.values)))
-            .collect();
+        let pts: Vec<(f64, f64)> = kept.iter().map(|c| (c.x, boot.resample_cell(c))).collect();
         if pts.iter().all(|p| p.1 > 0.0) {
             if let Some(f) = loglog_fit(&pts) {
                 slopes.push(f.slope);
@@ -481,6 +364,7 @@ pub fn fit_observable(
     Ok(ExponentFit {
         what: format!("{observable} vs {x}"),
         exponent: estimate(fit.slope, &slopes),
+        without_bracket: None,
         points,
         fit,
         skipped,
@@ -578,7 +462,7 @@ pub struct Analysed {
 pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
     let a = &data.analysis;
     let mut boot = Bootstrap::new(seed, replicates);
-    let mut notes = Vec::new();
+    let mut notes = vec![data.equilibration_note()];
     let fit_spec = a.fit.clone().unwrap_or(super::sweep::FitSpec {
         y: "pstar".into(),
         x: a.group.clone(),
@@ -594,16 +478,11 @@ pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
         v.len() >= 2
     };
     let pstar_table = if xs_vary {
-        match pstar_with_direction(
-            data,
-            &a.x,
-            &a.group,
-            &a.observable,
-            a.threshold,
-            a.falling,
-            &mut boot,
-        ) {
-            Ok(t) => Some(t),
+        match pstar(data, &PstarQuery::from_analysis(data), &mut boot) {
+            Ok(t) => {
+                notes.extend(super::pstar::unresolved_notes(&t));
+                Some(t)
+            }
             Err(e) => {
                 notes.push(format!("P* not computed: {e}"));
                 None
@@ -667,6 +546,13 @@ pub fn side_by_side(fit: &ExponentFit, predicted: Option<&Predicted>) -> String 
     }
     if let (Some(lo), Some(hi)) = (e.lo, e.hi) {
         s += &format!(" (95 % CI {lo:.3} … {hi:.3})");
+    }
+    if let Some(b) = &fit.without_bracket {
+        if let (Some(err), Some(lo), Some(hi)) = (b.err, b.lo, b.hi) {
+            s += &format!(
+                " [the grid's brackets included; seeds and chains alone ± {err:.3}, {lo:.3} … {hi:.3}]"
+            );
+        }
     }
     match predicted {
         Some(p) => s += &format!(", predicted {} — {}", p.exact, p.description),
@@ -776,6 +662,7 @@ mod tests {
                     chains,
                     histogram: Vec::new(),
                     probe_histograms: BTreeMap::new(),
+                    equilibrated: None,
                 });
             }
         }
@@ -783,7 +670,19 @@ mod tests {
             manifest: serde_json::Value::Null,
             analysis: Default::default(),
             total: runs.len(),
+            include_unequilibrated: false,
             runs,
+        }
+    }
+
+    fn query(x: &str, group: &str) -> PstarQuery {
+        PstarQuery {
+            x: x.into(),
+            group: group.into(),
+            observable: "alignment".into(),
+            threshold: 0.1,
+            falling: false,
+            resolution: super::super::pstar::DEFAULT_RESOLUTION,
         }
     }
 
@@ -791,7 +690,7 @@ mod tests {
     fn pstar_and_its_exponent_on_synthetic_data() {
         let data = synthetic(&[10.0, 20.0, 40.0, 80.0], &[1.0, 2.0, 4.0, 8.0, 16.0], 30);
         let mut boot = Bootstrap::new(0, 300);
-        let t = pstar(&data, "p", "d", "alignment", 0.1, &mut boot).unwrap();
+        let t = pstar(&data, &query("p", "d"), &mut boot).unwrap();
         assert_eq!(t.rows.len(), 4);
         for r in &t.rows {
             let e = r.pstar.unwrap();
@@ -803,13 +702,18 @@ mod tests {
         let f = fit_pstar(&t).unwrap();
         assert!((f.exponent.value - 1.0).abs() < 0.03, "{f:?}");
         let (lo, hi) = (f.exponent.lo.unwrap(), f.exponent.hi.unwrap());
+        // The grid's factor-2 brackets dominate the interval (each crossing ± ln 2/√12 = 20 %
+        // in P*): 1 inside, and far wider than the bootstrap over chains alone.
+        assert!(lo < 1.0 && hi > 1.0 && hi - lo > 0.3, "{lo} {hi}");
+        let b = f.without_bracket.unwrap();
+        let (blo, bhi) = (b.lo.unwrap(), b.hi.unwrap());
         assert!(
-            lo < 1.0 + 0.03 && hi > 1.0 - 0.03 && hi - lo < 0.2,
-            "{lo} {hi}"
+            blo < 1.0 + 0.03 && bhi > 1.0 - 0.03 && bhi - blo < 0.2,
+            "{blo} {bhi}"
         );
         // Same seed, same numbers.
         let mut boot2 = Bootstrap::new(0, 300);
-        let t2 = pstar(&data, "p", "d", "alignment", 0.1, &mut boot2).unwrap();
+        let t2 = pstar(&data, &query("p", "d"), &mut boot2).unwrap();
         assert_eq!(t, t2);
         // Outliers ∝ √d (here √N): exponent 1/2.
         let mut boot = Bootstrap::new(0, 200);
@@ -817,7 +721,7 @@ mod tests {
         assert!((g.exponent.value - 0.5).abs() < 0.02, "{g:?}");
         let e = fit_observable(&data, "n1", "energy", &mut boot).unwrap_err();
         assert!(e.to_string().contains("energy"), "{e}");
-        let e = pstar(&data, "q", "d", "alignment", 0.1, &mut boot).unwrap_err();
+        let e = pstar(&data, &query("q", "d"), &mut boot).unwrap_err();
         assert!(e.to_string().contains("`q`"), "{e}");
     }
 

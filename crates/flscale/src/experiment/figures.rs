@@ -265,26 +265,61 @@ fn slope_line(points: &[(f64, f64)], slope: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The cells of the runs whose hot and cold starts disagree (drawn, not used).
+fn unequilibrated_cells(
+    data: &StoreData,
+    group: &str,
+    x: &str,
+    obs: &str,
+) -> Vec<(f64, Vec<super::analysis::Cell>)> {
+    if data.include_unequilibrated || data.runs.iter().all(|r| r.equilibrated != Some(false)) {
+        return Vec::new();
+    }
+    let only_bad = StoreData {
+        runs: data
+            .runs
+            .iter()
+            .filter(|r| r.equilibrated == Some(false))
+            .cloned()
+            .collect(),
+        include_unequilibrated: true,
+        ..data.clone()
+    };
+    super::analysis::cells(&only_bad, Some(group), x, obs).unwrap_or_default()
+}
+
 /// Draws every figure the data supports into `dir`; returns the files written.
 pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<Vec<PathBuf>> {
     let a = &data.analysis;
     let mut out = Vec::new();
     let obs = a.observable.as_str();
-    // Observable vs x per group.
+    // Observable vs x per group; runs whose hot and cold starts disagree drawn hollow.
     let groups = super::analysis::cells(data, Some(&a.group), &a.x, obs).ok();
+    let unequilibrated = unequilibrated_cells(data, &a.group, &a.x, obs);
     if let Some(groups) = &groups {
         let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
         if xs.len() >= 2 {
             let mut series: Vec<Series> = groups
                 .iter()
                 .map(|(g, cs)| {
-                    Series::new(
+                    let mut s = Series::new(
                         format!("{} = {}", a.group, short(*g)),
                         cs.iter().map(|c| (c.x, c.mean())).collect(),
                         Mark::LinePoints,
-                    )
+                    );
+                    s.hollow = unequilibrated
+                        .iter()
+                        .filter(|(ug, _)| ug == g)
+                        .flat_map(|(_, cs)| cs.iter().map(|c| (c.x, c.mean())))
+                        .collect();
+                    s
                 })
                 .collect();
+            let notes = if unequilibrated.is_empty() {
+                Vec::new()
+            } else {
+                vec!["open circles: hot and cold starts disagree (not used)".to_string()]
+            };
             if obs == "alignment" {
                 series.push(Series::new(
                     format!("threshold {}", a.threshold),
@@ -299,7 +334,7 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
                 log_x: true,
                 log_y: false,
                 series,
-                notes: Vec::new(),
+                notes,
             };
             save(dir, &format!("{obs}_vs_{}", a.x), &chart, &mut out)?;
         }

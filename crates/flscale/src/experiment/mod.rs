@@ -9,8 +9,12 @@
 //!   observable), `chains`, `histograms` — as Parquet, or CSV on request ([`table`]) — and
 //!   `timing.json` for everything that is not reproducible (clock times, machine). Resume,
 //!   shards and merge live here.
+//! * [`starts`]: the hot/cold verdicts as columns of `results`, the runs the analysis uses.
 //! * [`analysis`]: threshold crossing in log P (P\*), least-squares log-log exponents and the
 //!   bootstrap over chains; the scaling engine's prediction for the same architecture.
+//! * [`pstar`]: the crossing with its bracket on the grid, the bootstrap over seeds and chains
+//!   combined with the bracket, and which crossings are only bracketed.
+//! * [`refine`]: `--refine-pstar`, bisection of the brackets in log P into the same store.
 //! * [`figures`]: alignment vs P, P\* vs d, outliers vs N, −log overlap histograms, test MSE vs
 //!   alignment with the (1 − A_f)² bound.
 //! * [`presets`]: the paper's figures as experiment files (`flscale reproduce`).
@@ -24,7 +28,10 @@ pub mod analysis;
 pub mod fields;
 pub mod figures;
 pub mod presets;
+pub mod pstar;
+pub mod refine;
 pub mod runner;
+pub mod starts;
 pub mod store;
 pub mod sweep;
 pub mod table;

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::store::{self, Store};
-use super::sweep::show_value;
+use super::sweep::{show_value, RunPlan};
 use super::table::ResultsFormat;
 use super::Sweep;
 use crate::error::{Error, Result};
@@ -54,6 +54,45 @@ pub struct Silent;
 
 impl SweepObserver for Silent {}
 
+/// Computes `todo` one after the other into `store` (each written atomically when it
+/// finishes); returns the ids of runs in which every chain diverged. Shared by the grid
+/// ([`run_sweep`]) and the P\* refinement ([`super::refine`]).
+pub fn run_plans(
+    store: &Store,
+    todo: &[&RunPlan],
+    observer: &mut dyn SweepObserver,
+) -> Result<Vec<String>> {
+    observer.start(todo.len());
+    let mut all_diverged = Vec::new();
+    for (k, plan) in todo.iter().enumerate() {
+        let label = plan
+            .point
+            .iter()
+            .map(|(f, v)| format!("{f}={}", show_value(v)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        observer.run_started(k, &plan.id, &label);
+        let result = {
+            let obs = std::cell::RefCell::new(&mut *observer);
+            run_experiment_interruptible(
+                &plan.config,
+                &mut |done, total| {
+                    obs.borrow_mut()
+                        .run_progress(k, &plan.id, &label, done, total)
+                },
+                &|| obs.borrow().interrupted(),
+            )
+        }
+        .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
+        if result.all_diverged() {
+            all_diverged.push(plan.id.clone());
+        }
+        store.write_run(plan, &result)?;
+        observer.run_finished(k, &plan.id, &label, result.all_diverged());
+    }
+    Ok(all_diverged)
+}
+
 /// Runs `sweep` (or shard `shard` = (i, n)) into `dir`, writing the aggregate tables in
 /// `format`; `text` is the experiment file's text, `git_revision` goes into the manifest,
 /// `command` into the timing file.
@@ -95,36 +134,13 @@ pub fn run_sweep(
         store::write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
     };
     write_timing(timing(None, 0))?;
-    let todo: Vec<_> = plans.iter().filter(|p| !store.is_finished(&p.id)).collect();
+    let todo: Vec<&RunPlan> = plans
+        .iter()
+        .copied()
+        .filter(|p| !store.is_finished(&p.id))
+        .collect();
     let skipped = plans.len() - todo.len();
-    observer.start(todo.len());
-    let mut all_diverged = Vec::new();
-    for (k, plan) in todo.iter().enumerate() {
-        let label = plan
-            .point
-            .iter()
-            .map(|(f, v)| format!("{f}={}", show_value(v)))
-            .collect::<Vec<_>>()
-            .join(" ");
-        observer.run_started(k, &plan.id, &label);
-        let result = {
-            let obs = std::cell::RefCell::new(&mut *observer);
-            run_experiment_interruptible(
-                &plan.config,
-                &mut |done, total| {
-                    obs.borrow_mut()
-                        .run_progress(k, &plan.id, &label, done, total)
-                },
-                &|| obs.borrow().interrupted(),
-            )
-        }
-        .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
-        if result.all_diverged() {
-            all_diverged.push(plan.id.clone());
-        }
-        store.write_run(plan, &result)?;
-        observer.run_finished(k, &plan.id, &label, result.all_diverged());
-    }
+    let all_diverged = run_plans(&store, &todo, observer)?;
     let (finished, total) = store.rebuild_aggregates(format)?;
     write_timing(timing(Some(store::utc_now()), todo.len()))?;
     Ok(SweepOutcome {

@@ -408,6 +408,7 @@ pub fn results_table(data: &StoreData) -> Table {
     t.push("observable", Column::Text(names));
     t.push("value", Column::Float(values));
     t.push("err", Column::Float(errs));
+    super::starts::push_start_columns(&mut t, data);
     t
 }
 
@@ -566,6 +567,9 @@ pub struct RunData {
     /// The run's other histograms (`histogram_<name>.csv`: h2_phi, h2_he3, rho_e1+e2, …),
     /// by name.
     pub probe_histograms: BTreeMap<String, Vec<(f64, f64, u64)>>,
+    /// The hot/cold verdict over every fitted observable (`summary.equilibrated`); None for a
+    /// run with one start.
+    pub equilibrated: Option<bool>,
 }
 
 /// Everything the analysis and the figures read from a results directory.
@@ -579,6 +583,9 @@ pub struct StoreData {
     pub runs: Vec<RunData>,
     /// Number of runs in the grid.
     pub total: usize,
+    /// Analyse runs whose hot and cold starts disagree too (they are left out by default,
+    /// [`StoreData::analysed_runs`]).
+    pub include_unequilibrated: bool,
 }
 
 fn parse_opt(s: &str) -> Option<f64> {
@@ -605,8 +612,10 @@ impl StoreData {
             .get("runs")
             .and_then(Json::as_array)
             .ok_or_else(|| Error::invalid("manifest.json has no runs list"))?;
+        // Runs added by `--refine-pstar` are listed beside the grid's (experiment::refine).
+        let refined = super::refine::listed_runs(dir)?;
         let mut runs = Vec::new();
-        for r in list {
+        for r in list.iter().chain(&refined) {
             let id = r.get("id").and_then(Json::as_str).unwrap_or("").to_string();
             let index = r.get("index").and_then(Json::as_u64).unwrap_or(0) as usize;
             if id.is_empty() || !store.is_finished(&id) {
@@ -674,6 +683,7 @@ impl StoreData {
                 index,
                 id,
                 coords,
+                equilibrated: summary.get("equilibrated").and_then(Json::as_bool),
                 summary,
                 chains,
                 histogram,
@@ -681,12 +691,13 @@ impl StoreData {
             });
         }
         runs.sort_by_key(|r| r.index);
-        let total = list.len();
+        let total = list.len() + refined.len();
         Ok(StoreData {
             manifest,
             analysis,
             runs,
             total,
+            include_unequilibrated: false,
         })
     }
 }

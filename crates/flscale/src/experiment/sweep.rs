@@ -123,6 +123,15 @@ pub struct AnalysisSpec {
     /// downward one — A_f against `sqrt_ld3_over_p` = √(L·d³)/P in paper Fig. 3(b).
     #[serde(default)]
     pub falling: bool,
+    /// Bracket factor x_hi/x_lo at or below which a P\* crossing counts as resolved (default
+    /// 1.1, `experiment::pstar`); coarser brackets are reported and `--refine-pstar` bisects
+    /// them. Left out of the manifest at its default, so that stores written before it existed
+    /// still resume.
+    #[serde(
+        default = "default_pstar_resolution",
+        skip_serializing_if = "is_default_pstar_resolution"
+    )]
+    pub pstar_resolution: f64,
     /// Default fit.
     #[serde(default)]
     pub fit: Option<FitSpec>,
@@ -146,6 +155,12 @@ fn default_x() -> String {
 fn default_observable() -> String {
     "alignment".into()
 }
+fn default_pstar_resolution() -> f64 {
+    super::pstar::DEFAULT_RESOLUTION
+}
+fn is_default_pstar_resolution(r: &f64) -> bool {
+    *r == super::pstar::DEFAULT_RESOLUTION
+}
 fn default_threshold() -> f64 {
     0.1
 }
@@ -158,6 +173,7 @@ impl Default for AnalysisSpec {
             observable: default_observable(),
             threshold: default_threshold(),
             falling: false,
+            pstar_resolution: default_pstar_resolution(),
             fit: None,
             predict: None,
         }
@@ -445,6 +461,12 @@ impl Sweep {
             return Err(ctx(Error::invalid(format!(
                 "analysis.threshold = {} is not allowed; it must be a finite number",
                 analysis.threshold
+            ))));
+        }
+        if !(analysis.pstar_resolution.is_finite() && analysis.pstar_resolution > 1.0) {
+            return Err(ctx(Error::invalid(format!(
+                "analysis.pstar_resolution = {} is not allowed; it is a bracket factor x_hi/x_lo above 1, e.g. 1.1",
+                analysis.pstar_resolution
             ))));
         }
         let mut sw = Sweep {

@@ -96,6 +96,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// How to draw it.
     pub mark: Mark,
+    /// Points drawn as open circles in the series' colour, off its line: measurements that are
+    /// shown but not used (runs whose hot and cold starts disagree).
+    pub hollow: Vec<(f64, f64)>,
 }
 
 impl Series {
@@ -105,6 +108,7 @@ impl Series {
             label: label.into(),
             points,
             mark,
+            hollow: Vec::new(),
         }
     }
 }
@@ -149,7 +153,13 @@ impl LineChart {
         let vals: Vec<f64> = self
             .series
             .iter()
-            .flat_map(|s| s.points.iter().filter(|p| self.usable(**p)).map(&pick))
+            .flat_map(|s| {
+                s.points
+                    .iter()
+                    .chain(&s.hollow)
+                    .filter(|p| self.usable(**p))
+                    .map(&pick)
+            })
             .collect();
         let (mut lo, mut hi) = vals
             .iter()
@@ -632,6 +642,10 @@ impl Figure for LineChart {
                             .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
                             .map_err(perr)?;
                     }
+                    let open = s.hollow.iter().copied().filter(|p| self.usable(*p));
+                    chart
+                        .draw_series(open.map(|p| Circle::new(p, 5, color.stroke_width(2))))
+                        .map_err(perr)?;
                 }
             }};
         }

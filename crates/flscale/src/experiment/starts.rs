@@ -1,0 +1,224 @@
+//! The hot/cold verdicts in the results store and the analysis (issue 15 item 2): the
+//! `results` table's columns for the hot start and the agreement of the two starts, which runs
+//! the analysis uses, and the sentence every report prints about it (`sim::equilibration`
+//! computes the verdicts).
+
+use serde_json::Value as Json;
+
+use super::store::{RunData, StoreData, OBSERVABLES};
+use super::table::{Column, Table};
+
+/// The hot/cold columns of `results` (issue 15): per row, the hot start's value and error, the
+/// z-score of cold − hot and whether the two starts agree (`yes`/`no`, empty when the run had
+/// one start or the observable no error bar); per run, `equilibrated` over all its fitted
+/// observables (`sim::equilibration`).
+pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
+    let per_run = OBSERVABLES.len() + 1;
+    let (mut hv, mut he, mut z, mut agree, mut run_eq) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let yes_no = |b: Option<bool>| match b {
+        Some(true) => "yes".to_string(),
+        Some(false) => "no".to_string(),
+        None => String::new(),
+    };
+    for r in &data.runs {
+        let verdicts = r
+            .summary
+            .get("equilibration")
+            .and_then(|e| e.get("observables"))
+            .and_then(Json::as_array);
+        let first_direction = |prefix: &str| {
+            verdicts.and_then(|v| {
+                v.iter().find(|o| {
+                    o.get("name")
+                        .and_then(Json::as_str)
+                        .is_some_and(|n| n.starts_with(prefix))
+                })
+            })
+        };
+        for k in 0..per_run {
+            let name = OBSERVABLES.get(k).map(|o| o.0).unwrap_or("diverged_chains");
+            let o = match name {
+                // The summary's μ and specialised count are those of the first parity
+                // direction.
+                "mu" => first_direction("mu_"),
+                "specialising" => first_direction("specialising_"),
+                _ => verdicts.and_then(|v| {
+                    v.iter()
+                        .find(|o| o.get("name").and_then(Json::as_str) == Some(name))
+                }),
+            };
+            let f = |key: &str| o.and_then(|o| o.get(key)).and_then(Json::as_f64);
+            hv.push(f("hot"));
+            he.push(f("hot_err"));
+            z.push(f("z"));
+            agree.push(yes_no(
+                o.and_then(|o| o.get("agree")).and_then(Json::as_bool),
+            ));
+            run_eq.push(yes_no(r.equilibrated));
+        }
+    }
+    t.push("hot_value", Column::Float(hv));
+    t.push("hot_err", Column::Float(he));
+    t.push("z_cold_hot", Column::Float(z));
+    t.push("starts_agree", Column::Text(agree));
+    t.push("equilibrated", Column::Text(run_eq));
+}
+
+impl StoreData {
+    /// The runs the analysis uses: all of them, less those whose hot and cold starts disagree
+    /// (unless `include_unequilibrated`).
+    pub fn analysed_runs(&self) -> impl Iterator<Item = &RunData> {
+        self.runs
+            .iter()
+            .filter(|r| self.include_unequilibrated || r.equilibrated != Some(false))
+    }
+
+    /// One sentence on the equilibration of the runs, for every report: how many were tested
+    /// with both starts, which disagree (and whether they were left out), or that none was.
+    pub fn equilibration_note(&self) -> String {
+        let tested = self
+            .runs
+            .iter()
+            .filter(|r| r.equilibrated.is_some())
+            .count();
+        let failed: Vec<&str> = self
+            .runs
+            .iter()
+            .filter(|r| r.equilibrated == Some(false))
+            .map(|r| r.id.as_str())
+            .collect();
+        if tested == 0 {
+            return "equilibration untested: no run has sampler.start = \"both\" (hot and cold starts)".into();
+        }
+        let mut s = format!(
+            "equilibration: {} of {} runs have hot and cold starts, {} agree on every fitted observable",
+            tested,
+            self.runs.len(),
+            tested - failed.len()
+        );
+        if !failed.is_empty() {
+            s += &format!(
+                "; not equilibrated: {}{}",
+                failed.join(", "),
+                if self.include_unequilibrated {
+                    " (included, marked)"
+                } else {
+                    " (left out; rerun them longer or with the collapsed sampler, or pass --include-unequilibrated)"
+                }
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::store::results_table;
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn run(k: usize, equilibrated: Option<bool>) -> RunData {
+        let summary = serde_json::json!({
+            "alignment": 0.4, "alignment_err": 0.01,
+            "outliers_layer1": 2.77, "outliers_layer1_err": 0.1,
+            "equilibrated": equilibrated,
+            "equilibration": equilibrated.map(|e| serde_json::json!({"observables": [
+                {"name": "alignment", "cold": 0.4, "cold_err": 0.01, "hot": 0.41,
+                 "hot_err": 0.01, "z": -0.7071067811865476, "agree": true},
+                {"name": "outliers_layer1", "cold": 2.77, "cold_err": 0.1, "hot": 3.32,
+                 "hot_err": 0.1, "z": -3.8890872965260113, "agree": e},
+                {"name": "mu_e1+e2", "cold": 1.5, "cold_err": 0.1, "hot": 1.4,
+                 "hot_err": 0.1, "z": 0.7071067811865476, "agree": true},
+            ]})),
+        });
+        RunData {
+            index: k,
+            id: format!("run-{k:05}"),
+            coords: BTreeMap::from([("d".to_string(), 10.0), ("p".to_string(), k as f64)]),
+            equilibrated: summary.get("equilibrated").and_then(Json::as_bool),
+            summary,
+            chains: Vec::new(),
+            histogram: Vec::new(),
+            probe_histograms: BTreeMap::new(),
+        }
+    }
+
+    fn data() -> StoreData {
+        StoreData {
+            manifest: Json::Null,
+            analysis: Default::default(),
+            runs: vec![run(0, Some(false)), run(1, Some(true)), run(2, None)],
+            total: 3,
+            include_unequilibrated: false,
+        }
+    }
+
+    #[test]
+    fn hot_cold_columns_round_trip_through_parquet_and_csv() {
+        let t = results_table(&data());
+        let dir = tempfile::tempdir().unwrap();
+        let pq = dir.path().join("r.parquet");
+        std::fs::write(&pq, t.to_parquet().unwrap()).unwrap();
+        let csv = t.to_csv().unwrap();
+        for back in [
+            Table::read(&pq).unwrap(),
+            Table::from_csv(&csv, "r.csv").unwrap(),
+        ] {
+            for name in [
+                "hot_value",
+                "hot_err",
+                "z_cold_hot",
+                "starts_agree",
+                "equilibrated",
+            ] {
+                assert_eq!(back.column(name), t.column(name), "{name}");
+            }
+        }
+        let rows = OBSERVABLES.len() + 1;
+        let Some(Column::Text(agree)) = t.column("starts_agree") else {
+            panic!("no starts_agree column")
+        };
+        let Some(Column::Float(z)) = t.column("z_cold_hot") else {
+            panic!("no z column")
+        };
+        let k = OBSERVABLES
+            .iter()
+            .position(|o| o.0 == "outliers_layer1")
+            .unwrap();
+        let m = OBSERVABLES.iter().position(|o| o.0 == "mu").unwrap();
+        assert_eq!(agree[k], "no");
+        assert_eq!(agree[rows + k], "yes");
+        assert_eq!(agree[2 * rows + k], "");
+        assert_eq!(z[k], Some(-3.8890872965260113));
+        // μ of the summary is the first parity direction's.
+        assert_eq!(z[m], Some(0.7071067811865476));
+        let Some(Column::Text(eq)) = t.column("equilibrated") else {
+            panic!("no equilibrated column")
+        };
+        assert_eq!(
+            (eq[0].as_str(), eq[rows].as_str(), eq[2 * rows].as_str()),
+            ("no", "yes", "")
+        );
+    }
+
+    #[test]
+    fn runs_whose_starts_disagree_are_left_out_and_named() {
+        let mut d = data();
+        let ids: Vec<&str> = d.analysed_runs().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["run-00001", "run-00002"]);
+        let note = d.equilibration_note();
+        assert!(
+            note.contains("2 of 3 runs") || note.contains("2 of 3"),
+            "{note}"
+        );
+        assert!(
+            note.contains("run-00000") && note.contains("left out"),
+            "{note}"
+        );
+        d.include_unequilibrated = true;
+        assert_eq!(d.analysed_runs().count(), 3);
+        d.runs.iter_mut().for_each(|r| r.equilibrated = None);
+        assert!(d.equilibration_note().contains("untested"));
+    }
+}
