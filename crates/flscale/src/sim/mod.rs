@@ -32,6 +32,7 @@ pub mod collapsed;
 pub mod collapsed_generic;
 pub mod config;
 pub mod data;
+pub mod equilibration;
 pub mod generic;
 pub mod likelihood;
 pub mod mala;
@@ -42,6 +43,7 @@ pub mod real;
 pub mod run;
 pub mod sampler;
 pub mod sampling_bench;
+pub mod side_peak;
 pub mod simd;
 
 #[cfg(test)]

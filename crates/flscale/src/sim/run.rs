@@ -204,10 +204,13 @@ pub struct Summary {
     pub start: String,
     /// With `sampler.start = "both"`: the hot-start ensemble's main observables.
     pub hot_start: Option<StartResults>,
-    /// With `sampler.start = "both"`: false when the cold and hot ensembles disagree on the
-    /// alignment or on R by more than 3 combined standard errors ("not equilibrated": a
+    /// With `sampler.start = "both"`: false when the cold and hot ensembles disagree by more
+    /// than 3 combined standard errors on any fitted observable ("not equilibrated": a
     /// first-order transition's hysteresis, spec 02); null otherwise or without error bars.
     pub equilibrated: Option<bool>,
+    /// With `sampler.start = "both"`: the verdict per observable, with both starts' values,
+    /// errors and z-scores ([`super::equilibration`]).
+    pub equilibration: Option<super::equilibration::Equilibration>,
     /// Wall-clock speed: filled in only when the caller asks for timing (it is not
     /// reproducible, so it stays out of the deterministic output by default).
     pub steps_per_second: Option<f64>,
@@ -229,10 +232,22 @@ pub struct StartResults {
     pub r_overlap2_err: Option<f64>,
     /// Outliers per network.
     pub outliers_layer1: Option<f64>,
+    /// Its standard error.
+    pub outliers_layer1_err: Option<f64>,
     /// Test MSE.
     pub test_mse: Option<f64>,
+    /// Its standard error.
+    pub test_mse_err: Option<f64>,
     /// Chains stopped in this ensemble.
     pub diverged_chains: usize,
+    /// The sampler's health in this ensemble: η·λ_max at the end (Langevin is biased by about
+    /// ηλ/2 in the stiffest direction and unstable beyond 2).
+    pub step_times_lambda_max: Option<f64>,
+    /// MALA/HMC acceptance over the run (null for unadjusted Langevin).
+    pub acceptance_rate: Option<f64>,
+    /// Per parameter group (as in `diagnostics.groups`), the configurational temperature
+    /// ⟨θ·∇U⟩/#entries, ≈ T at equilibrium (Rugh 1997; Butler et al. 1998).
+    pub configurational_temperature: Vec<Option<f64>>,
 }
 
 impl StartResults {
@@ -243,16 +258,20 @@ impl StartResults {
             r_overlap2: s.r_overlap2,
             r_overlap2_err: s.r_overlap2_err,
             outliers_layer1: s.outliers_layer1,
+            outliers_layer1_err: s.outliers_layer1_err,
             test_mse: s.test_mse,
+            test_mse_err: s.test_mse_err,
             diverged_chains: s.diverged_chains.len(),
+            step_times_lambda_max: s.diagnostics.step_times_lambda_max,
+            acceptance_rate: s.diagnostics.acceptance_rate,
+            configurational_temperature: s
+                .diagnostics
+                .groups
+                .iter()
+                .map(|g| g.temperature)
+                .collect(),
         }
     }
-}
-
-/// Whether two estimates agree within 3 combined standard errors (None without errors).
-fn agree(a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>) -> Option<bool> {
-    let (a, ea, b, eb) = (a?, ea?, b?, eb?);
-    Some((a - b).abs() <= 3.0 * (ea * ea + eb * eb).sqrt())
 }
 
 /// One row of the trace file (means over the surviving chains at one sampling time).
@@ -441,21 +460,10 @@ pub(crate) fn run_starts(
             let total = 2 * steps;
             let mut cold = run_one(false, &mut |d, _| progress(d, total))?;
             let hot = run_one(true, &mut |d, _| progress(steps + d, total))?;
-            let (c, h) = (&cold.summary, &hot.summary);
-            let equilibrated = match (
-                agree(c.alignment, c.alignment_err, h.alignment, h.alignment_err),
-                agree(
-                    c.r_overlap2,
-                    c.r_overlap2_err,
-                    h.r_overlap2,
-                    h.r_overlap2_err,
-                ),
-            ) {
-                (Some(a), Some(r)) => Some(a && r),
-                _ => None,
-            };
-            cold.summary.hot_start = Some(StartResults::of(h));
-            cold.summary.equilibrated = equilibrated;
+            let verdict = super::equilibration::compare_starts(&cold.summary, &hot.summary);
+            cold.summary.hot_start = Some(StartResults::of(&hot.summary));
+            cold.summary.equilibrated = verdict.equilibrated;
+            cold.summary.equilibration = Some(verdict);
             cold.seconds += hot.seconds;
             cold.steps += hot.steps;
             Ok(cold)
@@ -968,6 +976,7 @@ pub(crate) fn finish<T: Real>(
         start: String::new(),
         hot_start: None,
         equilibrated: None,
+        equilibration: None,
         steps_per_second: None,
         probe: ProbeSummary::default(),
     };
