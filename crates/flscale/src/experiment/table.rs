@@ -112,7 +112,14 @@ pub struct Table {
 }
 
 /// Columns whose values are text, by name (for reading CSV back with the writer's types).
-const TEXT_COLUMNS: [&str; 4] = ["run", "observable", "status", "histogram"];
+const TEXT_COLUMNS: [&str; 6] = [
+    "run",
+    "observable",
+    "status",
+    "histogram",
+    "starts_agree",
+    "equilibrated",
+];
 /// Columns whose values are whole numbers, by name.
 const INT_COLUMNS: [&str; 3] = ["index", "chain", "count"];
 
