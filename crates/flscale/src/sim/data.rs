@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::config::{Covariance, DataConfig, TargetConfig, Teacher};
+use crate::sim::config::{Covariance, DataConfig, TargetConfig, Teacher};
 use crate::hermite;
 
 /// Distinguishes the data streams' key from the chains' key (same user seed).

@@ -24,32 +24,27 @@
 //! blocked independently of the thread count, so results are bit-identical for any
 //! `RAYON_NUM_THREADS`.
 
-pub mod activation;
-pub mod attention;
+pub mod adapt;
 pub mod bench;
-pub mod cnn;
-pub mod collapsed;
-pub mod collapsed_generic;
 pub mod config;
 pub mod data;
-pub mod generic;
-pub mod likelihood;
-pub mod mala;
+pub mod driver;
+pub mod ensemble;
+pub mod kernel;
 pub mod model;
-pub mod observables;
-pub mod overlaps;
-pub mod real;
-pub mod run;
-pub mod sampler;
-pub mod sampling_bench;
-pub mod simd;
+pub mod num;
+pub mod observe;
 
-#[cfg(test)]
-mod collapsed_tests;
-#[cfg(test)]
-mod flat_tests;
 #[cfg(test)]
 mod tests;
 
 pub use config::ExperimentConfig;
-pub use run::{run_experiment, RunResult, Summary};
+pub use driver::run::{run_experiment, RunResult, Summary};
+
+// Paths of the flat layout before the role folders, kept for the CLI, the Python bindings,
+// `experiment/`, `cavity/`, `patterns/` and the benches.
+pub use bench::sampling as sampling_bench;
+pub use driver::run;
+pub use ensemble::fcn as sampler;
+pub use kernel::mala;
+pub use model::activation;

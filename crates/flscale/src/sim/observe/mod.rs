@@ -1,0 +1,5 @@
+//! What is measured on the chains: first-layer observables and their reducers, deeper-layer
+//! overlaps and probes.
+
+pub mod observables;
+pub mod overlaps;
