@@ -36,8 +36,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sim::model::activation::Activation;
 use crate::error::{Error, Result};
+use crate::sim::model::activation::Activation;
 
 /// A whole experiment: model, data, target, sampler settings and priors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

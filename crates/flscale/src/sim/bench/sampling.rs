@@ -41,9 +41,9 @@
 
 use serde::Serialize;
 
+use crate::error::Result;
 use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
 use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
-use crate::error::Result;
 
 /// Leapfrog steps per HMC proposal of the collapsed sampler by default (chosen by measurement,
 /// BENCHMARKS.md, "Sampling efficiency").

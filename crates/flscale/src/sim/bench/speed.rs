@@ -6,11 +6,11 @@
 
 use serde::Serialize;
 
-use crate::sim::model::activation::Activation;
 use crate::sim::config::{Covariance, DataConfig, TargetConfig, Teacher};
 use crate::sim::data::Dataset;
-use crate::sim::model::fcn::FcnModel;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::model::activation::Activation;
+use crate::sim::model::fcn::FcnModel;
 
 /// One timed case.
 #[derive(Debug, Clone, Serialize, PartialEq)]

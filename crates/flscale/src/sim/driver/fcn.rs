@@ -8,8 +8,8 @@ use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::fcn::FcnModel;
-use crate::sim::num::real::Real;
 use crate::sim::model::flat::ParamGroup;
+use crate::sim::num::real::Real;
 use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, ChainSnapshot};
 use crate::sim::observe::overlaps::{summarise, ChainProbe, Probe, ProbeAccumulator};
 

@@ -220,9 +220,9 @@ fn measure_chain<T: Real, M: FlatModel<T>>(
 
 #[cfg(test)]
 mod tests {
-    use crate::sim::model::cnn::CnnModel;
     use crate::sim::config::{ExperimentConfig, ModelKind, Start};
     use crate::sim::driver::run::{run_experiment, Summary};
+    use crate::sim::model::cnn::CnnModel;
 
     const MALA_STEP: f64 = 0.4;
     const MALA_TOLERANCE: f64 = 0.05;

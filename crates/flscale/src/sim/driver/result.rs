@@ -149,7 +149,12 @@ impl StartResults {
 }
 
 /// Whether two estimates agree within 3 combined standard errors (None without errors).
-pub(crate) fn agree(a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>) -> Option<bool> {
+pub(crate) fn agree(
+    a: Option<f64>,
+    ea: Option<f64>,
+    b: Option<f64>,
+    eb: Option<f64>,
+) -> Option<bool> {
     let (a, ea, b, eb) = (a?, ea?, b?, eb?);
     Some((a - b).abs() <= 3.0 * (ea * ea + eb * eb).sqrt())
 }

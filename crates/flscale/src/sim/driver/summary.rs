@@ -1,17 +1,19 @@
 //! The summary of one ensemble from its chains' accumulators (spec 02 "Observables"), the
 //! same for the FCN engine and the flat-parameter one.
 
-use crate::sim::num::real::Real;
 use crate::sim::config::{ExperimentConfig, SamplerMethod};
+use crate::sim::ensemble::fcn::Divergence;
+use crate::sim::model::flat::ParamGroup;
+use crate::sim::num::real::Real;
 use crate::sim::observe::observables::{
     finite, integrated_autocorrelation_time, mean_and_error, ChainAccumulator, GroupStats,
     Measurement, HIST_BINS,
 };
 use crate::sim::observe::overlaps::ProbeSummary;
-use crate::sim::ensemble::fcn::Divergence;
-use crate::sim::model::flat::ParamGroup;
 
-use super::result::{ChainRow, Diagnostics, DivergedChain, Histogram, RunResult, Summary, TraceRow};
+use super::result::{
+    ChainRow, Diagnostics, DivergedChain, Histogram, RunResult, Summary, TraceRow,
+};
 
 /// What the summary needs to know about an ensemble besides its chains' accumulators — the
 /// same for the FCN engine and the flat-parameter one ([`crate::sim::ensemble::flat`]).

@@ -21,8 +21,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::Likelihood;
-use crate::sim::model::likelihood::residuals;
 use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
+use crate::sim::model::likelihood::residuals;
 use crate::sim::num::real::Real;
 
 /// Why and when a chain was stopped.

@@ -42,11 +42,11 @@
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::config::{Likelihood, Preconditioner, SamplerMethod};
+use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
+use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::fcn::{FcnModel, Scratch};
 use crate::sim::num::real::Real;
-use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
 
 /// Per-block state: the saved current point while a proposal is judged, acceptance counts.
 #[derive(Debug)]

@@ -83,7 +83,6 @@ impl Activation {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -431,10 +431,10 @@ impl<T: Real> FlatModel<T> for AttentionModel {
 
 #[cfg(test)]
 mod tests {
-    use crate::sim::config::ExperimentConfig;
-    use crate::sim::model::flat::gradient_error;
-    use crate::sim::driver::run::run_experiment;
     use super::*;
+    use crate::sim::config::ExperimentConfig;
+    use crate::sim::driver::run::run_experiment;
+    use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
     use rand_distr::{Distribution, StandardNormal};
@@ -582,8 +582,8 @@ precision = "f64"
     /// where the cold start's is not.
     #[test]
     fn hot_start_aligns_every_head_with_the_target() {
-        use crate::sim::ensemble::flat::FlatEnsemble;
         use crate::sim::ensemble::fcn::Dynamics;
+        use crate::sim::ensemble::flat::FlatEnsemble;
         let text = attention_toml(4, 6, 3, 0).replace("n_test = 200", "n_test = 2000");
         let cfg = config(&text);
         let model = AttentionModel::from_config(&cfg);
@@ -649,8 +649,8 @@ precision = "f64"
     /// mean 0 and identity covariance.
     #[test]
     fn frozen_attention_gives_bayesian_linear_regression_for_the_values() {
-        use crate::sim::ensemble::flat::FlatEnsemble;
         use crate::sim::ensemble::fcn::Dynamics;
+        use crate::sim::ensemble::flat::FlatEnsemble;
         let (d, l, heads, p, kappa) = (3, 4, 2, 30, 0.5);
         let text = attention_toml(d, l, heads, p)
             .replace("kappa = 0.1", "kappa = 0.5")

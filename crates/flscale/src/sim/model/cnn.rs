@@ -31,9 +31,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use crate::sim::model::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
+use crate::sim::model::activation::Activation;
 use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
 use crate::sim::num::real::Real;
 
@@ -451,10 +451,10 @@ impl<T: Real> FlatModel<T> for CnnModel {
 
 #[cfg(test)]
 mod tests {
-    use crate::sim::config::ExperimentConfig;
-    use crate::sim::model::flat::gradient_error;
-    use crate::sim::driver::run::run_experiment;
     use super::*;
+    use crate::sim::config::ExperimentConfig;
+    use crate::sim::driver::run::run_experiment;
+    use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
     use rand_distr::{Distribution, StandardNormal};

@@ -27,9 +27,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
+use crate::sim::ensemble::fcn::ChainBlock;
 use crate::sim::model::fcn::{backward_from_last_delta, forward, FcnModel, Scratch};
 use crate::sim::num::real::Real;
-use crate::sim::ensemble::fcn::ChainBlock;
 
 /// Work buffers of the collapsed evaluation of one block (reused across steps).
 #[derive(Debug, Default)]
@@ -805,8 +805,8 @@ pub fn readout_conditional<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::model::activation::Activation;
     use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+    use crate::sim::model::activation::Activation;
     use rand::{Rng, SeedableRng};
 
     /// The small dense linear algebra against its definitions on random SPD matrices

@@ -27,8 +27,8 @@ use rand_chacha::ChaCha8Rng;
 use crate::sim::model::collapsed::{
     cholesky_solve, inverse_from_cholesky, readout_precision, solve_upper_transposed,
 };
-use crate::sim::model::flat::FlatModel;
 use crate::sim::model::fcn::dot;
+use crate::sim::model::flat::FlatModel;
 use crate::sim::num::real::Real;
 
 /// Work buffers of the collapsed evaluation of one block of chains (reused across steps).

@@ -34,13 +34,13 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::sim::model::activation::Activation;
-use crate::sim::data::Dataset;
-use crate::sim::model::fcn::{forward, FcnModel, Scratch};
-use crate::sim::observe::observables::{finite, mean_and_error};
-use crate::sim::num::real::Real;
-use crate::sim::ensemble::fcn::Ensemble;
 use crate::kernels::nngp::Activation as KernelActivation;
+use crate::sim::data::Dataset;
+use crate::sim::ensemble::fcn::Ensemble;
+use crate::sim::model::activation::Activation;
+use crate::sim::model::fcn::{forward, FcnModel, Scratch};
+use crate::sim::num::real::Real;
+use crate::sim::observe::observables::{finite, mean_and_error};
 
 /// Bins of the deeper-layer and parity-direction histograms.
 pub const OVERLAP_HIST_BINS: usize = 200;

@@ -9,16 +9,16 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::sim::config::ExperimentConfig;
+use crate::sim::driver::run::run_experiment;
+use crate::sim::ensemble::fcn::Dynamics;
+use crate::sim::ensemble::flat::FlatEnsemble;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::{cholesky, cholesky_solve};
 use crate::sim::model::collapsed_flat::{data_gradient_block, CollapsedWork};
-use crate::sim::config::ExperimentConfig;
-use crate::sim::ensemble::flat::FlatEnsemble;
 use crate::sim::model::flat::{FlatData, FlatModel};
 use crate::sim::num::real::Real;
-use crate::sim::driver::run::run_experiment;
-use crate::sim::ensemble::fcn::Dynamics;
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
