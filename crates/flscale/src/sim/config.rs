@@ -36,8 +36,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::activation::Activation;
 use crate::error::{Error, Result};
+use crate::sim::model::activation::Activation;
 
 /// A whole experiment: model, data, target, sampler settings and priors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,10 +62,10 @@ pub struct ExperimentConfig {
 pub enum ModelKind {
     /// Fully connected network of any depth (paper eq. 1).
     Fcn,
-    /// CNN with non-overlapping patches (paper App. E.1.2; [`super::cnn`]).
+    /// CNN with non-overlapping patches (paper App. E.1.2; [`crate::sim::model::cnn`]).
     Cnn,
     /// Softmax attention layer with H heads over L tokens (paper App. E.3;
-    /// [`super::attention`]).
+    /// [`crate::sim::model::attention`]).
     Attention,
 }
 
@@ -198,7 +198,7 @@ pub struct TargetConfig {
     /// `model.kind = "attention"`): y(X) = (1/L)·(Σ_a x^a_1)·(Σ_b x^b_2 x^b_3), unit variance
     /// for Gaussian tokens. It is the term that one attention entry (A_h)_12 together with
     /// a readout spike (w_h)_3 produces in the expansion of the softmax around uniform
-    /// attention (App. E.3, the specialising pattern q_sp.); see [`super::attention`].
+    /// attention (App. E.3, the specialising pattern q_sp.); see [`crate::sim::model::attention`].
     #[serde(default)]
     pub cubic_tokens: bool,
     /// Rescale y to unit variance under the data measure (default false; `hermite` targets
@@ -256,7 +256,7 @@ pub struct SamplerConfig {
     pub frozen_layers: Vec<usize>,
     /// Initial state: "cold" (default; weights drawn from the prior), "hot" (teacher-aligned:
     /// every first-layer neuron's component along w* set to ±σ1, alternating signs, the rest
-    /// from the prior; the CNN's filters likewise, attention heads as in [`super::attention`]),
+    /// from the prior; the CNN's filters likewise, attention heads as in [`crate::sim::model::attention`]),
     /// or "both" (two ensembles of `chains` chains each, from the same
     /// streams; the summary reports the hot one beside the cold one and flags them "not
     /// equilibrated" when they disagree beyond their errors — spec 02, "First-order
@@ -339,7 +339,7 @@ fn default_method() -> SamplerMethod {
     SamplerMethod::Plain
 }
 
-/// The likelihood of the data term (see [`crate::sim::likelihood`]).
+/// The likelihood of the data term (see [`crate::sim::model::likelihood`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Likelihood {

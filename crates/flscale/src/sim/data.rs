@@ -14,8 +14,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::config::{Covariance, DataConfig, TargetConfig, Teacher};
 use crate::hermite;
+use crate::sim::config::{Covariance, DataConfig, TargetConfig, Teacher};
 
 /// Distinguishes the data streams' key from the chains' key (same user seed).
 const DATA_KEY_TAG: u64 = 0x6461_7461_5eed_0001;

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use super::real::Real;
+use crate::sim::num::real::Real;
 
 /// Bins of the first-layer overlap histogram.
 pub const HIST_BINS: usize = 120;

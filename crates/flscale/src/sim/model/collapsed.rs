@@ -27,9 +27,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::model::{backward_from_last_delta, forward, FcnModel, Scratch};
-use super::real::Real;
-use super::sampler::ChainBlock;
+use crate::sim::ensemble::fcn::ChainBlock;
+use crate::sim::model::fcn::{backward_from_last_delta, forward, FcnModel, Scratch};
+use crate::sim::num::real::Real;
 
 /// Work buffers of the collapsed evaluation of one block (reused across steps).
 #[derive(Debug, Default)]
@@ -209,7 +209,7 @@ fn features<'a, T: Real>(
 /// `a` (symmetrised: the GEMM need not return an exactly symmetric product) and its Cholesky
 /// factor into `chol` (spec 02 (b): a | θ_hidden ~ 𝒩(A⁻¹Φᵀy, κT·A⁻¹), ridge = κ/s_a²); `gram`
 /// is work space of K² entries. False when A is not numerically positive definite. Shared by
-/// the FCN's collapsed sampler and the CNN/attention one ([`super::collapsed_generic`]).
+/// the FCN's collapsed sampler and the CNN/attention one ([`crate::sim::model::collapsed_flat`]).
 #[inline(always)]
 pub fn readout_precision<T: Real>(
     phi: MatRef<'_, T>,
@@ -559,7 +559,7 @@ fn gradient_of_chain<T: Real>(
     let der = &mut scratch.der[hidden - 1];
     for mu in 0..p {
         let range = mu * b * n + c * n..mu * b * n + (c + 1) * n;
-        let fm = super::model::dot(&act[range.clone()], mean_t).f64();
+        let fm = crate::sim::model::fcn::dot(&act[range.clone()], mean_t).f64();
         let r = fm - y[mu].f64();
         sq += r * r;
         let r_t = T::of(r * inv_kappa);
@@ -680,7 +680,7 @@ fn layer_input<'a, T: Real>(
 /// neuron's block (m_i²/κ)Σ_μ σ′²z_μz_μᵀ + I/v of the Hessian, neglecting the coupling
 /// through the projection on Φ and the log-determinant. A specialised neuron (large m_i) is
 /// stiffer than the rest by the factor its readout squared (spec 02, "Stiffness is the
-/// enemy"), which is what the collapsed sampler's preconditioner ([`super::mala`]) removes.
+/// enemy"), which is what the collapsed sampler's preconditioner ([`crate::sim::kernel::mala`]) removes.
 #[allow(clippy::too_many_arguments)]
 pub fn neuron_curvature<T: Real>(
     block: &ChainBlock<T>,
@@ -805,8 +805,8 @@ pub fn readout_conditional<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::activation::Activation;
-    use crate::sim::sampler::{Dynamics, Ensemble};
+    use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+    use crate::sim::model::activation::Activation;
     use rand::{Rng, SeedableRng};
 
     /// The small dense linear algebra against its definitions on random SPD matrices

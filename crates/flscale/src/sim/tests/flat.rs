@@ -9,15 +9,16 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::attention::AttentionModel;
-use super::cnn::CnnModel;
-use super::collapsed::{cholesky, cholesky_solve};
-use super::collapsed_generic::{data_gradient_block, CollapsedWork};
-use super::config::ExperimentConfig;
-use super::generic::{FlatData, FlatEnsemble, FlatModel};
-use super::real::Real;
-use super::run::run_experiment;
-use super::sampler::Dynamics;
+use crate::sim::config::ExperimentConfig;
+use crate::sim::driver::run::run_experiment;
+use crate::sim::ensemble::fcn::Dynamics;
+use crate::sim::ensemble::flat::FlatEnsemble;
+use crate::sim::model::attention::AttentionModel;
+use crate::sim::model::cnn::CnnModel;
+use crate::sim::model::collapsed::{cholesky, cholesky_solve};
+use crate::sim::model::collapsed_flat::{data_gradient_block, CollapsedWork};
+use crate::sim::model::flat::{FlatData, FlatModel};
+use crate::sim::num::real::Real;
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -338,7 +339,7 @@ fn collapsed_energy_is_the_marginal_likelihood_and_its_gradient_is_exact() {
     let cnn_wide = config(&cnn_toml(12, 3, 3, 7));
     let att = config(&attention_toml(3, 4, 2, 8));
     for cfg in [&cnn_small, &cnn_wide, &att] {
-        let is_cnn = cfg.model.kind == super::config::ModelKind::Cnn;
+        let is_cnn = cfg.model.kind == crate::sim::config::ModelKind::Cnn;
         // The model of the other kind is built from a stand-in configuration and not used.
         let other = config(&cnn_toml(6, 2, 2, 9));
         let (cnn, attention) = if is_cnn {
@@ -414,7 +415,7 @@ fn collapsed_energy_is_the_marginal_likelihood_and_its_gradient_is_exact() {
 
 /// With one patch (S = d) the CNN is the two-layer FCN, so its collapsed run — streams,
 /// integrated readout, exact readout draws — retraces the FCN's collapsed sampler
-/// ([`super::collapsed`], tested against quadrature) to rounding, also with MALA and with cold
+/// ([`crate::sim::model::collapsed`], tested against quadrature) to rounding, also with MALA and with cold
 /// and hot starts compared.
 #[test]
 fn one_patch_collapsed_cnn_reproduces_the_fcn_collapsed_sampler() {
@@ -451,7 +452,7 @@ fn one_patch_collapsed_cnn_reproduces_the_fcn_collapsed_sampler() {
         }
         // The drawn readouts' virials coincide; the FCN's collapsed kernel keeps the hidden
         // group's virial of the point after the move, the flat engine the one before it.
-        let readout = |s: &super::run::Summary| s.diagnostics.groups[1].temperature;
+        let readout = |s: &crate::sim::driver::run::Summary| s.diagnostics.groups[1].temperature;
         close(readout(&a), readout(&b), "readout temperature");
         assert_eq!(a.diagnostics.acceptance_rate, b.diagnostics.acceptance_rate);
         if let (Some(h), Some(k)) = (&a.hot_start, &b.hot_start) {
@@ -471,7 +472,7 @@ fn frozen_hidden_groups_give_exact_bayesian_linear_regression_draws() {
     let (kappa, t) = (0.4, 0.6);
     for text in [cnn_toml(6, 2, 2, 12), attention_toml(3, 3, 2, 10)] {
         let cfg = config(&text);
-        let is_cnn = cfg.model.kind == super::config::ModelKind::Cnn;
+        let is_cnn = cfg.model.kind == crate::sim::config::ModelKind::Cnn;
         let dynamics = Dynamics {
             kappa,
             step: 1e-3,

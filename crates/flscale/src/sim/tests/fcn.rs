@@ -4,11 +4,11 @@
 //! Sizes are small so that the whole file runs in seconds; tolerances are stated with the
 //! Monte Carlo error they allow.
 
-use super::activation::Activation;
-use super::config::ExperimentConfig;
-use super::model::FcnModel;
-use super::run::run_experiment;
-use super::sampler::{Dynamics, Ensemble};
+use crate::sim::config::ExperimentConfig;
+use crate::sim::driver::run::run_experiment;
+use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::model::activation::Activation;
+use crate::sim::model::fcn::FcnModel;
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -276,7 +276,7 @@ precision = "f64"
 "#
         ));
         let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
-        let data = super::data::Dataset::generate(&cfg.data, &cfg.target, cfg.sampler.seed);
+        let data = crate::sim::data::Dataset::generate(&cfg.data, &cfg.target, cfg.sampler.seed);
         let (d, p) = (4, 6);
         let mut k = vec![0.0; p * p];
         for i in 0..p {
@@ -319,7 +319,13 @@ precision = "f64"
     assert!(wide < 0.7 * narrow, "N = 2: {narrow}, N = 128: {wide}");
 }
 
-fn he3(p: usize, kappa: f64, step: f64, steps: usize, start: &str) -> super::run::RunResult {
+fn he3(
+    p: usize,
+    kappa: f64,
+    step: f64,
+    steps: usize,
+    start: &str,
+) -> crate::sim::driver::run::RunResult {
     let cfg = config(&format!(
         r#"
 [model]

@@ -37,16 +37,16 @@
 //! ([`Ensemble::advance`]); this module is used when `sampler.method = "collapsed"` or
 //! `sampler.mala = true`.
 //!
-//! [`collapsed`]: super::collapsed
+//! [`collapsed`]: crate::sim::model::collapsed
 
 use rand::Rng;
 use rayon::prelude::*;
 
-use super::collapsed::{self, CollapsedWork};
-use super::config::{Likelihood, Preconditioner, SamplerMethod};
-use super::model::{FcnModel, Scratch};
-use super::real::Real;
-use super::sampler::{ChainBlock, Divergence, Dynamics, Ensemble};
+use crate::sim::config::{Likelihood, Preconditioner, SamplerMethod};
+use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
+use crate::sim::model::collapsed::{self, CollapsedWork};
+use crate::sim::model::fcn::{FcnModel, Scratch};
+use crate::sim::num::real::Real;
 
 /// Per-block state: the saved current point while a proposal is judged, acceptance counts.
 #[derive(Debug)]
@@ -255,7 +255,7 @@ impl<T: Real> Kernel<T> {
                 };
                 let metric = std::mem::take(&mut state.metric);
                 // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
-                super::simd::vectorized(
+                crate::sim::num::simd::vectorized(
                     #[inline(always)]
                     || {
                         for s in 0..n {
@@ -301,7 +301,7 @@ impl<T: Real> Kernel<T> {
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
-                super::simd::vectorized(
+                crate::sim::num::simd::vectorized(
                     #[inline(always)]
                     || {
                         collapsed::draw_readouts(
@@ -324,7 +324,7 @@ impl<T: Real> Kernel<T> {
     /// [`Kernel::prepare_measurement`]): per block, in the layout of its readout group, every
     /// chain's conditional mean m = E[a | W] at the last draw — the readouts of the
     /// Rao–Blackwellised predictions E[f | W] (`collapsed` module doc;
-    /// [`super::overlaps::Probe::predict_with_readouts`]).
+    /// [`crate::sim::observe::overlaps::Probe::predict_with_readouts`]).
     pub fn conditional_means<'a>(&'a self, ens: &Ensemble<T>) -> Option<Vec<&'a [T]>> {
         if self.method != SamplerMethod::Collapsed {
             return None;
@@ -365,7 +365,7 @@ impl<T: Real> Kernel<T> {
             .map_init(Scratch::<T>::default, |scratch, (block, state)| {
                 let metric = std::mem::take(&mut state.metric);
                 let apply = |v: &mut [Vec<f64>], transpose: bool| metric.apply(model, v, transpose);
-                let lambda = super::simd::vectorized(
+                let lambda = crate::sim::num::simd::vectorized(
                     #[inline(always)]
                     || {
                         block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {
@@ -434,7 +434,7 @@ impl<T: Real> Kernel<T> {
                         scratch,
                         &mut state.work,
                     ),
-                    Preconditioner::Block => super::simd::vectorized(
+                    Preconditioner::Block => crate::sim::num::simd::vectorized(
                         #[inline(always)]
                         || {
                             collapsed::neuron_curvature_blocks(

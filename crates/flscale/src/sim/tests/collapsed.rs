@@ -3,13 +3,13 @@
 //! the collapsed and plain samplers, and the blog setting at P = 32·d from cold and hot
 //! starts. Tolerances are stated with the Monte Carlo error they allow.
 
-use super::activation::Activation;
-use super::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
-use super::mala::Kernel;
-use super::model::FcnModel;
-use super::run::run_experiment;
-use super::sampler::{Dynamics, Ensemble};
-use super::sampling_bench::{blog_config, SamplingSetting};
+use crate::sim::bench::sampling::{blog_config, SamplingSetting};
+use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
+use crate::sim::driver::run::run_experiment;
+use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::kernel::mala::Kernel;
+use crate::sim::model::activation::Activation;
+use crate::sim::model::fcn::FcnModel;
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -190,7 +190,7 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
             .iter()
             .find(|b| k >= b.first && k < b.first + b.len)
             .unwrap();
-        let cond = super::collapsed::readout_conditional(
+        let cond = crate::sim::model::collapsed::readout_conditional(
             b,
             &model,
             &probe.x,
@@ -542,7 +542,7 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
 
 /// The hidden-weight observables of two runs agree within 4 combined standard errors, and
 /// the configurational temperature of the second's groups is T = 1.
-fn agree(plain: &super::run::Summary, collapsed: &super::run::Summary) {
+fn agree(plain: &crate::sim::driver::run::Summary, collapsed: &crate::sim::driver::run::Summary) {
     for (name, a, ea, b, eb) in [
         (
             "R",
@@ -752,7 +752,8 @@ fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
     frozen.sampler.adapt_step = false;
     frozen.sampler.step = 1e-4;
     let next =
-        super::run::run_experiment_from(&frozen, &first.final_state, &mut |_, _| {}).unwrap();
+        crate::sim::driver::run::run_experiment_from(&frozen, &first.final_state, &mut |_, _| {})
+            .unwrap();
     for (a, b) in first.final_state.iter().zip(&next.final_state) {
         assert_eq!(a[0], b[0], "the frozen first layer moved");
         assert_ne!(a[1], b[1], "the readout did not move");
@@ -762,7 +763,8 @@ fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
     let mut nan = first.final_state.clone();
     nan[0][0][0] = f64::NAN;
     for bad in [short, nan] {
-        let e = super::run::run_experiment_from(&cfg, &bad, &mut |_, _| {}).unwrap_err();
+        let e =
+            crate::sim::driver::run::run_experiment_from(&cfg, &bad, &mut |_, _| {}).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         assert!(e.to_string().contains("initial state"), "{e}");
     }

@@ -1,121 +1,20 @@
-//! Activation functions σ and their derivatives σ′, evaluated on whole pre-activation
-//! matrices at once (spec 02, "Models": erf | relu | tanh | linear | poly).
-//!
-//! The erf path dominates the cost of a Langevin step after the two GEMMs, so in f32 it is a
-//! branch-free rational approximation that shares one exponential between erf and its
-//! derivative and is compiled twice — for AVX2+FMA (picked at run time) and for the baseline
-//! instruction set — so binaries stay portable (no `-C target-cpu=native`). The reference
-//! benchmark README (`shared/bench/README.md`) measured a scalar libm erf as 6× slower overall.
+//! f32 elementary functions of the hot loops: erf with its derivative and the row softmax,
+//! whose exponentials share [`exp_neg_f32`]. Each is one loop compiled twice through the one
+//! run-time dispatch ([`super::simd::vectorized_fma`]): with fused multiply–adds in the
+//! AVX-512 / AVX2 + FMA build, without in the baseline build (where `mul_add` would be a
+//! library call). The reference benchmark README (`shared/bench/README.md`) measured a scalar
+//! libm erf as 6× slower overall.
 
-use serde::{Deserialize, Serialize};
-
-use super::real::Real;
-
-/// The element-wise non-linearity of every hidden layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Activation {
-    /// σ(h) = erf(h) (the paper's main activation, odd).
-    Erf,
-    /// σ(h) = max(0, h).
-    Relu,
-    /// σ(h) = tanh(h).
-    Tanh,
-    /// σ(h) = h (deep linear network).
-    Linear,
-    /// σ(h) = 1 + h + h² (spec 02 "poly").
-    Poly,
-}
-
-impl Activation {
-    /// Writes σ(h) into `value` and σ′(h) into `derivative`.
-    pub fn apply<T: Real>(self, h: &[T], value: &mut [T], derivative: &mut [T]) {
-        debug_assert!(h.len() == value.len() && h.len() == derivative.len());
-        let one = T::one();
-        match self {
-            Activation::Erf => T::erf_and_derivative(h, value, derivative),
-            Activation::Relu => {
-                for ((&x, v), g) in h.iter().zip(value.iter_mut()).zip(derivative.iter_mut()) {
-                    let positive = x > T::zero();
-                    *v = if positive { x } else { T::zero() };
-                    *g = if positive { one } else { T::zero() };
-                }
-            }
-            Activation::Tanh => {
-                for ((&x, v), g) in h.iter().zip(value.iter_mut()).zip(derivative.iter_mut()) {
-                    let t = x.tanh();
-                    *v = t;
-                    *g = one - t * t;
-                }
-            }
-            Activation::Linear => {
-                value.copy_from_slice(h);
-                derivative.fill(one);
-            }
-            Activation::Poly => {
-                let two = one + one;
-                for ((&x, v), g) in h.iter().zip(value.iter_mut()).zip(derivative.iter_mut()) {
-                    *v = one + x + x * x;
-                    *g = one + two * x;
-                }
-            }
-        }
-    }
-
-    /// σ(h) only (observables on the test set need no derivative).
-    pub fn value_f64(self, x: f64) -> f64 {
-        match self {
-            Activation::Erf => libm::erf(x),
-            Activation::Relu => x.max(0.0),
-            Activation::Tanh => x.tanh(),
-            Activation::Linear => x,
-            Activation::Poly => 1.0 + x + x * x,
-        }
-    }
-
-    /// The name as written in experiment files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Activation::Erf => "erf",
-            Activation::Relu => "relu",
-            Activation::Tanh => "tanh",
-            Activation::Linear => "linear",
-            Activation::Poly => "poly",
-        }
-    }
-}
+use super::simd::vectorized_fma;
 
 /// erf and (2/√π)e^{−x²} in f32, dispatched at run time to an AVX2+FMA build of the same
 /// loop when the CPU has it.
 pub fn erf_with_derivative_f32(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above; it implies FMA).
-            unsafe { erf_f32_avx512(x, value, derivative) };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above), which is all the
-            // `target_feature` function requires.
-            unsafe { erf_f32_avx2(x, value, derivative) };
-            return;
-        }
-    }
-    erf_f32_loop::<false>(x, value, derivative)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn erf_f32_avx512(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
-    erf_f32_loop::<true>(x, value, derivative)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn erf_f32_avx2(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
-    erf_f32_loop::<true>(x, value, derivative)
+    vectorized_fma(
+        (value, derivative),
+        |(value, derivative)| erf_f32_loop::<true>(x, value, derivative),
+        |(value, derivative)| erf_f32_loop::<false>(x, value, derivative),
+    )
 }
 
 /// The softmax of every row of length `l` of `scores`, in place, in f32: p_b = e^{s_b − m}/Σ_c
@@ -125,34 +24,11 @@ unsafe fn erf_f32_avx2(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
 /// non-finite score makes its whole row NaN, as the library exponential would, so that the
 /// samplers' divergence checks see it.
 pub fn softmax_rows_f32(scores: &mut [f32], l: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above; it implies FMA).
-            unsafe { softmax_rows_f32_avx512(scores, l) };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above), which is all the
-            // `target_feature` function requires.
-            unsafe { softmax_rows_f32_avx2(scores, l) };
-            return;
-        }
-    }
-    softmax_rows_f32_loop::<false>(scores, l)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn softmax_rows_f32_avx512(scores: &mut [f32], l: usize) {
-    softmax_rows_f32_loop::<true>(scores, l)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn softmax_rows_f32_avx2(scores: &mut [f32], l: usize) {
-    softmax_rows_f32_loop::<true>(scores, l)
+    vectorized_fma(
+        scores,
+        |scores| softmax_rows_f32_loop::<true>(scores, l),
+        |scores| softmax_rows_f32_loop::<false>(scores, l),
+    )
 }
 
 /// Lanes of the row maximum and sum: 16 independent accumulators (one AVX-512 register), so
@@ -344,28 +220,6 @@ mod tests {
             ];
             softmax_rows_f32(&mut row, 17);
             assert!(row.iter().all(|q| q.is_nan()), "{bad}: {row:?}");
-        }
-    }
-
-    #[test]
-    fn derivatives_match_finite_differences() {
-        let h: Vec<f64> = vec![-1.3, -0.2, 0.4, 2.1];
-        for act in [
-            Activation::Erf,
-            Activation::Relu,
-            Activation::Tanh,
-            Activation::Linear,
-            Activation::Poly,
-        ] {
-            let mut v = vec![0.0; 4];
-            let mut g = vec![0.0; 4];
-            act.apply(&h, &mut v, &mut g);
-            for i in 0..4 {
-                let eps = 1e-6;
-                let fd = (act.value_f64(h[i] + eps) - act.value_f64(h[i] - eps)) / (2.0 * eps);
-                assert!((fd - g[i]).abs() < 1e-6, "{act:?} at {}", h[i]);
-                assert!((v[i] - act.value_f64(h[i])).abs() < 1e-12);
-            }
         }
     }
 }

@@ -27,9 +27,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::activation::Activation;
-use super::config::{ExperimentConfig, Parametrization};
-use super::real::Real;
+use crate::sim::config::{ExperimentConfig, Parametrization};
+use crate::sim::model::activation::Activation;
+use crate::sim::num::real::Real;
 
 /// The architecture and prior of an FCN (no weights: those live in the sampler's blocks).
 #[derive(Debug, Clone, PartialEq)]
@@ -712,7 +712,7 @@ mod tests {
                     params.iter().map(|p| vec![T::zero(); p.len()]).collect();
                 forward(&model, &params, block, &x, rows, &mut scratch);
                 let f = scratch.f.clone();
-                crate::sim::likelihood::residuals(
+                crate::sim::model::likelihood::residuals(
                     crate::sim::config::Likelihood::Gaussian,
                     &f,
                     &y,

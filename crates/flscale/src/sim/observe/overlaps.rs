@@ -34,13 +34,13 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::activation::Activation;
-use super::data::Dataset;
-use super::model::{forward, FcnModel, Scratch};
-use super::observables::{finite, mean_and_error};
-use super::real::Real;
-use super::sampler::Ensemble;
 use crate::kernels::nngp::Activation as KernelActivation;
+use crate::sim::data::Dataset;
+use crate::sim::ensemble::fcn::Ensemble;
+use crate::sim::model::activation::Activation;
+use crate::sim::model::fcn::{forward, FcnModel, Scratch};
+use crate::sim::num::real::Real;
+use crate::sim::observe::observables::{finite, mean_and_error};
 
 /// Bins of the deeper-layer and parity-direction histograms.
 pub const OVERLAP_HIST_BINS: usize = 200;
@@ -243,7 +243,7 @@ impl Probe {
             ranges,
             directions,
             direction_threshold: 3.0 * sigma1 / (d as f64).sqrt(),
-            direction_range: super::observables::hist_range(sigma1 * sigma1, d),
+            direction_range: crate::sim::observe::observables::hist_range(sigma1 * sigma1, d),
             classification: parity.is_some(),
         }
     }
@@ -294,7 +294,7 @@ impl Probe {
                             (0..n)
                                 .map(|mu| {
                                     let row = mu * b * n_last + c * n_last;
-                                    super::model::dot(&act[row..row + n_last], w)
+                                    crate::sim::model::fcn::dot(&act[row..row + n_last], w)
                                 })
                                 .collect()
                         });
@@ -551,7 +551,7 @@ pub struct DirectionOverlaps {
     pub chains_with_specialists: usize,
 }
 
-/// The probe's part of the run summary (flattened into [`super::run::Summary`]).
+/// The probe's part of the run summary (flattened into [`crate::sim::driver::run::Summary`]).
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct ProbeSummary {
     /// Fraction of test points with sign f = y, one posterior sample, averaged over chains and
@@ -739,7 +739,7 @@ mod tests {
     use super::*;
     use crate::sim::{run_experiment, ExperimentConfig};
 
-    fn prior_run(activation: &str, layernorm: bool, widths: &str) -> super::super::RunResult {
+    fn prior_run(activation: &str, layernorm: bool, widths: &str) -> crate::sim::RunResult {
         let text = format!(
             r#"
 [model]

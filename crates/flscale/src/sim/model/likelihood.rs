@@ -8,8 +8,8 @@
 //!   κ ≠ 1 rescales the data term only (a temperature of the likelihood), while
 //!   `sampler.temperature` T rescales the whole energy, π ∝ e^{−U/T}.
 
-use super::config::Likelihood;
-use super::real::Real;
+use crate::sim::config::Likelihood;
+use crate::sim::num::real::Real;
 
 /// log(1 + e^{−m}) without overflow: max(−m, 0) + log1p(e^{−|m|}).
 #[inline]
@@ -110,8 +110,8 @@ mod tests {
     /// against central finite differences of L computed from the forward pass.
     #[test]
     fn cross_entropy_network_gradient_matches_finite_differences() {
-        use super::super::activation::Activation;
-        use super::super::model::{backward, forward, FcnModel, Scratch};
+        use crate::sim::model::activation::Activation;
+        use crate::sim::model::fcn::{backward, forward, FcnModel, Scratch};
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         let (d, rows, block, kappa) = (4, 9, 2, 0.6);

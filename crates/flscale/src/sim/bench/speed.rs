@@ -6,11 +6,11 @@
 
 use serde::Serialize;
 
-use super::activation::Activation;
-use super::config::{Covariance, DataConfig, TargetConfig, Teacher};
-use super::data::Dataset;
-use super::model::FcnModel;
-use super::sampler::{Dynamics, Ensemble};
+use crate::sim::config::{Covariance, DataConfig, TargetConfig, Teacher};
+use crate::sim::data::Dataset;
+use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::model::activation::Activation;
+use crate::sim::model::fcn::FcnModel;
 
 /// One timed case.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -23,7 +23,7 @@
 //!    ratios are not comparisons of equals.
 //!
 //! ESS = chains × samples / τ with τ the integrated autocorrelation time of the per-chain
-//! series ([`super::observables::integrated_autocorrelation_time`]; reported in gradient
+//! series ([`crate::sim::observe::observables::integrated_autocorrelation_time`]; reported in gradient
 //! evaluations, i.e. steps × L); ESS/s divides by the
 //! wall-clock seconds of the measurement window. The collapsed sampler's alignment is
 //! Rao–Blackwellised (the readout's conditional mean instead of its draw; `run.rs`), which
@@ -41,9 +41,9 @@
 
 use serde::Serialize;
 
-use super::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
-use super::run::{run_experiment, run_experiment_from, RunResult};
 use crate::error::Result;
+use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
+use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
 
 /// Leapfrog steps per HMC proposal of the collapsed sampler by default (chosen by measurement,
 /// BENCHMARKS.md, "Sampling efficiency").

@@ -12,25 +12,65 @@
 //! operations in the same order and gives bit-identical numbers; only explicit `mul_add`
 //! calls would differ, and the kernels dispatched here use none.
 
+/// The instruction sets the dispatch tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512F (every CPU with it also has FMA).
+    Avx512,
+    /// AVX2 and FMA.
+    Avx2Fma,
+    /// The build's baseline (SSE2 on x86_64).
+    Baseline,
+}
+
+/// The widest instruction set of this CPU that the dispatch uses.
+#[inline(always)]
+pub fn isa() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Isa::Avx2Fma;
+        }
+    }
+    Isa::Baseline
+}
+
 /// Runs `f` in the widest vector build this CPU supports (module doc). Mark the closure and
 /// the functions it calls `#[inline(always)]` for the dispatch to reach their loops.
 #[inline(always)]
 pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above; it implies FMA support in
-            // every CPU that has it, and the function enables nothing else).
-            return unsafe { run_avx512(f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above), all that the
-            // function enables.
-            return unsafe { run_avx2(f) };
-        }
+    match isa() {
+        // SAFETY: the CPU supports AVX-512F (checked by `isa`; it implies FMA support in
+        // every CPU that has it, and the function enables nothing else).
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { run_avx512(f) },
+        // SAFETY: the CPU supports AVX2 and FMA (checked by `isa`), all that the function
+        // enables.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2Fma => unsafe { run_avx2(f) },
+        _ => f(),
     }
-    f()
+}
+
+/// Runs `fused(args)` in the vector build when the CPU has one, else `unfused(args)` (the
+/// mutable buffers go through `args`, so that both closures may write them): for loops written
+/// with explicit fused multiply–adds (`mul_add`), which are one instruction in the vector
+/// builds but a library call in the baseline one ([`super::f32math`]). The two closures give
+/// different roundings, so their results depend on the CPU (unlike [`vectorized`]'s).
+#[inline(always)]
+pub fn vectorized_fma<A, R>(
+    args: A,
+    fused: impl FnOnce(A) -> R,
+    unfused: impl FnOnce(A) -> R,
+) -> R {
+    match isa() {
+        Isa::Baseline => unfused(args),
+        _ => vectorized(|| fused(args)),
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::run::Summary;
+use crate::sim::driver::result::Summary;
 
 /// How many combined standard errors two starts may differ by and still agree.
 pub const AGREEMENT_Z: f64 = 3.0;

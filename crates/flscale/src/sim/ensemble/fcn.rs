@@ -1,7 +1,7 @@
 //! The ensemble Langevin sampler (spec 02, "Sampler"; paper App. A.1).
 //!
 //! Unadjusted Langevin on U(θ) = L(f(X), y) + Σ_l |W^l|²/(2 v_l), L = |f(X) − y|²/(2κ) or the
-//! cross-entropy of [`super::likelihood`]:
+//! cross-entropy of [`crate::sim::model::likelihood`]:
 //! θ ← θ − η∇U(θ) + √(2ηT)·ξ, ξ ~ 𝒩(0, I), whose stationary law (as η → 0) is
 //! π ∝ exp(−U/T); T = 1 is the Bayesian posterior.
 //!
@@ -20,10 +20,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::config::Likelihood;
-use super::likelihood::residuals;
-use super::model::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
-use super::real::Real;
+use crate::sim::config::Likelihood;
+use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
+use crate::sim::model::likelihood::residuals;
+use crate::sim::num::real::Real;
 
 /// Why and when a chain was stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +43,9 @@ pub struct ChainBlock<T> {
     pub len: usize,
     /// Parameters per group, chain-major (group g of chain c at c·len_g … (c+1)·len_g).
     pub params: Vec<Vec<T>>,
-    pub(super) grads: Vec<Vec<T>>,
-    pub(super) residual: Vec<T>,
-    pub(super) rngs: Vec<ChaCha8Rng>,
+    pub(crate) grads: Vec<Vec<T>>,
+    pub(crate) residual: Vec<T>,
+    pub(crate) rngs: Vec<ChaCha8Rng>,
     /// `Some` once the chain has diverged.
     pub diverged: Vec<Option<Divergence>>,
     /// U at the last gradient evaluation, per chain.
@@ -327,13 +327,13 @@ impl<T: Real> Ensemble<T> {
 /// A factor K of a constant preconditioner M = KKᵀ, applied in place to a direction in the
 /// layout of a block's `params`: K when the flag is false, Kᵀ when true
 /// ([`ChainBlock::lambda_max_of`]).
-pub(super) type MetricFactor<'a> = dyn Fn(&mut [Vec<f64>], bool) + 'a;
+pub(crate) type MetricFactor<'a> = dyn Fn(&mut [Vec<f64>], bool) + 'a;
 
 impl<T: Real> ChainBlock<T> {
     /// Data-term gradient ∇L of every chain of the block into `self.grads`; L and the training
     /// squared error go to `self.data_loss` and `self.sq_error`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn data_gradient(
+    pub(crate) fn data_gradient(
         &mut self,
         model: &FcnModel,
         x: &[T],
@@ -396,7 +396,7 @@ impl<T: Real> ChainBlock<T> {
     /// direction in the layout of `params`: K when its flag is false, Kᵀ when true) it is the
     /// top eigenvalue of KᵀHK — similar to MH, so the curvature that limits the step of
     /// preconditioned Langevin. Shared by the plain and the collapsed sampler.
-    pub(super) fn lambda_max_of(
+    pub(crate) fn lambda_max_of(
         &mut self,
         model: &FcnModel,
         iters: usize,
@@ -552,112 +552,19 @@ impl<T: Real> ChainBlock<T> {
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: AVX-512F is available (checked just above).
-                unsafe {
-                    self.step_avx512(
-                        model,
-                        x,
-                        y,
-                        p,
-                        dynamics,
-                        likelihood,
-                        threshold,
-                        global_step,
-                        scratch,
-                    )
-                };
-                return;
-            }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                // SAFETY: AVX2 and FMA are available (checked just above).
-                unsafe {
-                    self.step_avx2(
-                        model,
-                        x,
-                        y,
-                        p,
-                        dynamics,
-                        likelihood,
-                        threshold,
-                        global_step,
-                        scratch,
-                    )
-                };
-                return;
-            }
-        }
-        self.step_body(
-            model,
-            x,
-            y,
-            p,
-            dynamics,
-            likelihood,
-            threshold,
-            global_step,
-            scratch,
-        )
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn step_avx512(
-        &mut self,
-        model: &FcnModel,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        dynamics: Dynamics,
-        likelihood: Likelihood,
-        threshold: f64,
-        global_step: usize,
-        scratch: &mut Scratch<T>,
-    ) {
-        self.step_body(
-            model,
-            x,
-            y,
-            p,
-            dynamics,
-            likelihood,
-            threshold,
-            global_step,
-            scratch,
-        )
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn step_avx2(
-        &mut self,
-        model: &FcnModel,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        dynamics: Dynamics,
-        likelihood: Likelihood,
-        threshold: f64,
-        global_step: usize,
-        scratch: &mut Scratch<T>,
-    ) {
-        self.step_body(
-            model,
-            x,
-            y,
-            p,
-            dynamics,
-            likelihood,
-            threshold,
-            global_step,
-            scratch,
-        )
+        crate::sim::num::simd::vectorized(|| {
+            self.step_body(
+                model,
+                x,
+                y,
+                p,
+                dynamics,
+                likelihood,
+                threshold,
+                global_step,
+                scratch,
+            )
+        })
     }
 
     #[inline(always)]
@@ -793,7 +700,7 @@ pub fn predict<T: Real>(ens: &Ensemble<T>, x_test: &[T], n: usize) -> Vec<Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::activation::Activation;
+    use crate::sim::model::activation::Activation;
     use rand::{Rng, SeedableRng};
 
     fn model(widths: Vec<usize>) -> FcnModel {

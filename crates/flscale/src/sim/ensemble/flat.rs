@@ -1,9 +1,9 @@
 //! A model-agnostic Langevin ensemble over a flat parameter vector, and the run loop of the
 //! architectures that are not FCNs (CNN, softmax attention; spec 02 "Models").
 //!
-//! The dynamics are those of [`super::sampler`] (paper App. A.1): U(θ) = |f(X) − y|²/(2κ) +
+//! The dynamics are those of [`crate::sim::ensemble::fcn`] (paper App. A.1): U(θ) = |f(X) − y|²/(2κ) +
 //! Σ_g |θ_g|²/(2 v_g), θ ← θ − η∇U(θ) + √(2ηT)·ξ. Each chain owns its parameters and its
-//! ChaCha8 stream (seed, k) ([`super::sampler::chain_rng`]); it draws its initial state group
+//! ChaCha8 stream (seed, k) ([`crate::sim::ensemble::fcn::chain_rng`]); it draws its initial state group
 //! by group from the prior and its noise group by group, entry by entry, in the same order as
 //! the FCN sampler, so a CNN with one patch retraces the FCN chain exactly.
 //!
@@ -11,12 +11,12 @@
 //! problem size and E), blocks in parallel with rayon. The data terms of a block's chains are
 //! evaluated together ([`FlatModel::data_gradient_block`]): the CNN's first layer reads the
 //! same patch matrix for every chain, so the block's filters side by side make one GEMM, as
-//! the FCN engine does with its first layer ([`super::model`]). Everything random is drawn per
+//! the FCN engine does with its first layer ([`crate::sim::model::fcn`]). Everything random is drawn per
 //! chain, and every reduction runs in chain order, so the numbers do not depend on the thread
 //! count or on the blocking.
 //!
 //! Collapsed posterior (`sampler.method = "collapsed"`, spec 02 (b)): both models are linear
-//! in their last group, so it is integrated out exactly ([`super::collapsed_generic`]);
+//! in their last group, so it is integrated out exactly ([`crate::sim::model::collapsed_flat`]);
 //! Langevin then moves the other groups only, and the readout is drawn from its conditional
 //! before every measurement ([`FlatEnsemble::draw_readouts`]).
 //!
@@ -24,194 +24,17 @@
 //! same threshold as the FCN sampler's is stopped and left out of every result.
 //!
 //! As for the FCN: cold, hot ([`FlatModel::hot_start`]) or compared starts
-//! ([`super::run::run_starts`]), optional Metropolis adjustment (MALA, spec 02 (c)),
-//! `adapt_step`, and the summary of [`super::run::finish`].
+//! ([`crate::sim::driver::starts::run_starts`]), optional Metropolis adjustment (MALA, spec 02 (c)),
+//! `adapt_step`, and the summary of [`crate::sim::driver::summary::finish`].
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::attention::AttentionModel;
-use super::cnn::CnnModel;
-use super::collapsed_generic::{self, CollapsedWork};
-use super::config::{ExperimentConfig, ModelKind, SamplerMethod};
-use super::data::{data_stream, draw_inputs};
-use super::observables::{finite, ChainAccumulator, ChainSnapshot};
-use super::real::Real;
-use super::run::{finish, run_starts, EnsembleOutcome, RunResult, StepSteering};
-use super::sampler::{chain_rng, Divergence, Dynamics};
-use crate::error::{Error, Result};
-
-/// One parameter group of a flat parameter vector (a layer, the attention matrices, …).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParamGroup {
-    /// Name in the diagnostics ("layer1", "readout", "attention", "value").
-    pub name: String,
-    /// Number of entries.
-    pub len: usize,
-    /// Prior variance v of one entry: θ ~ 𝒩(0, v).
-    pub prior_var: f64,
-    /// Held at its initial value (not sampled).
-    pub frozen: bool,
-}
-
-/// A network whose parameters are one flat vector (groups stored one after the other) and
-/// whose data-term gradient is computed per chain.
-pub trait FlatModel<T: Real>: Sync {
-    /// Work buffers of one chain's evaluation (one per rayon task).
-    type Scratch: Default + Send;
-
-    /// The parameter groups, in storage order.
-    fn groups(&self) -> &[ParamGroup];
-
-    /// Floats per input sample (d for a vector, L·d for a token sequence).
-    fn sample_len(&self) -> usize;
-
-    /// f(x_μ) for the `n` inputs in `x` (n × `sample_len`), into `f`.
-    fn predict(&self, theta: &[T], x: &[T], n: usize, f: &mut [T], scratch: &mut Self::Scratch);
-
-    /// Writes ∇_θ |f(X) − y|²/(2κ) = Σ_μ r_μ ∇_θ f(x_μ), r_μ = (f(x_μ) − y_μ)/κ, into `grad`
-    /// (overwriting it) and returns Σ_μ (f(x_μ) − y_μ)².
-    #[allow(clippy::too_many_arguments)]
-    fn data_gradient(
-        &self,
-        theta: &[T],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
-        grad: &mut [T],
-        scratch: &mut Self::Scratch,
-    ) -> f64;
-
-    /// The per-unit overlaps ρ with the teacher structure that the outlier count, R = E[ρ²]
-    /// and the histogram are built from (filters for the CNN, heads for attention).
-    fn overlaps(&self, theta: &[T], teacher: &[f64]) -> Vec<f64>;
-
-    /// The prior (GP) standard deviation of one overlap ρ; outliers lie beyond 3 of them.
-    fn overlap_scale(&self) -> f64;
-
-    /// Rows whose second-moment matrix's leading eigenvector is compared with the teacher
-    /// (the CNN's filters), as (rows, row length); None where that has no meaning.
-    fn filters<'a>(&self, theta: &'a [T]) -> Option<(&'a [T], usize)>;
-
-    /// Turns a prior draw into the model's "hot" (teacher-aligned) initial state (spec 02), in
-    /// place; `teacher` is [`FlatData::teacher`].
-    fn hot_start(&self, theta: &mut [T], teacher: &[f64]);
-
-    /// Bytes of one chain's share of a chain block's work buffers on `p` inputs, which sizes
-    /// the blocks ([`flat_block_size`]); 0 where the model evaluates its chains one at a time
-    /// (one chain per block).
-    fn chain_bytes(&self, _p: usize, _bytes_per_float: usize) -> usize {
-        0
-    }
-
-    /// [`FlatModel::data_gradient`] of the chains of a block at once: `thetas[c]` in,
-    /// `grads[c]` and `sq[c]` out. The default evaluates them one after the other; a model
-    /// whose first layer reads the shared input batches it over the chains (the CNN).
-    #[allow(clippy::too_many_arguments)]
-    fn data_gradient_block(
-        &self,
-        thetas: &[&[T]],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
-        grads: &mut [&mut [T]],
-        sq: &mut [f64],
-        scratch: &mut Self::Scratch,
-    ) {
-        for ((theta, grad), s) in thetas.iter().zip(grads.iter_mut()).zip(sq.iter_mut()) {
-            *s = self.data_gradient(theta, x, y, n, inv_kappa, grad, scratch);
-        }
-    }
-
-    /// The model is linear in its last group (the readout a, K = its length) given the
-    /// others: f(x) = Σ_k φ_k(x; θ_hidden)·a_k. Writes every chain's feature matrix Φ
-    /// (`n` × K, row-major) into `phis[c]` (resized), for the collapsed sampler
-    /// ([`super::collapsed_generic`]).
-    fn features_block(
-        &self,
-        thetas: &[&[T]],
-        x: &[T],
-        n: usize,
-        phis: &mut [Vec<T>],
-        scratch: &mut Self::Scratch,
-    );
-
-    /// Given D_c = ∂E/∂Φ_c (`n` × K, row-major) per chain, writes the gradient of E through
-    /// the features, Σ_{μ,k} (D_c)_{μk} ∇_θ (Φ_c)_{μk}, into the hidden groups of `grads[c]`
-    /// and zeroes its readout. Call right after [`FlatModel::features_block`] with the same
-    /// `thetas`, `x` and `scratch`.
-    fn feature_backward_block(
-        &self,
-        thetas: &[&[T]],
-        x: &[T],
-        n: usize,
-        dphis: &[Vec<T>],
-        grads: &mut [&mut [T]],
-        scratch: &mut Self::Scratch,
-    );
-
-    /// Total number of parameters.
-    fn n_params(&self) -> usize {
-        self.groups().iter().map(|g| g.len).sum()
-    }
-}
-
-/// Inputs and targets of a generic run (f64; converted to the working precision once).
-#[derive(Debug, Clone)]
-pub struct FlatData {
-    /// Training inputs, P × sample_len.
-    pub x_train: Vec<f64>,
-    /// Training targets.
-    pub y_train: Vec<f64>,
-    /// Test inputs, n_test × sample_len.
-    pub x_test: Vec<f64>,
-    /// Test targets.
-    pub y_test: Vec<f64>,
-    /// The teacher vector the overlaps are measured against (model-specific meaning).
-    pub teacher: Vec<f64>,
-}
-
-impl FlatData {
-    /// Train (P) and test (n_test) sets whose every input is `repeats` independent units
-    /// (the CNN's patches, attention's tokens) of `unit_std_devs.len()` coordinates with those
-    /// standard deviations (the experiment's covariance, [`super::data`]), drawn from the data
-    /// streams 1 and 2 of [`super::data::Dataset::generate`] (so the test set does not change
-    /// with P, and a CNN with one patch gets the FCN's inputs), each labelled by `label`.
-    pub fn draw(
-        cfg: &ExperimentConfig,
-        unit_std_devs: &[f64],
-        repeats: usize,
-        teacher: Vec<f64>,
-        label: impl Fn(&[f64]) -> f64,
-    ) -> FlatData {
-        let row_std_devs = unit_std_devs.repeat(repeats);
-        let seed = cfg.sampler.seed;
-        let draw = |n: usize, k: u64| draw_inputs(n, &row_std_devs, &mut data_stream(seed, k));
-        let labels =
-            |x: &[f64]| -> Vec<f64> { x.chunks_exact(row_std_devs.len()).map(&label).collect() };
-        let x_train = draw(cfg.data.p, 1);
-        let x_test = draw(cfg.data.n_test, 2);
-        FlatData {
-            y_train: labels(&x_train),
-            y_test: labels(&x_test),
-            x_train,
-            x_test,
-            teacher,
-        }
-    }
-}
-
-/// Sets the component of `v` along the unit vector `direction` to `target`, keeping the
-/// orthogonal part: v ← v + (target − v·u)·u. The hot starts (spec 02) of the flat models.
-pub(crate) fn set_component<T: Real>(v: &mut [T], direction: &[f64], target: f64) {
-    let along: f64 = v.iter().zip(direction).map(|(w, t)| w.f64() * t).sum();
-    for (w, t) in v.iter_mut().zip(direction) {
-        *w = T::of(w.f64() + (target - along) * t);
-    }
-}
+use crate::sim::ensemble::fcn::{chain_rng, Divergence, Dynamics};
+use crate::sim::model::collapsed_flat::{self, CollapsedWork};
+use crate::sim::model::flat::{FlatModel, ParamGroup};
+use crate::sim::num::real::Real;
 
 /// One chain: its parameters, gradient, stream and status.
 #[derive(Debug, Clone)]
@@ -262,7 +85,7 @@ fn sampled_ranges(
         .flatten()
 }
 
-/// Chains per block: the FCN sampler's rule ([`super::sampler::block_size`]) for a model
+/// Chains per block: the FCN sampler's rule ([`crate::sim::ensemble::fcn::block_size`]) for a model
 /// whose chains take `per_chain` bytes of the block's buffers — as many as keep the block's
 /// buffers within ~1 MiB (at most 8), preferring a size that cuts E into an even number of
 /// equal blocks (the two cores get equal work). One chain per block when `per_chain` is 0.
@@ -336,7 +159,7 @@ pub struct FlatEnsemble<T: Real, M> {
     /// Metropolis-adjusted steps (MALA, `sampler.mala`).
     pub mala: bool,
     /// The collapsed posterior (`sampler.method = "collapsed"`): the readout integrated out
-    /// ([`super::collapsed_generic`]), Langevin on the other groups, readouts drawn exactly by
+    /// ([`crate::sim::model::collapsed_flat`]), Langevin on the other groups, readouts drawn exactly by
     /// [`FlatEnsemble::draw_readouts`].
     pub collapsed: bool,
 }
@@ -464,7 +287,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
     }
 
     /// Collapsed posterior: draws every live chain's readout exactly from its conditional
-    /// given the chain's other groups ([`collapsed_generic::draw_readout`]), from the chain's
+    /// given the chain's other groups ([`collapsed_flat::draw_readout`]), from the chain's
     /// stream, and sets its training error and readout virial — what a measurement needs.
     pub fn draw_readouts(&mut self) {
         let model = &self.model;
@@ -491,7 +314,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                     let chain = &mut block[c];
                     // Left to the next step's evaluation to report a failure; the chain
                     // keeps its previous readout.
-                    let Some(draw) = collapsed_generic::draw_readout(
+                    let Some(draw) = collapsed_flat::draw_readout(
                         &mut work.collapsed,
                         i,
                         y,
@@ -680,7 +503,7 @@ fn data_term_gradients<T: Real, M: FlatModel<T>>(
     work.failure.resize(b, None);
     let kappa = at.dynamics.kappa;
     if at.collapsed {
-        collapsed_generic::data_gradient_block(
+        collapsed_flat::data_gradient_block(
             model,
             thetas,
             at.x,
@@ -912,251 +735,8 @@ impl<T: Real> FlatChain<T> {
     }
 }
 
-/// Runs a validated CNN or attention experiment in precision T (the dispatch of
-/// [`super::run::run_experiment`] for `model.kind` other than "fcn").
-pub fn run_model<T: Real>(
-    cfg: &ExperimentConfig,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
-    match cfg.model.kind {
-        ModelKind::Cnn => {
-            let model = CnnModel::from_config(cfg);
-            let data = model.dataset(cfg);
-            run_flat::<T, _>(cfg, model, &data, progress, interrupted)
-        }
-        ModelKind::Attention => {
-            let model = AttentionModel::from_config(cfg);
-            let data = model.dataset(cfg);
-            run_flat::<T, _>(cfg, model, &data, progress, interrupted)
-        }
-        ModelKind::Fcn => Err(Error::runtime(
-            "the flat-parameter engine runs the cnn and attention models; fcn runs in sim::run",
-        )),
-    }
-}
-
-/// Runs a flat model's experiment: the ensemble(s) of `sampler.start` (cold, hot, or both
-/// compared, as for the FCN: [`run_starts`]), each with the sampling loop, observables at
-/// every `thin` steps and the summary of [`super::run::run_experiment`] (same keys; fields
-/// that do not apply are null).
-pub fn run_flat<T: Real, M: FlatModel<T> + Clone>(
-    cfg: &ExperimentConfig,
-    model: M,
-    data: &FlatData,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
-    let s = &cfg.sampler;
-    run_starts(s.start, s.steps, progress, &mut |hot, progress| {
-        run_flat_once::<T, M>(cfg, model.clone(), data, hot, progress, interrupted)
-    })
-}
-
-/// One ensemble from a cold (prior) or hot ([`FlatModel::hot_start`]) start.
-fn run_flat_once<T: Real, M: FlatModel<T>>(
-    cfg: &ExperimentConfig,
-    model: M,
-    data: &FlatData,
-    hot: bool,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
-    let s = &cfg.sampler;
-    let dynamics = Dynamics {
-        kappa: s.kappa,
-        step: s.step,
-        temperature: s.temperature,
-    };
-    let n_groups = model.groups().len();
-    let mut ens = FlatEnsemble::<T, M>::new(
-        model,
-        &data.x_train,
-        &data.y_train,
-        s.chains,
-        s.seed,
-        dynamics,
-    );
-    ens.mala = s.mala;
-    ens.collapsed = s.method == SamplerMethod::Collapsed;
-    if hot {
-        ens.hot_start(&data.teacher);
-    }
-    let n_test = data.y_test.len();
-    let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
-    let y_norm2: f64 = data.y_test.iter().map(|v| v * v).sum();
-    let scale = ens.model.overlap_scale();
-    let threshold = 3.0 * scale;
-    // ±8 prior standard deviations: the GP bulk and specialised units.
-    let range = 8.0 * scale;
-    let filter_dim = ens
-        .model
-        .filters(&ens.chains[0].theta)
-        .map(|(_, k)| k)
-        .unwrap_or(0);
-    let mut acc: Vec<ChainAccumulator> = (0..s.chains)
-        .map(|_| ChainAccumulator::new(n_test, n_groups, filter_dim))
-        .collect();
-    let start = std::time::Instant::now();
-    let mut steering = StepSteering::new(s.mala, false);
-    let mut t = 0;
-    let adapt_every = super::run::adaptation_interval(s.thin, s.burn_in);
-    progress(0, s.steps);
-    while t < s.steps {
-        if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
-            let lambda = ens.lambda_max(10).into_iter().fold(0.0, f64::max);
-            if lambda > 0.0 {
-                let fraction = steering.fraction(ens.acceptance_counts());
-                ens.dynamics.step = s.step.min(fraction / lambda);
-            }
-        }
-        let next = ((t / s.thin + 1) * s.thin).min(s.steps);
-        ens.advance(next - t);
-        t = next;
-        if t % s.thin == 0 {
-            // Collapsed: predictions also with the readouts' conditional means (Rao–
-            // Blackwellised alignment and mean predictor, as for the FCN; observables.rs).
-            let mut mean_preds = None;
-            if ens.collapsed {
-                ens.draw_readouts();
-                if ens.swap_readout_means() {
-                    mean_preds = Some(ens.predict(&x_test, n_test));
-                    ens.swap_readout_means();
-                }
-            }
-            let preds = ens.predict(&x_test, n_test);
-            for (k, f) in preds.iter().enumerate() {
-                let Some(f) = f else { continue };
-                measure_chain(
-                    &ens,
-                    k,
-                    f,
-                    &data.y_test,
-                    y_norm2,
-                    &data.teacher,
-                    threshold,
-                    range,
-                    t > s.burn_in,
-                    t,
-                    &mut acc[k],
-                );
-                if let Some(Some(f_mean)) = mean_preds.as_ref().map(|m| &m[k]) {
-                    acc[k].use_conditional_mean(f, f_mean, &data.y_test, y_norm2);
-                }
-            }
-        }
-        progress(t, s.steps);
-        if interrupted() {
-            return Err(Error::runtime(format!(
-                "interrupted at step {t} of {}",
-                s.steps
-            )));
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
-    let outcome = EnsembleOutcome {
-        divergences: ens.chains.iter().map(|c| c.diverged.clone()).collect(),
-        groups: ens.model.groups().to_vec(),
-        p: ens.p,
-        y_test: &data.y_test,
-        teacher: &data.teacher,
-        filter_dim,
-        steps_done: ens.steps_done,
-    };
-    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
-    let dg = &mut result.summary.diagnostics;
-    dg.step = ens.dynamics.step;
-    dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
-    dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
-    dg.acceptance_rate = ens.acceptance_rate().and_then(finite);
-    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
-    Ok(result)
-}
-
-/// Records chain k's measurement at step t ([`ChainAccumulator::record`]).
-#[allow(clippy::too_many_arguments)]
-fn measure_chain<T: Real, M: FlatModel<T>>(
-    ens: &FlatEnsemble<T, M>,
-    k: usize,
-    f: &[T],
-    y_test: &[f64],
-    y_norm2: f64,
-    teacher: &[f64],
-    threshold: f64,
-    range: f64,
-    sampling: bool,
-    t: usize,
-    a: &mut ChainAccumulator,
-) {
-    let chain = &ens.chains[k];
-    let rhos = ens.model.overlaps(&chain.theta, teacher);
-    let mut start = 0;
-    let groups = ens
-        .model
-        .groups()
-        .iter()
-        .zip(&chain.virial)
-        .map(|(grp, &virial)| {
-            start += grp.len;
-            (&chain.theta[start - grp.len..start], virial)
-        })
-        .collect();
-    let snapshot = ChainSnapshot {
-        f_test: f,
-        rhos: &rhos,
-        groups,
-        filters: ens.model.filters(&chain.theta),
-        energy: chain.energy,
-        train_mse: (ens.p > 0).then(|| chain.sq_error / ens.p as f64),
-    };
-    a.record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
-}
-
-/// Central finite-difference check of a flat model's data gradient (used by the models'
-/// tests): returns the largest |analytic − numeric| / (|numeric| + `floor`) over the entries.
-#[cfg(test)]
-pub(crate) fn gradient_error<M: FlatModel<f64>>(
-    model: &M,
-    theta: &[f64],
-    x: &[f64],
-    y: &[f64],
-    floor: f64,
-) -> f64 {
-    let n = y.len();
-    let mut scratch = M::Scratch::default();
-    let mut grad = vec![0.0; theta.len()];
-    model.data_gradient(theta, x, y, n, 1.0, &mut grad, &mut scratch);
-    let loss = |t: &[f64], scratch: &mut M::Scratch| -> f64 {
-        let mut f = vec![0.0; n];
-        model.predict(t, x, n, &mut f, scratch);
-        f.iter().zip(y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / 2.0
-    };
-    let h = 1e-6;
-    let mut worst: f64 = 0.0;
-    let mut t = theta.to_vec();
-    for i in 0..theta.len() {
-        t[i] = theta[i] + h;
-        let up = loss(&t, &mut scratch);
-        t[i] = theta[i] - h;
-        let down = loss(&t, &mut scratch);
-        t[i] = theta[i];
-        let numeric = (up - down) / (2.0 * h);
-        worst = worst.max((grad[i] - numeric).abs() / (numeric.abs() + floor));
-    }
-    worst
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::cnn::CnnModel;
-    use super::super::config::{ExperimentConfig, ModelKind, Start};
-    use super::super::run::{run_experiment, Summary};
-
-    const MALA_STEP: f64 = 0.4;
-    const MALA_TOLERANCE: f64 = 0.05;
-    const ULA_ERROR: f64 = 0.15;
-
     /// Q·diag(eigenvalues)·Qᵀ with Q a fixed rotation mixing all three axes.
     fn symmetric_with_eigenvalues(eigenvalues: [f64; 3]) -> [[f64; 3]; 3] {
         let (c1, s1) = (0.3f64.cos(), 0.3f64.sin());
@@ -1197,298 +777,6 @@ mod tests {
                 (lambda - expected).abs() < 1e-9,
                 "eigenvalues {eigenvalues:?}: got {lambda}, expected {expected}"
             );
-        }
-    }
-
-    const CNN: &str = r#"
-[model]
-kind = "cnn"
-activation = "erf"
-widths = [5]
-patch = 3
-[data]
-d = 9
-p = 40
-n_test = 100
-[target]
-hermite = 3
-[sampler]
-kappa = 0.5
-step = 0.002
-steps = 200
-burn_in = 100
-thin = 20
-chains = 7
-seed = 3
-"#;
-
-    const ATTENTION: &str = r#"
-[model]
-kind = "attention"
-heads = 2
-[data]
-d = 4
-tokens = 6
-p = 30
-n_test = 50
-[target]
-cubic_tokens = true
-[sampler]
-kappa = 0.1
-step = 1e-3
-steps = 200
-burn_in = 100
-thin = 20
-chains = 7
-seed = 3
-"#;
-
-    /// Same file and seed → identical summary, traces and per-chain rows on one and on two
-    /// threads (spec 02 "Reproducible"), for both flat models, f32, with cold and hot starts
-    /// compared (`start = "both"`), with MALA and with the collapsed sampler.
-    #[test]
-    fn results_do_not_depend_on_the_thread_count() {
-        let both = |text: &str| text.replace("seed = 3", "seed = 3\nstart = \"both\"");
-        let mala = |text: &str| text.replace("seed = 3", "seed = 3\nmala = true");
-        let collapsed = |text: &str| {
-            text.replace(
-                "seed = 3",
-                "seed = 3\nmethod = \"collapsed\"\nstart = \"both\"",
-            )
-        };
-        for text in [
-            both(CNN),
-            both(ATTENTION),
-            mala(CNN),
-            mala(ATTENTION),
-            collapsed(CNN),
-            collapsed(ATTENTION),
-        ] {
-            let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
-            let run = |threads: usize| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap()
-                    .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap())
-            };
-            let (a, b) = (run(1), run(2));
-            assert_eq!(a.summary, b.summary);
-            assert_eq!(a.traces, b.traces);
-            assert_eq!(a.chains, b.chains);
-            assert_eq!(a.histogram, b.histogram);
-            assert_eq!(a.summary.precision, "f32");
-            assert!(a.summary.alignment.is_some() && a.summary.diverged_chains.is_empty());
-            assert_eq!(a.summary.start, "cold");
-            assert_eq!(
-                a.summary.hot_start.is_some(),
-                cfg.sampler.start == Start::Both
-            );
-            let acceptance = a.summary.diagnostics.acceptance_rate;
-            assert_eq!(acceptance.is_some(), cfg.sampler.mala, "{acceptance:?}");
-        }
-    }
-
-    /// `start = "both"`: a hot start that has had no time to relax is flagged "not
-    /// equilibrated" (R of the hot ensemble is the aligned value, not the prior's), and one
-    /// that has relaxed in the lazy regime agrees with the cold start.
-    #[test]
-    fn cold_and_hot_starts_are_compared() {
-        for text in [CNN, ATTENTION] {
-            let base = text
-                .replace(
-                    "seed = 3",
-                    "seed = 3\nstart = \"both\"\nprecision = \"f64\"",
-                )
-                .replace("chains = 7", "chains = 8");
-            // 200 steps of η = 10⁻¹⁰: the chains stay at their starts.
-            let frozen = base
-                .replace("step = 0.002", "step = 1e-10")
-                .replace("step = 1e-3", "step = 1e-10");
-            let cfg = ExperimentConfig::from_toml(&frozen, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
-            let hot = r.hot_start.clone().unwrap();
-            // Hot: every unit has |ρ| = σ1 (CNN, σ1² = 1) or d·σ_A (attention, d = 4, σ_A = 1),
-            // so R is that squared; cold: the prior value σ1²/S = 1/3, σ_A² = 1.
-            let (r_hot, r_cold) = if cfg.model.kind == ModelKind::Cnn {
-                (1.0, 1.0 / 3.0)
-            } else {
-                (16.0, 1.0)
-            };
-            let rh = hot.r_overlap2.unwrap();
-            assert!((rh - r_hot).abs() < 1e-3 * r_hot, "hot R {rh}");
-            let rc = r.r_overlap2.unwrap();
-            assert!((rc / r_cold - 1.0).abs() < 0.8, "cold R {rc}");
-            assert_eq!(r.equilibrated, Some(false));
-            // Relaxed (lazy regime, P = 40 or 30, 3000 steps): the two starts agree.
-            let relaxed = base
-                .replace("steps = 200", "steps = 3000")
-                .replace("burn_in = 100", "burn_in = 1000");
-            let cfg = ExperimentConfig::from_toml(&relaxed, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
-            let hot = r.hot_start.unwrap();
-            assert_eq!(r.equilibrated, Some(true), "{:?} vs {hot:?}", r.r_overlap2);
-        }
-    }
-
-    /// The CNN and attention runs with an absurd η = 1, `adapt_step` and the extra sampler
-    /// lines `extra`, each asserted to survive without a diverged chain.
-    fn absurd_step_runs(extra: &str) -> Vec<Summary> {
-        [CNN, ATTENTION]
-            .into_iter()
-            .map(|text| {
-                let text = text
-                    .replace("step = 0.002", "step = 1.0")
-                    .replace("step = 1e-3", "step = 1.0")
-                    .replace("seed = 3", &format!("seed = 3\nadapt_step = true{extra}"));
-                let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
-                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
-                assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
-                r
-            })
-            .collect()
-    }
-
-    /// `adapt_step`: an absurd η = 1 is brought down to 0.1/λ_max during burn-in and the run
-    /// survives (it diverges without, see the next test).
-    #[test]
-    fn adapt_step_tames_an_absurd_step() {
-        for r in absurd_step_runs("") {
-            let dg = &r.diagnostics;
-            assert!(dg.step < 1.0, "{}", dg.step);
-            let stiffness = dg.step_times_lambda_max.unwrap();
-            assert!(stiffness < 0.5, "η·λ_max = {stiffness}");
-        }
-    }
-
-    /// `adapt_step` with MALA steers the acceptance as for the FCN (run.rs, `StepSteering`):
-    /// from an absurd η = 1 the run survives, and the burn-in leaves η·λ_max well above ULA's
-    /// 0.1 with an acceptance near the 0.574 target (measured: CNN 1.8 and 0.58, attention 2.8
-    /// and 0.53).
-    #[test]
-    fn adapt_step_with_mala_steers_the_acceptance() {
-        for r in absurd_step_runs("\nmala = true") {
-            let dg = &r.diagnostics;
-            let stiffness = dg.step_times_lambda_max.unwrap();
-            let acceptance = dg.acceptance_rate.unwrap();
-            // ULA's rule would leave 0.1 (λ_max re-estimated at the end, so not exactly).
-            assert!(stiffness > 0.3, "η·λ_max = {stiffness}");
-            assert!(
-                (0.35..0.85).contains(&acceptance),
-                "acceptance {acceptance}"
-            );
-        }
-    }
-
-    /// MALA's stationary law is exact for any η (spec 02 (c)): on the two-parameter CNN
-    /// d = S = N = 1, f(x) = w² erf(w¹x), P = 4, the sampled E[(w¹)²] and E[(w²)²] equal the
-    /// quadrature of exp(−U/T) over the plane at T = 1 and T = 0.5, at a step where unadjusted
-    /// Langevin is off.
-    #[test]
-    fn mala_matches_quadrature_where_ula_is_biased() {
-        let text = |temperature: f64, mala: bool| {
-            format!(
-                r#"
-[model]
-kind = "cnn"
-activation = "erf"
-widths = [1]
-patch = 1
-[data]
-d = 1
-p = 4
-n_test = 10
-[target]
-hermite = 3
-[sampler]
-kappa = 0.5
-step = {MALA_STEP}
-steps = 30000
-burn_in = 2000
-thin = 5
-chains = 32
-seed = 11
-precision = "f64"
-temperature = {temperature}
-mala = {mala}
-"#
-            )
-        };
-        for temperature in [1.0, 0.5] {
-            let cfg = ExperimentConfig::from_toml(&text(temperature, true), "t.toml").unwrap();
-            let model = CnnModel::from_config(&cfg);
-            let data = model.dataset(&cfg);
-            let (v1, v2) = (model.groups[0].prior_var, model.groups[1].prior_var);
-            let kappa = cfg.sampler.kappa;
-            let energy = |w1: f64, w2: f64| -> f64 {
-                let data_term: f64 = data
-                    .x_train
-                    .iter()
-                    .zip(&data.y_train)
-                    .map(|(x, y)| (w2 * libm::erf(w1 * x) - y).powi(2))
-                    .sum();
-                data_term / (2.0 * kappa) + w1 * w1 / (2.0 * v1) + w2 * w2 / (2.0 * v2)
-            };
-            // Riemann sum on a grid of spacing 0.02 over [−8, 8]²: the integrand is smooth
-            // and Gaussian-tailed, so the error is far below the Monte Carlo error.
-            let h = 0.02;
-            let grid: Vec<f64> = (0..=800).map(|i| -8.0 + h * i as f64).collect();
-            let u_min = grid
-                .iter()
-                .flat_map(|&a| grid.iter().map(move |&b| (a, b)))
-                .map(|(a, b)| energy(a, b))
-                .fold(f64::INFINITY, f64::min);
-            let (mut z, mut m1, mut m2) = (0.0, 0.0, 0.0);
-            for &w1 in &grid {
-                for &w2 in &grid {
-                    let p = (-(energy(w1, w2) - u_min) / temperature).exp();
-                    z += p;
-                    m1 += p * w1 * w1;
-                    m2 += p * w2 * w2;
-                }
-            }
-            let exact = [m1 / z, m2 / z];
-            let moments = |mala: bool| -> (Vec<f64>, Option<f64>) {
-                let cfg = ExperimentConfig::from_toml(&text(temperature, mala), "t.toml").unwrap();
-                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
-                assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
-                let m = r.diagnostics.groups.iter();
-                let m = m.map(|g| g.second_moment.unwrap()).collect();
-                (m, r.diagnostics.acceptance_rate)
-            };
-            let (mala, acceptance) = moments(true);
-            let (ula, _) = moments(false);
-            let acceptance = acceptance.unwrap();
-            assert!(acceptance > 0.3 && acceptance < 0.99, "{acceptance}");
-            for g in 0..2 {
-                let (m, e) = (mala[g], exact[g]);
-                assert!(
-                    (m / e - 1.0).abs() < MALA_TOLERANCE,
-                    "T = {temperature}, group {g}: MALA {m} vs exact {e}"
-                );
-            }
-            let ula_error = (0..2)
-                .map(|g| (ula[g] / exact[g] - 1.0).abs())
-                .fold(0.0, f64::max);
-            assert!(
-                ula_error > ULA_ERROR,
-                "T = {temperature}: ULA off by only {ula_error}"
-            );
-        }
-    }
-    /// An absurd step: every chain is stopped and named, nothing non-finite is reported.
-    #[test]
-    fn an_absurd_step_diverges_every_chain_without_nan() {
-        for text in [CNN, ATTENTION] {
-            let bad = text.replace("step = ", "step = 1e3 #");
-            let cfg = ExperimentConfig::from_toml(&bad, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
-            assert!(r.all_diverged());
-            assert_eq!(r.summary.diverged_chains.len(), 7);
-            assert_eq!(r.summary.alignment, None);
-            assert!(r.summary.suggested_step.is_some());
-            let json = serde_json::to_string(&r.summary).unwrap();
-            assert!(!json.contains("NaN") && !json.contains("inf"), "{json}");
         }
     }
 }

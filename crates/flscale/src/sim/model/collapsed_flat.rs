@@ -1,5 +1,5 @@
 //! The collapsed posterior of the flat-parameter models (CNN, softmax attention): the readout
-//! integrated out exactly, as [`super::collapsed`] does for the FCN (spec 02, "Stiffness is
+//! integrated out exactly, as [`crate::sim::model::collapsed`] does for the FCN (spec 02, "Stiffness is
 //! the enemy" (b); docs/langevin.md, "The collapsed sampler" and "CNN and attention").
 //!
 //! Both models are linear in their last parameter group given the others,
@@ -7,29 +7,29 @@
 //! App. E.1.2) φ_{(i,j)}(x) = σ(w¹_j·x_i) and a = W², K = N_w·N features; for attention (App.
 //! E.3) φ_{(h,k)}(X) = (1/√L) Σ_{a,b} @_{ab;h}(X) x^b_k and a = (w_1, …, w_H), K = H·d. With Φ
 //! the P × K feature matrix and v the readout's prior variance, the formulas of
-//! [`super::collapsed`]'s module doc apply unchanged (Bishop, *Pattern Recognition and Machine
+//! [`crate::sim::model::collapsed`]'s module doc apply unchanged (Bishop, *Pattern Recognition and Machine
 //! Learning*, eq. 3.53–3.54; Woodbury and the matrix determinant lemma, *The Matrix Cookbook*
 //! eqs. 156 and 24):
 //!
 //! U_c(θ_hidden) = (|Φm − y|² + (κ/v)|m|²)/(2κ) + (T/2)·(log det A − K log(κ/v)) + prior,
 //! A = ΦᵀΦ + (κ/v)·I_K, m = A⁻¹Φᵀy, ∂U_c/∂Φ = r mᵀ + T·ΦA⁻¹, r = (Φm − y)/κ,
 //!
-//! one K × K Cholesky per chain ([`super::collapsed::cholesky`] and its solves, shared with the
+//! one K × K Cholesky per chain ([`crate::sim::model::collapsed::cholesky`] and its solves, shared with the
 //! FCN); ∂U_c/∂Φ is back-propagated by the model ([`FlatModel::feature_backward_block`]).
 //! Readouts are drawn exactly from a | θ_hidden ~ 𝒩(m, κT·A⁻¹), a = m + √(κT)·L⁻ᵀz, from the
-//! chain's stream, as the FCN's [`super::collapsed::draw_readouts`] draws them (same order),
+//! chain's stream, as the FCN's [`crate::sim::model::collapsed::draw_readouts`] draws them (same order),
 //! so that a CNN with one patch retraces the FCN's collapsed chain.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rand_chacha::ChaCha8Rng;
 
-use super::collapsed::{
+use crate::sim::model::collapsed::{
     cholesky_solve, inverse_from_cholesky, readout_precision, solve_upper_transposed,
 };
-use super::generic::FlatModel;
-use super::model::dot;
-use super::real::Real;
+use crate::sim::model::fcn::dot;
+use crate::sim::model::flat::FlatModel;
+use crate::sim::num::real::Real;
 
 /// Work buffers of the collapsed evaluation of one block of chains (reused across steps).
 #[derive(Debug, Default)]

@@ -55,10 +55,10 @@ impl Real for f32 {
         StandardNormal.sample(rng)
     }
     fn erf_and_derivative(x: &[Self], value: &mut [Self], derivative: &mut [Self]) {
-        super::activation::erf_with_derivative_f32(x, value, derivative)
+        super::f32math::erf_with_derivative_f32(x, value, derivative)
     }
     fn softmax_rows(scores: &mut [Self], l: usize) {
-        super::activation::softmax_rows_f32(scores, l)
+        super::f32math::softmax_rows_f32(scores, l)
     }
 }
 

@@ -22,7 +22,7 @@
 //!
 //! (the two sums are independent with variance L each, so E[y] = 0 and E[y²] = 1). With
 //! power-law inputs every token is x^a ~ 𝒩(0, diag(k^{−a})), k = 1 … d (the spectrum of
-//! [`super::data`]), and the coordinates in y are standardised, x^a_k/√(Σ_kk), so that y keeps
+//! [`crate::sim::data`]), and the coordinates in y are standardised, x^a_k/√(Σ_kk), so that y keeps
 //! unit variance (the analogue of the FCN's Φ* = w*·x/√(w*ᵀΣw*)). The
 //! overlap of a head with this teacher structure is ρ_h = d·⟨A_h, T⟩_F with
 //! T = (e_1e_2ᵀ + e_1e_3ᵀ)/√2 — the (1,2) and (1,3) entries that realise it — so ρ_h ~
@@ -46,10 +46,10 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::config::ExperimentConfig;
-use super::data::input_std_devs;
-use super::generic::{set_component, FlatData, FlatModel, ParamGroup};
-use super::real::Real;
+use crate::sim::config::ExperimentConfig;
+use crate::sim::data::input_std_devs;
+use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
+use crate::sim::num::real::Real;
 
 /// A softmax attention layer (no weights: those live in the chains).
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +107,7 @@ impl AttentionModel {
 
     /// Train (P sequences) and test (n_test sequences) sets of i.i.d. tokens with the
     /// experiment's input covariance (`data.covariance`, per token) and the cubic target; the
-    /// data streams 1 and 2 of [`super::data::Dataset::generate`], so that the test set does
+    /// data streams 1 and 2 of [`crate::sim::data::Dataset::generate`], so that the test set does
     /// not change with P.
     pub fn dataset(&self, cfg: &ExperimentConfig) -> FlatData {
         let (d, l) = (self.d, self.tokens);
@@ -431,10 +431,10 @@ impl<T: Real> FlatModel<T> for AttentionModel {
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::ExperimentConfig;
-    use super::super::generic::gradient_error;
-    use super::super::run::run_experiment;
     use super::*;
+    use crate::sim::config::ExperimentConfig;
+    use crate::sim::driver::run::run_experiment;
+    use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
     use rand_distr::{Distribution, StandardNormal};
@@ -582,8 +582,8 @@ precision = "f64"
     /// where the cold start's is not.
     #[test]
     fn hot_start_aligns_every_head_with_the_target() {
-        use super::super::generic::FlatEnsemble;
-        use super::super::sampler::Dynamics;
+        use crate::sim::ensemble::fcn::Dynamics;
+        use crate::sim::ensemble::flat::FlatEnsemble;
         let text = attention_toml(4, 6, 3, 0).replace("n_test = 200", "n_test = 2000");
         let cfg = config(&text);
         let model = AttentionModel::from_config(&cfg);
@@ -649,8 +649,8 @@ precision = "f64"
     /// mean 0 and identity covariance.
     #[test]
     fn frozen_attention_gives_bayesian_linear_regression_for_the_values() {
-        use super::super::generic::FlatEnsemble;
-        use super::super::sampler::Dynamics;
+        use crate::sim::ensemble::fcn::Dynamics;
+        use crate::sim::ensemble::flat::FlatEnsemble;
         let (d, l, heads, p, kappa) = (3, 4, 2, 30, 0.5);
         let text = attention_toml(d, l, heads, p)
             .replace("kappa = 0.1", "kappa = 0.5")

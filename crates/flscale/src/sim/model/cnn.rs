@@ -11,7 +11,7 @@
 //!
 //! Data (the target of ringel_applications_2025 that App. E.1.2 recovers): x ~ 𝒩(0, I_d) —
 //! or, with power-law inputs, every patch x_i ~ 𝒩(0, Σ_S), Σ_S = diag(k^{−a}), k = 1 … S (the
-//! FCN's spectrum of [`super::data`] applied per patch: patch statistics are the same in every
+//! FCN's spectrum of [`crate::sim::data`] applied per patch: patch statistics are the same in every
 //! window, as a shared filter presumes) — a teacher filter w* ∈ R^S (unit; random from the
 //! seed or e_1) and y(x) = N_w^{−1/2} Σ_i g(Φ*_i), Φ*_i = w*·x_i/√(w*ᵀΣ_S w*) ~ 𝒩(0, 1), with g
 //! the configured `[target]` (Ĥe_m or a Hermite sum), so that y has the variance of g. The overlaps ρ_j = w¹_j·w* (GP standard deviation
@@ -25,17 +25,17 @@
 //! matrix is the same for every chain, so a block of B chains stacks its filters into one
 //! (B·N) × S matrix and both products become one GEMM for the whole block
 //! ([`FlatModel::data_gradient_block`]), the FCN engine's first-layer blocking
-//! ([`super::model`]). The readout is linear in the features σ(w¹_j·x_i), which the collapsed
-//! sampler integrates out ([`super::collapsed_generic`]).
+//! ([`crate::sim::model::fcn`]). The readout is linear in the features σ(w¹_j·x_i), which the collapsed
+//! sampler integrates out ([`crate::sim::model::collapsed_flat`]).
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::activation::Activation;
-use super::config::{ExperimentConfig, Parametrization};
-use super::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
-use super::generic::{set_component, FlatData, FlatModel, ParamGroup};
-use super::real::Real;
+use crate::sim::config::{ExperimentConfig, Parametrization};
+use crate::sim::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
+use crate::sim::model::activation::Activation;
+use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
+use crate::sim::num::real::Real;
 
 /// A CNN with non-overlapping patches (no weights: those live in the chains).
 #[derive(Debug, Clone, PartialEq)]
@@ -225,7 +225,7 @@ impl<T: Real> FlatModel<T> for CnnModel {
     }
 
     /// A chain's columns of the block's H (n·N_w × N floats): the FCN's cache rule on the
-    /// first-layer activations ([`super::sampler::block_size`]).
+    /// first-layer activations ([`crate::sim::ensemble::fcn::block_size`]).
     fn chain_bytes(&self, p: usize, bytes_per_float: usize) -> usize {
         p.max(1) * self.windows * self.channels * bytes_per_float
     }
@@ -436,7 +436,7 @@ impl<T: Real> FlatModel<T> for CnnModel {
         Some((&theta[..self.channels * self.patch], self.patch))
     }
 
-    /// The FCN's hot start ([`super::sampler::Ensemble::hot_start`], spec 02) on the
+    /// The FCN's hot start ([`crate::sim::ensemble::fcn::Ensemble::hot_start`], spec 02) on the
     /// filters: filter j's component along w* is set to ±σ1 (+ for even j), its orthogonal
     /// part and the readout keep their prior draws; with one patch (S = d) it is the FCN's.
     fn hot_start(&self, theta: &mut [T], teacher: &[f64]) {
@@ -451,10 +451,10 @@ impl<T: Real> FlatModel<T> for CnnModel {
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::ExperimentConfig;
-    use super::super::generic::gradient_error;
-    use super::super::run::run_experiment;
     use super::*;
+    use crate::sim::config::ExperimentConfig;
+    use crate::sim::driver::run::run_experiment;
+    use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
     use rand_distr::{Distribution, StandardNormal};

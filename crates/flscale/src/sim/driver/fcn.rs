@@ -1,0 +1,275 @@
+//! The run of an FCN experiment: data, ensemble, optional MALA/HMC kernel, burn-in
+//! adaptation, the sampling loop and its measurements (spec 02).
+
+use crate::error::{Error, Result};
+use crate::sim::adapt::{adaptation_interval, StepSteering};
+use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod};
+use crate::sim::data::Dataset;
+use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::kernel::mala::Kernel;
+use crate::sim::model::fcn::FcnModel;
+use crate::sim::model::flat::ParamGroup;
+use crate::sim::num::real::Real;
+use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, ChainSnapshot};
+use crate::sim::observe::overlaps::{summarise, ChainProbe, Probe, ProbeAccumulator};
+
+use super::result::RunResult;
+use super::starts::run_starts;
+use super::summary::{finish, EnsembleOutcome};
+
+pub(crate) fn run_typed<T: Real>(
+    cfg: &ExperimentConfig,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
+    let s = &cfg.sampler;
+    let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
+    run_starts(s.start, s.steps, progress, &mut |hot, progress| {
+        run_once::<T>(cfg, &data, hot, None, progress, interrupted)
+    })
+}
+
+/// One ensemble from a cold (prior) or hot (teacher-aligned) start, or from `initial`
+/// ([`super::run::run_experiment_from`]).
+pub(crate) fn run_once<T: Real>(
+    cfg: &ExperimentConfig,
+    data: &Dataset,
+    hot: bool,
+    initial: Option<&[Vec<Vec<f64>>]>,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
+    let s = &cfg.sampler;
+    let model = FcnModel::from_config(cfg);
+    let d = model.d;
+    let n_groups = model.n_groups();
+    let dynamics = Dynamics {
+        kappa: s.kappa,
+        step: s.step,
+        temperature: s.temperature,
+    };
+    let mut ens = Ensemble::<T>::new(
+        model.clone(),
+        &data.x_train,
+        &data.y_train,
+        s.chains,
+        s.seed,
+        dynamics,
+        None,
+    );
+    ens.likelihood = s.likelihood;
+    let probe = Probe::new(&model, data, cfg.target.parity);
+    let mut probe_acc: Vec<ProbeAccumulator> = (0..s.chains)
+        .map(|_| ProbeAccumulator::new(&probe))
+        .collect();
+    if hot {
+        ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
+    }
+    if let Some(initial) = initial {
+        for block in &mut ens.blocks {
+            for c in 0..block.len {
+                for (g, values) in initial[block.first + c].iter().enumerate() {
+                    let n = values.len();
+                    for (dst, &src) in block.params[g][c * n..(c + 1) * n].iter_mut().zip(values) {
+                        *dst = T::of(src);
+                    }
+                }
+            }
+        }
+    }
+    // The collapsed posterior and MALA run on the cached-gradient kernel; plain ULA keeps the
+    // sampler's fused step.
+    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala).then(|| {
+        let mut k = Kernel::new(&ens, s.method, s.mala);
+        k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
+        k.hmc_steps = s.hmc_steps;
+        k
+    });
+    let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
+    let lambda_max = |ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters| {
+        let per_chain = match kernel {
+            Some(k) => k.lambda_max(ens, iters),
+            None => ens.lambda_max(iters),
+        };
+        per_chain.into_iter().fold(0.0, f64::max)
+    };
+    let n_test = data.n_test();
+    let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
+    let y_test = &data.y_test;
+    let y_norm2: f64 = y_test.iter().map(|v| v * v).sum();
+    let sigma1 = cfg.sigma2()[0];
+    let threshold = 3.0 * sigma1.sqrt() / (d as f64).sqrt();
+    let range = hist_range(sigma1, d);
+    let mut acc: Vec<ChainAccumulator> = (0..s.chains)
+        .map(|_| ChainAccumulator::new(n_test, n_groups, d))
+        .collect();
+    let start = std::time::Instant::now();
+    let mut window_start = (s.burn_in == 0).then_some(start);
+    let mut t = 0;
+    let adapt_every = adaptation_interval(s.thin, s.burn_in);
+    progress(0, s.steps);
+    while t < s.steps {
+        if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
+            // Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the
+            // collapsed sampler after its per-neuron preconditioner, also frozen afterwards).
+            if let Some(k) = &mut kernel {
+                k.adapt_preconditioner(&mut ens, 2 * t >= s.burn_in);
+            }
+            let lambda = lambda_max(&mut ens, &mut kernel, 10);
+            if lambda > 0.0 {
+                let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(&ens));
+                ens.dynamics.step = s.step.min(steering.fraction(counts) / lambda);
+            }
+        }
+        let next = ((t / s.thin + 1) * s.thin).min(s.steps);
+        match &mut kernel {
+            Some(k) => k.advance(&mut ens, next - t),
+            None => ens.advance(next - t),
+        }
+        t = next;
+        if t % s.thin == 0 {
+            // Collapsed: predictions also with the readouts' conditional means (Rao–
+            // Blackwellised alignment and mean predictor; observables.rs).
+            if let Some(k) = &mut kernel {
+                k.prepare_measurement(&mut ens);
+            }
+            let means = kernel.as_ref().and_then(|k| k.conditional_means(&ens));
+            let (preds, mean_preds) =
+                probe.predict_with_readouts(&ens, &x_test, n_test, means.as_deref());
+            measure(
+                &preds,
+                &ens,
+                y_test,
+                y_norm2,
+                &data.teacher,
+                threshold,
+                range,
+                t > s.burn_in,
+                t,
+                &mut acc,
+                &probe,
+                &mut probe_acc,
+                means.is_some().then_some(&mean_preds[..]),
+            );
+        }
+        if t >= s.burn_in && window_start.is_none() {
+            window_start = Some(std::time::Instant::now());
+        }
+        progress(t, s.steps);
+        if interrupted() {
+            return Err(Error::runtime(format!(
+                "interrupted at step {t} of {}",
+                s.steps
+            )));
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
+    let lambda = lambda_max(&mut ens, &mut kernel, 20);
+    let outcome = EnsembleOutcome {
+        divergences: ens.divergences(),
+        groups: (0..model.n_groups())
+            .map(|g| ParamGroup {
+                name: model.group_name(g),
+                len: model.group_len(g),
+                prior_var: model.prior_var[g],
+                frozen: model.frozen[g],
+            })
+            .collect(),
+        p: ens.p,
+        y_test: &data.y_test,
+        teacher: &data.teacher,
+        filter_dim: d,
+        steps_done: ens.steps_done,
+    };
+    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
+    result.sampling_seconds = sampling_seconds;
+    result.final_state = (0..s.chains)
+        .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
+        .collect();
+    let alive: Vec<usize> = (0..s.chains).filter(|&k| ens.alive(k)).collect();
+    let (probe_summary, probe_histograms) = summarise(
+        &probe,
+        &model,
+        &probe_acc,
+        &alive,
+        &result.mean_test_prediction,
+        &data.y_test,
+    );
+    result.summary.probe = probe_summary;
+    result.probe_histograms = probe_histograms;
+    for row in &mut result.chains {
+        if row.status == "ok" {
+            row.mu = probe_acc[row.chain].mu(0).and_then(finite);
+        }
+    }
+    let dg = &mut result.summary.diagnostics;
+    dg.step = ens.dynamics.step;
+    dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
+    dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
+    dg.acceptance_rate = kernel
+        .as_ref()
+        .and_then(|k| k.acceptance_rate(&ens))
+        .and_then(finite);
+    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    Ok(result)
+}
+
+/// Measures every live chain at step `t`.
+#[allow(clippy::too_many_arguments)]
+fn measure<T: Real>(
+    preds: &[ChainProbe<T>],
+    ens: &Ensemble<T>,
+    y_test: &[f64],
+    y_norm2: f64,
+    teacher: &[f64],
+    threshold: f64,
+    range: f64,
+    sampling: bool,
+    t: usize,
+    acc: &mut [ChainAccumulator],
+    probe: &Probe,
+    probe_acc: &mut [ProbeAccumulator],
+    mean_preds: Option<&[Option<Vec<T>>]>,
+) {
+    let model = &ens.model;
+    let d = model.d;
+    let n1 = model.widths[0];
+    let p = ens.p;
+    let mut k = 0;
+    for block in &ens.blocks {
+        for c in 0..block.len {
+            let chain = k;
+            k += 1;
+            let Some((f, probe_sample)) = &preds[chain] else {
+                continue;
+            };
+            let w1 = &block.params[0][c * n1 * d..(c + 1) * n1 * d];
+            let rhos: Vec<f64> = w1
+                .chunks_exact(d)
+                .map(|row| row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum())
+                .collect();
+            let groups = (0..model.n_groups())
+                .map(|g| {
+                    let n = model.group_len(g);
+                    (&block.params[g][c * n..(c + 1) * n], block.virial[c][g])
+                })
+                .collect();
+            let snapshot = ChainSnapshot {
+                f_test: f,
+                rhos: &rhos,
+                groups,
+                filters: Some((w1, d)),
+                energy: block.energy[c],
+                train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
+            };
+            acc[chain].record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
+            if let Some(Some(f_mean)) = mean_preds.map(|m| &m[chain]) {
+                acc[chain].use_conditional_mean(f, f_mean, y_test, y_norm2);
+            }
+            if sampling {
+                probe_acc[chain].add(probe, f, y_test, probe_sample);
+            }
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! The run of the flat-parameter models (CNN, softmax attention): the sampling loop of
+//! [`FlatEnsemble`], observables at every `thin` steps, the summary shared with the FCN
+//! ([`super::summary::finish`]) and the cold/hot starts ([`super::starts::run_starts`]).
+
+use crate::error::{Error, Result};
+use crate::sim::adapt::StepSteering;
+use crate::sim::config::{ExperimentConfig, ModelKind, SamplerMethod};
+use crate::sim::ensemble::fcn::Dynamics;
+use crate::sim::ensemble::flat::FlatEnsemble;
+use crate::sim::model::attention::AttentionModel;
+use crate::sim::model::cnn::CnnModel;
+use crate::sim::model::flat::{FlatData, FlatModel};
+use crate::sim::num::real::Real;
+use crate::sim::observe::observables::{finite, ChainAccumulator, ChainSnapshot};
+
+use super::result::RunResult;
+use super::starts::run_starts;
+use super::summary::{finish, EnsembleOutcome};
+
+/// Runs a validated CNN or attention experiment in precision T (the dispatch of
+/// [`crate::sim::driver::run::run_experiment`] for `model.kind` other than "fcn").
+pub fn run_model<T: Real>(
+    cfg: &ExperimentConfig,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
+    match cfg.model.kind {
+        ModelKind::Cnn => {
+            let model = CnnModel::from_config(cfg);
+            let data = model.dataset(cfg);
+            run_flat::<T, _>(cfg, model, &data, progress, interrupted)
+        }
+        ModelKind::Attention => {
+            let model = AttentionModel::from_config(cfg);
+            let data = model.dataset(cfg);
+            run_flat::<T, _>(cfg, model, &data, progress, interrupted)
+        }
+        ModelKind::Fcn => Err(Error::runtime(
+            "the flat-parameter engine runs the cnn and attention models; fcn runs in sim::run",
+        )),
+    }
+}
+
+/// Runs a flat model's experiment: the ensemble(s) of `sampler.start` (cold, hot, or both
+/// compared, as for the FCN: [`run_starts`]), each with the sampling loop, observables at
+/// every `thin` steps and the summary of [`crate::sim::driver::run::run_experiment`] (same keys; fields
+/// that do not apply are null).
+pub fn run_flat<T: Real, M: FlatModel<T> + Clone>(
+    cfg: &ExperimentConfig,
+    model: M,
+    data: &FlatData,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
+    let s = &cfg.sampler;
+    run_starts(s.start, s.steps, progress, &mut |hot, progress| {
+        run_flat_once::<T, M>(cfg, model.clone(), data, hot, progress, interrupted)
+    })
+}
+
+/// One ensemble from a cold (prior) or hot ([`FlatModel::hot_start`]) start.
+fn run_flat_once<T: Real, M: FlatModel<T>>(
+    cfg: &ExperimentConfig,
+    model: M,
+    data: &FlatData,
+    hot: bool,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<RunResult> {
+    let s = &cfg.sampler;
+    let dynamics = Dynamics {
+        kappa: s.kappa,
+        step: s.step,
+        temperature: s.temperature,
+    };
+    let n_groups = model.groups().len();
+    let mut ens = FlatEnsemble::<T, M>::new(
+        model,
+        &data.x_train,
+        &data.y_train,
+        s.chains,
+        s.seed,
+        dynamics,
+    );
+    ens.mala = s.mala;
+    ens.collapsed = s.method == SamplerMethod::Collapsed;
+    if hot {
+        ens.hot_start(&data.teacher);
+    }
+    let n_test = data.y_test.len();
+    let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
+    let y_norm2: f64 = data.y_test.iter().map(|v| v * v).sum();
+    let scale = ens.model.overlap_scale();
+    let threshold = 3.0 * scale;
+    // ±8 prior standard deviations: the GP bulk and specialised units.
+    let range = 8.0 * scale;
+    let filter_dim = ens
+        .model
+        .filters(&ens.chains[0].theta)
+        .map(|(_, k)| k)
+        .unwrap_or(0);
+    let mut acc: Vec<ChainAccumulator> = (0..s.chains)
+        .map(|_| ChainAccumulator::new(n_test, n_groups, filter_dim))
+        .collect();
+    let start = std::time::Instant::now();
+    let mut steering = StepSteering::new(s.mala, false);
+    let mut t = 0;
+    let adapt_every = crate::sim::adapt::adaptation_interval(s.thin, s.burn_in);
+    progress(0, s.steps);
+    while t < s.steps {
+        if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
+            let lambda = ens.lambda_max(10).into_iter().fold(0.0, f64::max);
+            if lambda > 0.0 {
+                let fraction = steering.fraction(ens.acceptance_counts());
+                ens.dynamics.step = s.step.min(fraction / lambda);
+            }
+        }
+        let next = ((t / s.thin + 1) * s.thin).min(s.steps);
+        ens.advance(next - t);
+        t = next;
+        if t % s.thin == 0 {
+            // Collapsed: predictions also with the readouts' conditional means (Rao–
+            // Blackwellised alignment and mean predictor, as for the FCN; observables.rs).
+            let mut mean_preds = None;
+            if ens.collapsed {
+                ens.draw_readouts();
+                if ens.swap_readout_means() {
+                    mean_preds = Some(ens.predict(&x_test, n_test));
+                    ens.swap_readout_means();
+                }
+            }
+            let preds = ens.predict(&x_test, n_test);
+            for (k, f) in preds.iter().enumerate() {
+                let Some(f) = f else { continue };
+                measure_chain(
+                    &ens,
+                    k,
+                    f,
+                    &data.y_test,
+                    y_norm2,
+                    &data.teacher,
+                    threshold,
+                    range,
+                    t > s.burn_in,
+                    t,
+                    &mut acc[k],
+                );
+                if let Some(Some(f_mean)) = mean_preds.as_ref().map(|m| &m[k]) {
+                    acc[k].use_conditional_mean(f, f_mean, &data.y_test, y_norm2);
+                }
+            }
+        }
+        progress(t, s.steps);
+        if interrupted() {
+            return Err(Error::runtime(format!(
+                "interrupted at step {t} of {}",
+                s.steps
+            )));
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
+    let outcome = EnsembleOutcome {
+        divergences: ens.chains.iter().map(|c| c.diverged.clone()).collect(),
+        groups: ens.model.groups().to_vec(),
+        p: ens.p,
+        y_test: &data.y_test,
+        teacher: &data.teacher,
+        filter_dim,
+        steps_done: ens.steps_done,
+    };
+    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
+    let dg = &mut result.summary.diagnostics;
+    dg.step = ens.dynamics.step;
+    dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
+    dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
+    dg.acceptance_rate = ens.acceptance_rate().and_then(finite);
+    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    Ok(result)
+}
+
+/// Records chain k's measurement at step t ([`ChainAccumulator::record`]).
+#[allow(clippy::too_many_arguments)]
+fn measure_chain<T: Real, M: FlatModel<T>>(
+    ens: &FlatEnsemble<T, M>,
+    k: usize,
+    f: &[T],
+    y_test: &[f64],
+    y_norm2: f64,
+    teacher: &[f64],
+    threshold: f64,
+    range: f64,
+    sampling: bool,
+    t: usize,
+    a: &mut ChainAccumulator,
+) {
+    let chain = &ens.chains[k];
+    let rhos = ens.model.overlaps(&chain.theta, teacher);
+    let mut start = 0;
+    let groups = ens
+        .model
+        .groups()
+        .iter()
+        .zip(&chain.virial)
+        .map(|(grp, &virial)| {
+            start += grp.len;
+            (&chain.theta[start - grp.len..start], virial)
+        })
+        .collect();
+    let snapshot = ChainSnapshot {
+        f_test: f,
+        rhos: &rhos,
+        groups,
+        filters: ens.model.filters(&chain.theta),
+        energy: chain.energy,
+        train_mse: (ens.p > 0).then(|| chain.sq_error / ens.p as f64),
+    };
+    a.record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sim::config::{ExperimentConfig, ModelKind, Start};
+    use crate::sim::driver::run::{run_experiment, Summary};
+    use crate::sim::model::cnn::CnnModel;
+
+    const MALA_STEP: f64 = 0.4;
+    const MALA_TOLERANCE: f64 = 0.05;
+    const ULA_ERROR: f64 = 0.15;
+
+    const CNN: &str = r#"
+[model]
+kind = "cnn"
+activation = "erf"
+widths = [5]
+patch = 3
+[data]
+d = 9
+p = 40
+n_test = 100
+[target]
+hermite = 3
+[sampler]
+kappa = 0.5
+step = 0.002
+steps = 200
+burn_in = 100
+thin = 20
+chains = 7
+seed = 3
+"#;
+
+    const ATTENTION: &str = r#"
+[model]
+kind = "attention"
+heads = 2
+[data]
+d = 4
+tokens = 6
+p = 30
+n_test = 50
+[target]
+cubic_tokens = true
+[sampler]
+kappa = 0.1
+step = 1e-3
+steps = 200
+burn_in = 100
+thin = 20
+chains = 7
+seed = 3
+"#;
+
+    /// Same file and seed → identical summary, traces and per-chain rows on one and on two
+    /// threads (spec 02 "Reproducible"), for both flat models, f32, with cold and hot starts
+    /// compared (`start = "both"`), with MALA and with the collapsed sampler.
+    #[test]
+    fn results_do_not_depend_on_the_thread_count() {
+        let both = |text: &str| text.replace("seed = 3", "seed = 3\nstart = \"both\"");
+        let mala = |text: &str| text.replace("seed = 3", "seed = 3\nmala = true");
+        let collapsed = |text: &str| {
+            text.replace(
+                "seed = 3",
+                "seed = 3\nmethod = \"collapsed\"\nstart = \"both\"",
+            )
+        };
+        for text in [
+            both(CNN),
+            both(ATTENTION),
+            mala(CNN),
+            mala(ATTENTION),
+            collapsed(CNN),
+            collapsed(ATTENTION),
+        ] {
+            let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
+            let run = |threads: usize| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap()
+                    .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap())
+            };
+            let (a, b) = (run(1), run(2));
+            assert_eq!(a.summary, b.summary);
+            assert_eq!(a.traces, b.traces);
+            assert_eq!(a.chains, b.chains);
+            assert_eq!(a.histogram, b.histogram);
+            assert_eq!(a.summary.precision, "f32");
+            assert!(a.summary.alignment.is_some() && a.summary.diverged_chains.is_empty());
+            assert_eq!(a.summary.start, "cold");
+            assert_eq!(
+                a.summary.hot_start.is_some(),
+                cfg.sampler.start == Start::Both
+            );
+            let acceptance = a.summary.diagnostics.acceptance_rate;
+            assert_eq!(acceptance.is_some(), cfg.sampler.mala, "{acceptance:?}");
+        }
+    }
+
+    /// `start = "both"`: a hot start that has had no time to relax is flagged "not
+    /// equilibrated" (R of the hot ensemble is the aligned value, not the prior's), and one
+    /// that has relaxed in the lazy regime agrees with the cold start.
+    #[test]
+    fn cold_and_hot_starts_are_compared() {
+        for text in [CNN, ATTENTION] {
+            let base = text
+                .replace(
+                    "seed = 3",
+                    "seed = 3\nstart = \"both\"\nprecision = \"f64\"",
+                )
+                .replace("chains = 7", "chains = 8");
+            // 200 steps of η = 10⁻¹⁰: the chains stay at their starts.
+            let frozen = base
+                .replace("step = 0.002", "step = 1e-10")
+                .replace("step = 1e-3", "step = 1e-10");
+            let cfg = ExperimentConfig::from_toml(&frozen, "test.toml").unwrap();
+            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+            let hot = r.hot_start.clone().unwrap();
+            // Hot: every unit has |ρ| = σ1 (CNN, σ1² = 1) or d·σ_A (attention, d = 4, σ_A = 1),
+            // so R is that squared; cold: the prior value σ1²/S = 1/3, σ_A² = 1.
+            let (r_hot, r_cold) = if cfg.model.kind == ModelKind::Cnn {
+                (1.0, 1.0 / 3.0)
+            } else {
+                (16.0, 1.0)
+            };
+            let rh = hot.r_overlap2.unwrap();
+            assert!((rh - r_hot).abs() < 1e-3 * r_hot, "hot R {rh}");
+            let rc = r.r_overlap2.unwrap();
+            assert!((rc / r_cold - 1.0).abs() < 0.8, "cold R {rc}");
+            assert_eq!(r.equilibrated, Some(false));
+            // Relaxed (lazy regime, P = 40 or 30, 3000 steps): the two starts agree.
+            let relaxed = base
+                .replace("steps = 200", "steps = 3000")
+                .replace("burn_in = 100", "burn_in = 1000");
+            let cfg = ExperimentConfig::from_toml(&relaxed, "test.toml").unwrap();
+            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+            let hot = r.hot_start.unwrap();
+            assert_eq!(r.equilibrated, Some(true), "{:?} vs {hot:?}", r.r_overlap2);
+        }
+    }
+
+    /// The CNN and attention runs with an absurd η = 1, `adapt_step` and the extra sampler
+    /// lines `extra`, each asserted to survive without a diverged chain.
+    fn absurd_step_runs(extra: &str) -> Vec<Summary> {
+        [CNN, ATTENTION]
+            .into_iter()
+            .map(|text| {
+                let text = text
+                    .replace("step = 0.002", "step = 1.0")
+                    .replace("step = 1e-3", "step = 1.0")
+                    .replace("seed = 3", &format!("seed = 3\nadapt_step = true{extra}"));
+                let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
+                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+                assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
+                r
+            })
+            .collect()
+    }
+
+    /// `adapt_step`: an absurd η = 1 is brought down to 0.1/λ_max during burn-in and the run
+    /// survives (it diverges without, see the next test).
+    #[test]
+    fn adapt_step_tames_an_absurd_step() {
+        for r in absurd_step_runs("") {
+            let dg = &r.diagnostics;
+            assert!(dg.step < 1.0, "{}", dg.step);
+            let stiffness = dg.step_times_lambda_max.unwrap();
+            assert!(stiffness < 0.5, "η·λ_max = {stiffness}");
+        }
+    }
+
+    /// `adapt_step` with MALA steers the acceptance as for the FCN (run.rs, `StepSteering`):
+    /// from an absurd η = 1 the run survives, and the burn-in leaves η·λ_max well above ULA's
+    /// 0.1 with an acceptance near the 0.574 target (measured: CNN 1.8 and 0.58, attention 2.8
+    /// and 0.53).
+    #[test]
+    fn adapt_step_with_mala_steers_the_acceptance() {
+        for r in absurd_step_runs("\nmala = true") {
+            let dg = &r.diagnostics;
+            let stiffness = dg.step_times_lambda_max.unwrap();
+            let acceptance = dg.acceptance_rate.unwrap();
+            // ULA's rule would leave 0.1 (λ_max re-estimated at the end, so not exactly).
+            assert!(stiffness > 0.3, "η·λ_max = {stiffness}");
+            assert!(
+                (0.35..0.85).contains(&acceptance),
+                "acceptance {acceptance}"
+            );
+        }
+    }
+
+    /// MALA's stationary law is exact for any η (spec 02 (c)): on the two-parameter CNN
+    /// d = S = N = 1, f(x) = w² erf(w¹x), P = 4, the sampled E[(w¹)²] and E[(w²)²] equal the
+    /// quadrature of exp(−U/T) over the plane at T = 1 and T = 0.5, at a step where unadjusted
+    /// Langevin is off.
+    #[test]
+    fn mala_matches_quadrature_where_ula_is_biased() {
+        let text = |temperature: f64, mala: bool| {
+            format!(
+                r#"
+[model]
+kind = "cnn"
+activation = "erf"
+widths = [1]
+patch = 1
+[data]
+d = 1
+p = 4
+n_test = 10
+[target]
+hermite = 3
+[sampler]
+kappa = 0.5
+step = {MALA_STEP}
+steps = 30000
+burn_in = 2000
+thin = 5
+chains = 32
+seed = 11
+precision = "f64"
+temperature = {temperature}
+mala = {mala}
+"#
+            )
+        };
+        for temperature in [1.0, 0.5] {
+            let cfg = ExperimentConfig::from_toml(&text(temperature, true), "t.toml").unwrap();
+            let model = CnnModel::from_config(&cfg);
+            let data = model.dataset(&cfg);
+            let (v1, v2) = (model.groups[0].prior_var, model.groups[1].prior_var);
+            let kappa = cfg.sampler.kappa;
+            let energy = |w1: f64, w2: f64| -> f64 {
+                let data_term: f64 = data
+                    .x_train
+                    .iter()
+                    .zip(&data.y_train)
+                    .map(|(x, y)| (w2 * libm::erf(w1 * x) - y).powi(2))
+                    .sum();
+                data_term / (2.0 * kappa) + w1 * w1 / (2.0 * v1) + w2 * w2 / (2.0 * v2)
+            };
+            // Riemann sum on a grid of spacing 0.02 over [−8, 8]²: the integrand is smooth
+            // and Gaussian-tailed, so the error is far below the Monte Carlo error.
+            let h = 0.02;
+            let grid: Vec<f64> = (0..=800).map(|i| -8.0 + h * i as f64).collect();
+            let u_min = grid
+                .iter()
+                .flat_map(|&a| grid.iter().map(move |&b| (a, b)))
+                .map(|(a, b)| energy(a, b))
+                .fold(f64::INFINITY, f64::min);
+            let (mut z, mut m1, mut m2) = (0.0, 0.0, 0.0);
+            for &w1 in &grid {
+                for &w2 in &grid {
+                    let p = (-(energy(w1, w2) - u_min) / temperature).exp();
+                    z += p;
+                    m1 += p * w1 * w1;
+                    m2 += p * w2 * w2;
+                }
+            }
+            let exact = [m1 / z, m2 / z];
+            let moments = |mala: bool| -> (Vec<f64>, Option<f64>) {
+                let cfg = ExperimentConfig::from_toml(&text(temperature, mala), "t.toml").unwrap();
+                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+                assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
+                let m = r.diagnostics.groups.iter();
+                let m = m.map(|g| g.second_moment.unwrap()).collect();
+                (m, r.diagnostics.acceptance_rate)
+            };
+            let (mala, acceptance) = moments(true);
+            let (ula, _) = moments(false);
+            let acceptance = acceptance.unwrap();
+            assert!(acceptance > 0.3 && acceptance < 0.99, "{acceptance}");
+            for g in 0..2 {
+                let (m, e) = (mala[g], exact[g]);
+                assert!(
+                    (m / e - 1.0).abs() < MALA_TOLERANCE,
+                    "T = {temperature}, group {g}: MALA {m} vs exact {e}"
+                );
+            }
+            let ula_error = (0..2)
+                .map(|g| (ula[g] / exact[g] - 1.0).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                ula_error > ULA_ERROR,
+                "T = {temperature}: ULA off by only {ula_error}"
+            );
+        }
+    }
+    /// An absurd step: every chain is stopped and named, nothing non-finite is reported.
+    #[test]
+    fn an_absurd_step_diverges_every_chain_without_nan() {
+        for text in [CNN, ATTENTION] {
+            let bad = text.replace("step = ", "step = 1e3 #");
+            let cfg = ExperimentConfig::from_toml(&bad, "test.toml").unwrap();
+            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+            assert!(r.all_diverged());
+            assert_eq!(r.summary.diverged_chains.len(), 7);
+            assert_eq!(r.summary.alignment, None);
+            assert!(r.summary.suggested_step.is_some());
+            let json = serde_json::to_string(&r.summary).unwrap();
+            assert!(!json.contains("NaN") && !json.contains("inf"), "{json}");
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The run of one experiment, from configuration to summary: the entry points ([`run`]), the
+//! FCN's and the flat models' sampling loops ([`fcn`], [`flat`]), the cold/hot starts
+//! ([`starts`]), the summary of an ensemble ([`summary`]) and what a run returns ([`result`]).
+
+pub mod fcn;
+pub mod flat;
+pub mod result;
+pub mod run;
+pub mod starts;
+pub mod summary;

@@ -1,0 +1,342 @@
+//! The summary of one ensemble from its chains' accumulators (spec 02 "Observables"), the
+//! same for the FCN engine and the flat-parameter one.
+
+use crate::sim::config::{ExperimentConfig, SamplerMethod};
+use crate::sim::ensemble::fcn::Divergence;
+use crate::sim::model::flat::ParamGroup;
+use crate::sim::num::real::Real;
+use crate::sim::observe::observables::{
+    finite, integrated_autocorrelation_time, mean_and_error, ChainAccumulator, GroupStats,
+    Measurement, HIST_BINS,
+};
+use crate::sim::observe::overlaps::ProbeSummary;
+
+use super::result::{
+    ChainRow, Diagnostics, DivergedChain, Histogram, RunResult, Summary, TraceRow,
+};
+
+/// What the summary needs to know about an ensemble besides its chains' accumulators — the
+/// same for the FCN engine and the flat-parameter one ([`crate::sim::ensemble::flat`]).
+#[derive(Debug)]
+pub(crate) struct EnsembleOutcome<'a> {
+    /// Per chain (chain order): why and when it was stopped, `None` if it survived.
+    pub divergences: Vec<Option<Divergence>>,
+    /// The parameter groups, in the order of the accumulators' moments.
+    pub groups: Vec<ParamGroup>,
+    /// Training-set size P.
+    pub p: usize,
+    /// Test targets.
+    pub y_test: &'a [f64],
+    /// The direction the leading eigenvector of the filters' second moment is compared with.
+    pub teacher: &'a [f64],
+    /// Length of one filter (first-layer row); 0 where there are none (no leading direction).
+    pub filter_dim: usize,
+    /// Steps taken.
+    pub steps_done: usize,
+}
+
+/// Combines the per-chain accumulators of the chains that survived into the run's results:
+/// means and standard errors over chains of the time-averaged observables, the mean
+/// predictor, autocorrelation times, per-group moments and temperatures, the leading
+/// direction, histogram, traces and per-chain rows (spec 02 "Observables"). Every reduction
+/// runs in chain order. `start`, λ_max and the acceptance rate are left for the caller.
+pub(crate) fn finish<T: Real>(
+    cfg: &ExperimentConfig,
+    ens: EnsembleOutcome<'_>,
+    acc: Vec<ChainAccumulator>,
+    threshold: f64,
+    range: f64,
+    seconds: f64,
+) -> RunResult {
+    let divergences = &ens.divergences;
+    let diverged_chains: Vec<DivergedChain> = divergences
+        .iter()
+        .enumerate()
+        .filter_map(|(k, d)| {
+            d.as_ref().map(|d| DivergedChain {
+                chain: k,
+                step: d.step,
+                reason: d.reason.clone(),
+            })
+        })
+        .collect();
+    let alive: Vec<usize> = (0..acc.len())
+        .filter(|&k| divergences[k].is_none())
+        .collect();
+    let samples = alive.first().map(|&k| acc[k].samples).unwrap_or(0);
+    let sampled = |k: usize| -> Vec<&Measurement> {
+        acc[k]
+            .series
+            .iter()
+            .filter(|(s, _)| *s)
+            .map(|(_, m)| m)
+            .collect()
+    };
+    let chain_mean = |k: usize, f: &dyn Fn(&Measurement) -> f64| -> f64 {
+        let ms = sampled(k);
+        ms.iter().map(|m| f(m)).sum::<f64>() / ms.len().max(1) as f64
+    };
+    let stat = |f: &dyn Fn(&Measurement) -> f64| -> (Option<f64>, Option<f64>) {
+        if alive.is_empty() {
+            return (None, None);
+        }
+        let v: Vec<f64> = alive.iter().map(|&k| chain_mean(k, f)).collect();
+        let (m, e) = mean_and_error(&v);
+        (finite(m), e.and_then(finite))
+    };
+    let (alignment, alignment_err) = stat(&|m| m.alignment);
+    let (test_mse, test_mse_err) = stat(&|m| m.test_mse);
+    let (r_overlap2, r_overlap2_err) = stat(&|m| m.r_overlap2);
+    let (outliers, outliers_err) = stat(&|m| m.outliers as f64);
+    let (energy_mean, _) = stat(&|m| m.energy);
+    let train_mse = if ens.p > 0 {
+        stat(&|m| m.train_mse.unwrap_or(0.0)).0
+    } else {
+        None
+    };
+    let half_energy = |first: bool| -> Option<f64> {
+        if alive.is_empty() || samples < 2 {
+            return None;
+        }
+        let h = samples / 2;
+        let v: Vec<f64> = alive
+            .iter()
+            .map(|&k| {
+                let ms = sampled(k);
+                let part = if first { &ms[..h] } else { &ms[h..] };
+                part.iter().map(|m| m.energy).sum::<f64>() / part.len() as f64
+            })
+            .collect();
+        finite(v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let n_test = ens.y_test.len();
+    let mut mean_pred = vec![0.0; if alive.is_empty() { 0 } else { n_test }];
+    for &k in &alive {
+        for (m, s) in mean_pred.iter_mut().zip(&acc[k].f_test_sum) {
+            *m += s;
+        }
+    }
+    let denom = (alive.len() * samples).max(1) as f64;
+    for m in &mut mean_pred {
+        *m /= denom;
+    }
+    let test_mse_mean_predictor = (!alive.is_empty()).then(|| {
+        mean_pred
+            .iter()
+            .zip(ens.y_test)
+            .map(|(f, y)| (f - y).powi(2))
+            .sum::<f64>()
+            / n_test as f64
+    });
+    let y_msq = ens.y_test.iter().map(|v| v * v).sum::<f64>() / n_test as f64;
+    let mse_lower_bound = alignment.map(|a| (1.0 - a).powi(2) * y_msq);
+    let series_of = |f: &dyn Fn(&Measurement) -> f64| -> Vec<Vec<f64>> {
+        alive
+            .iter()
+            .map(|&k| sampled(k).iter().map(|m| f(m)).collect())
+            .collect()
+    };
+    let iat_alignment = integrated_autocorrelation_time(&series_of(&|m| m.alignment));
+    let iat_r = integrated_autocorrelation_time(&series_of(&|m| m.r_overlap2));
+    let iat_outliers = integrated_autocorrelation_time(&series_of(&|m| m.outliers as f64));
+    let total_samples = (alive.len() * samples) as f64;
+    let groups: Vec<GroupStats> = ens
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(g, grp)| {
+            let entries = (grp.len * alive.len() * samples) as f64;
+            let sum = |j: usize| alive.iter().map(|&k| acc[k].moments[g][j]).sum::<f64>();
+            let vir = alive.iter().map(|&k| acc[k].virial_sum[g]).sum::<f64>();
+            let ok = entries > 0.0;
+            GroupStats {
+                group: grp.name.clone(),
+                prior_variance: finite(grp.prior_var),
+                mean: ok.then(|| sum(0) / entries).and_then(finite),
+                second_moment: ok.then(|| sum(1) / entries).and_then(finite),
+                fourth_moment: ok.then(|| sum(2) / entries).and_then(finite),
+                temperature: ok.then(|| vir / entries).and_then(finite),
+                frozen: grp.frozen,
+            }
+        })
+        .collect();
+    let leading_direction_overlap = if alive.is_empty() || samples == 0 || ens.filter_dim == 0 {
+        None
+    } else {
+        let d = ens.filter_dim;
+        let mut m = vec![0.0; d * d];
+        for &k in &alive {
+            for (a, b) in m.iter_mut().zip(&acc[k].second_moment_matrix) {
+                *a += b;
+            }
+        }
+        for i in 0..d {
+            for j in 0..i {
+                m[i * d + j] = m[j * d + i];
+            }
+        }
+        leading_eigenvector(&m, d)
+            .map(|v| {
+                v.iter()
+                    .zip(ens.teacher)
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>()
+                    .abs()
+            })
+            .and_then(finite)
+    };
+    let mut counts = vec![0u64; HIST_BINS];
+    let mut outside = 0;
+    for &k in &alive {
+        for (c, h) in counts.iter_mut().zip(&acc[k].hist) {
+            *c += h;
+        }
+        outside += acc[k].hist_outside;
+    }
+    let edges = (0..=HIST_BINS)
+        .map(|i| -range + 2.0 * range * i as f64 / HIST_BINS as f64)
+        .collect();
+    // Traces: every sampling time of the surviving chains, burn-in included.
+    let n_rows = alive.first().map(|&k| acc[k].series.len()).unwrap_or(0);
+    let traces = (0..n_rows)
+        .map(|i| {
+            let rows: Vec<&(bool, Measurement)> =
+                alive.iter().map(|&k| &acc[k].series[i]).collect();
+            let n = rows.len() as f64;
+            let mean =
+                |f: &dyn Fn(&Measurement) -> f64| rows.iter().map(|(_, m)| f(m)).sum::<f64>() / n;
+            TraceRow {
+                step: rows[0].1.step,
+                burn_in: !rows[0].0,
+                energy: mean(&|m| m.energy),
+                alignment: mean(&|m| m.alignment),
+                test_mse: mean(&|m| m.test_mse),
+                train_mse: (ens.p > 0).then(|| mean(&|m| m.train_mse.unwrap_or(0.0))),
+                r_overlap2: mean(&|m| m.r_overlap2),
+                outliers: mean(&|m| m.outliers as f64),
+            }
+        })
+        .collect();
+    let chains = (0..acc.len())
+        .map(|k| {
+            let ok = divergences[k].is_none();
+            let v = |f: &dyn Fn(&Measurement) -> f64| ok.then(|| chain_mean(k, f)).and_then(finite);
+            ChainRow {
+                chain: k,
+                status: if ok { "ok" } else { "diverged" }.to_string(),
+                alignment: v(&|m| m.alignment),
+                test_mse: v(&|m| m.test_mse),
+                r_overlap2: v(&|m| m.r_overlap2),
+                outliers: v(&|m| m.outliers as f64),
+                mu: None,
+            }
+        })
+        .collect();
+    let summary = Summary {
+        alignment,
+        alignment_err,
+        test_mse,
+        test_mse_err,
+        test_mse_mean_predictor: test_mse_mean_predictor.and_then(finite),
+        mse_lower_bound: mse_lower_bound.and_then(finite),
+        train_mse,
+        outliers_layer1: outliers,
+        outliers_layer1_err: outliers_err,
+        outlier_threshold: threshold,
+        r_overlap2,
+        r_overlap2_err,
+        leading_direction_overlap,
+        suggested_step: (!diverged_chains.is_empty()).then(|| cfg.sampler.step / 10.0),
+        diverged_chains,
+        chains_used: alive.len(),
+        samples_per_chain: samples,
+        precision: T::NAME.to_string(),
+        diagnostics: Diagnostics {
+            energy_mean,
+            energy_first_half: half_energy(true),
+            energy_second_half: half_energy(false),
+            iat_alignment,
+            ess_alignment: iat_alignment.map(|t| total_samples / t),
+            iat_r_overlap2: iat_r,
+            ess_r_overlap2: iat_r.map(|t| total_samples / t),
+            iat_outliers,
+            ess_outliers: iat_outliers.map(|t| total_samples / t),
+            lambda_max: None,
+            step: cfg.sampler.step,
+            step_times_lambda_max: None,
+            groups,
+            method: match cfg.sampler.method {
+                SamplerMethod::Plain => "plain",
+                SamplerMethod::Collapsed => "collapsed",
+            }
+            .to_string(),
+            acceptance_rate: None,
+        },
+        start: String::new(),
+        hot_start: None,
+        equilibrated: None,
+        equilibration: None,
+        steps_per_second: None,
+        probe: ProbeSummary::default(),
+    };
+    RunResult {
+        summary,
+        traces,
+        chains,
+        histogram: Histogram {
+            edges,
+            counts,
+            outside,
+        },
+        probe_histograms: Vec::new(),
+        mean_test_prediction: mean_pred,
+        seconds,
+        sampling_seconds: 0.0,
+        steps: ens.steps_done,
+        final_state: Vec::new(),
+    }
+}
+
+/// Leading eigenvector of a symmetric positive semi-definite d × d matrix by power
+/// iteration from a fixed start (deterministic).
+fn leading_eigenvector(m: &[f64], d: usize) -> Option<Vec<f64>> {
+    let mut v: Vec<f64> = (0..d).map(|i| 1.0 + 0.01 * i as f64).collect();
+    for _ in 0..2000 {
+        let mut w: Vec<f64> = (0..d)
+            .map(|i| (0..d).map(|j| m[i * d + j] * v[j]).sum())
+            .collect();
+        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if !(norm > 0.0 && norm.is_finite()) {
+            return None;
+        }
+        for x in &mut w {
+            *x /= norm;
+        }
+        let change: f64 = w.iter().zip(&v).map(|(a, b)| (a - b).abs()).sum();
+        v = w;
+        if change < 1e-12 {
+            break;
+        }
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leading_eigenvector;
+
+    #[test]
+    fn power_iteration_finds_the_top_direction() {
+        // M = I + 3 u uᵀ with u = (0, 0.6, 0.8).
+        let u = [0.0, 0.6, 0.8];
+        let m: Vec<f64> = (0..9)
+            .map(|k| {
+                let (i, j) = (k / 3, k % 3);
+                (i == j) as u8 as f64 + 3.0 * u[i] * u[j]
+            })
+            .collect();
+        let v = leading_eigenvector(&m, 3).unwrap();
+        let overlap: f64 = v.iter().zip(&u).map(|(a, b)| a * b).sum();
+        assert!((overlap.abs() - 1.0).abs() < 1e-9, "{v:?}");
+    }
+}

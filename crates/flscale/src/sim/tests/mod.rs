@@ -1,0 +1,5 @@
+//! Whole-run tests of the samplers against exact answers.
+
+mod collapsed;
+mod fcn;
+mod flat;
