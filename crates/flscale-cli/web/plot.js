@@ -30,7 +30,9 @@ function ticks(lo, hi, log) {
         if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
       }
     }
-    return out;
+    // Less than a decade: round numbers on the linear scale read better.
+    if (out.length >= 3) return out;
+    return ticks(lo, hi, false).filter(v => v > 0);
   }
   const span = hi - lo || 1;
   const step0 = Math.pow(10, Math.floor(Math.log10(span / 6)));
