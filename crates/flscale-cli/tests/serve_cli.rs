@@ -406,33 +406,15 @@ fn base64_decode(s: &str) -> Vec<u8> {
     out
 }
 
-/// A small sweep (2 × 3 runs of a two-layer erf network, a fraction of a second each), the
-/// configuration of `experiment_cli.rs`.
+/// A small sweep (2 × 3 runs of a two-layer erf network, a fraction of a second each): the
+/// grid of `experiment_cli.rs`, written with inline tables.
 const EXP: &str = r#"
-[model]
-kind = "fcn"
-activation = "erf"
-widths = [8]
-[data]
-d = 8
-p = 40
-n_test = 200
-[target]
-hermite = 3
-[sampler]
-kappa = 0.5
-step = 5e-4
-steps = 800
-burn_in = 400
-thin = 40
-chains = 6
-seed = 3
-[sweep]
-data.d = [6, 8]
-data.p_over_d = [2, 8, 32]
-follow = { "model.widths" = "data.d" }
-[analysis]
-predict = { preset = "fcn2-erf-he3", at = "N=d" }
+model = { kind = "fcn", activation = "erf", widths = [8] }
+data = { d = 8, p = 40, n_test = 200 }
+target = { hermite = 3 }
+sampler = { kappa = 0.5, step = 5e-4, steps = 800, burn_in = 400, thin = 40, chains = 6, seed = 3 }
+sweep = { data = { d = [6, 8], p_over_d = [2, 8, 32] }, follow = { "model.widths" = "data.d" } }
+analysis = { predict = { preset = "fcn2-erf-he3", at = "N=d" } }
 "#;
 
 fn flscale(args: &[&str]) -> String {
