@@ -458,13 +458,28 @@ fn pages_work_in_headless_chromium() {
     let exp = tmp.path().join("exp.toml");
     std::fs::write(&exp, EXP).unwrap();
     let store = tmp.path().join("store");
-    flscale(&[
-        "sweep",
-        exp.to_str().unwrap(),
-        "--out",
-        store.to_str().unwrap(),
-    ]);
+    // Half of the grid first: the results API reads the store afresh on every request, so the
+    // runs of the second half appear without restarting the server.
+    let sweep = |extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            exp.to_str().unwrap(),
+            "--out",
+            store.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        flscale(&args);
+    };
+    sweep(&["--shard", "0/2"]);
     let (_server, addr, _) = serve(&["--port", "0", "--results", store.to_str().unwrap()]);
+    let (st, half) = get_json(addr, "/api/results/0");
+    assert_eq!(
+        (st, half["finished"].clone(), half["total"].clone()),
+        (200, json!(3), json!(6))
+    );
+    sweep(&[]);
+    let (_, full) = get_json(addr, "/api/results/0");
+    assert_eq!(full["finished"], json!(6));
     let base = format!("http://{addr}");
     let b = Browser::start(&driver, &chrome);
 
