@@ -73,11 +73,38 @@ pub fn router(dirs: ResultDirs) -> Router {
         .with_state(Arc::new(dirs))
 }
 
-/// Serves `router` on `listener` until the process ends.
+/// Serves `router` on `listener` until the process ends. On a loopback address only requests
+/// that name a loopback host are answered: a web page whose domain was re-pointed at 127.0.0.1
+/// (DNS rebinding) sends its own name as Host and gets 403.
 pub async fn serve(listener: tokio::net::TcpListener, dirs: ResultDirs) -> Result<()> {
-    axum::serve(listener, router(dirs))
+    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+    let mut app = router(dirs);
+    if loopback {
+        app = app.layer(axum::middleware::from_fn(loopback_host_only));
+    }
+    axum::serve(listener, app)
         .await
         .map_err(|e| Error::runtime(format!("the server stopped: {e}")))
+}
+
+async fn loopback_host_only(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    if matches!(name, "127.0.0.1" | "localhost" | "[::1]") {
+        next.run(req).await
+    } else {
+        error_response(&ApiError {
+            status: 403,
+            message: format!(
+                "Host \"{}\" is not allowed; this server answers only http://127.0.0.1 or http://localhost",
+                host.chars().take(80).collect::<String>()
+            ),
+        })
+    }
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
