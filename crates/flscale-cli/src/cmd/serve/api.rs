@@ -538,11 +538,12 @@ mod tests {
             }
         }
 
-        /// Random TOML text, regimes and phase requests never panic.
+        /// Random TOML text, regimes and phase requests never panic (grids kept small or past
+        /// the limit: a valid 41 × 41 map is 1681 predictions, too slow for a fuzz case).
         #[test]
         fn fuzzed_predict_requests_never_panic(
             toml in ".{0,80}", at in ".{0,12}", phase in prop_oneof![Just("N1,N2".to_string()), ".{0,8}"],
-            grid in 0usize..60, use_preset in any::<bool>()
+            grid in prop_oneof![0usize..10, 42usize..60], use_preset in any::<bool>()
         ) {
             let req = PredictRequest {
                 toml: (!use_preset).then_some(toml),
