@@ -3,9 +3,21 @@
 # reference and CLI tests), then the Python bindings built into a fresh virtual environment and
 # checked against the CLI with pytest. Needs Rust (1.85+) and Python 3.9+ with venv; it installs
 # maturin, pytest, numpy and pyarrow (an independent Parquet reader for the results tables)
-# into .venv-test from PyPI.
+# into .venv-test from PyPI, and (as root) Debian's chromium and chromium-driver for the browser
+# test of `flscale serve` when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The browser test of `flscale serve` (crates/flscale-cli/tests/serve_cli.rs) drives headless
+# Chromium through chromedriver; under CI it fails without them, so install Debian's packages
+# when they are missing and this script may (root with apt-get).
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    else
+        echo "note: chromium/chromedriver missing and not root: the browser test of flscale serve will skip (or fail under CI)" >&2
+    fi
+fi
 
 cargo test --workspace
 

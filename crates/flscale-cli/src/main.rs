@@ -66,6 +66,8 @@ enum Command {
     Plot(cmd::plot::PlotArgs),
     /// Reproduce a figure of the paper end to end.
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// An interactive explorer in the browser: the solvable model, the scaling engine, results.
+    Serve(cmd::serve::ServeArgs),
 }
 
 fn init_logging(verbose: u8, quiet: bool) {
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
         Command::Fit(a) => cmd::fit::run(a, &ctx),
         Command::Plot(a) => cmd::plot::run(a, &ctx),
         Command::Reproduce(a) => cmd::reproduce::run(a, &ctx),
+        Command::Serve(a) => cmd::serve::run(a, &ctx),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

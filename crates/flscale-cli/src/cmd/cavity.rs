@@ -295,9 +295,74 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value> {
     serde_json::to_value(v).map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))
 }
 
-fn run_potential(a: PotentialArgs) -> Result<()> {
-    let r = &a.residual;
-    let mf = MeanField::new(r.sigma_w2, r.b, r.c)?;
+/// What `cavity potential` evaluates: the mean-field Ũ_u (one curve per u) or, when `p` is
+/// not empty, the finite-size U(ρ; b, c) (one curve per P). Shared with `flscale serve`.
+#[derive(Debug, Clone)]
+pub struct PotentialInput {
+    /// Hidden prior scale σ_w².
+    pub sigma_w2: f64,
+    /// Linear residual coefficient b.
+    pub b: f64,
+    /// Cubic residual coefficient c.
+    pub c: f64,
+    /// Mean-field interaction strengths; empty: just below the fold, coexistence, spinodal.
+    pub u: Vec<f64>,
+    /// Sample sizes of the finite potential (empty: mean-field).
+    pub p: Vec<f64>,
+    /// Input dimension D (finite potential).
+    pub d: f64,
+    /// Width N (finite potential; s_a² defaults to 1/N).
+    pub n: f64,
+    /// Likelihood variance T (finite potential).
+    pub t: f64,
+    /// Readout prior variance s_a² (default 1/N).
+    pub s_a2: Option<f64>,
+    /// The grid spans ρ ∈ [−rho_max, rho_max].
+    pub rho_max: f64,
+    /// Number of grid points (2 … 100000).
+    pub points: usize,
+}
+
+/// The evaluated potential curves of [`potential_report`].
+#[derive(Debug, Clone)]
+pub struct PotentialReport {
+    /// "mean-field" or "finite".
+    pub kind: &'static str,
+    /// The curves' parameter: "u" or "p".
+    pub param_name: &'static str,
+    /// The fixed parameters, one line.
+    pub note: String,
+    /// σ_w², b, c of the residual.
+    pub residual: (f64, f64, f64),
+    /// The ρ grid.
+    pub rho: Vec<f64>,
+    /// Per curve: label, parameter value, Ũ/D (or U/D) on the grid.
+    pub curves: Vec<(String, f64, Vec<f64>)>,
+}
+
+impl PotentialReport {
+    /// The JSON object of `flscale cavity potential --json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let cs: Vec<_> = self
+            .curves
+            .iter()
+            .map(|(label, v, vals)| json!({ self.param_name: v, "label": label, "potential_over_d": vals }))
+            .collect();
+        let (sigma_w2, b, c) = self.residual;
+        json!({
+            "model": self.kind,
+            "sigma_w2": sigma_w2, "b": b, "c": c,
+            "parameters": self.note,
+            "rho": self.rho,
+            "curves": cs,
+        })
+    }
+}
+
+/// Evaluates the potential curves `a` asks for, validating every value (blog Fig. 4.1; the
+/// formulas are in `flscale::cavity::potential`).
+pub fn potential_report(a: &PotentialInput) -> Result<PotentialReport> {
+    let mf = MeanField::new(a.sigma_w2, a.b, a.c)?;
     flscale::error::require_positive("rho-max", a.rho_max)?;
     if !(2..=100_000).contains(&a.points) {
         return Err(Error::invalid(format!(
@@ -306,11 +371,8 @@ fn run_potential(a: PotentialArgs) -> Result<()> {
         )));
     }
     let grid = cavity::potential::symmetric_grid(a.rho_max, a.points);
-    let finite = !a.p.is_empty();
-    // Each curve: label, parameter value, Ũ/D (or U/D) on the grid.
     let mut curves: Vec<(String, f64, Vec<f64>)> = Vec::new();
-    let (kind, param_name, note);
-    if finite {
+    if !a.p.is_empty() {
         if !a.u.is_empty() {
             return Err(Error::invalid(
                 "--u and --p together are not allowed; --u draws the mean-field Ũ_u, --p the finite-size U",
@@ -319,44 +381,73 @@ fn run_potential(a: PotentialArgs) -> Result<()> {
         let s_a2 = a.s_a2.unwrap_or(1.0 / a.n);
         flscale::error::require_positive("N (width)", a.n)?;
         for &p in &a.p {
-            let model = FiniteModel::new(a.d, p, a.t, s_a2, r.sigma_w2)?;
+            let model = FiniteModel::new(a.d, p, a.t, s_a2, a.sigma_w2)?;
             let vals = grid
                 .iter()
-                .map(|&x| model.potential(x, r.b, r.c) / a.d)
+                .map(|&x| model.potential(x, a.b, a.c) / a.d)
                 .collect();
             curves.push((format!("P = {p} (u = {:.4})", model.u()), p, vals));
         }
-        kind = "finite";
-        param_name = "p";
-        note = format!(
+        let note = format!(
             "D = {}, T = {}, s_a² = {s_a2}, σ_w² = {}, b = {}, c = {}",
-            a.d, a.t, r.sigma_w2, r.b, r.c
+            a.d, a.t, a.sigma_w2, a.b, a.c
         );
-    } else {
-        let us = if a.u.is_empty() {
-            let ph = cavity::phase(r.sigma_w2, r.b, r.c, 20)?;
-            let mut v = vec![0.9 * ph.u_fold.u, ph.u_coexist.u];
-            if let Some(s) = ph.u_spinodal {
-                v.push(s.u);
-            }
-            v
-        } else {
-            a.u.clone()
-        };
-        for &u in &us {
-            flscale::error::require_finite("u", u)?;
-            if u < 0.0 {
-                return Err(Error::invalid(format!(
-                    "u = {u} is not allowed; it must be ≥ 0"
-                )));
-            }
-            let vals = grid.iter().map(|&x| mf.potential(u, x)).collect();
-            curves.push((format!("u = {u:.4}"), u, vals));
-        }
-        kind = "mean-field";
-        param_name = "u";
-        note = format!("σ_w² = {}, b = {}, c = {}", r.sigma_w2, r.b, r.c);
+        return Ok(PotentialReport {
+            kind: "finite",
+            param_name: "p",
+            note,
+            residual: (a.sigma_w2, a.b, a.c),
+            rho: grid,
+            curves,
+        });
     }
+    let us = if a.u.is_empty() {
+        let ph = cavity::phase(a.sigma_w2, a.b, a.c, 20)?;
+        let mut v = vec![0.9 * ph.u_fold.u, ph.u_coexist.u];
+        if let Some(s) = ph.u_spinodal {
+            v.push(s.u);
+        }
+        v
+    } else {
+        a.u.clone()
+    };
+    for &u in &us {
+        flscale::error::require_finite("u", u)?;
+        if u < 0.0 {
+            return Err(Error::invalid(format!(
+                "u = {u} is not allowed; it must be ≥ 0"
+            )));
+        }
+        let vals = grid.iter().map(|&x| mf.potential(u, x)).collect();
+        curves.push((format!("u = {u:.4}"), u, vals));
+    }
+    Ok(PotentialReport {
+        kind: "mean-field",
+        param_name: "u",
+        note: format!("σ_w² = {}, b = {}, c = {}", a.sigma_w2, a.b, a.c),
+        residual: (a.sigma_w2, a.b, a.c),
+        rho: grid,
+        curves,
+    })
+}
+
+fn run_potential(a: PotentialArgs) -> Result<()> {
+    let r = &a.residual;
+    let rep = potential_report(&PotentialInput {
+        sigma_w2: r.sigma_w2,
+        b: r.b,
+        c: r.c,
+        u: a.u.clone(),
+        p: a.p.clone(),
+        d: a.d,
+        n: a.n,
+        t: a.t,
+        s_a2: a.s_a2,
+        rho_max: a.rho_max,
+        points: a.points,
+    })?;
+    let finite = rep.kind == "finite";
+    let (grid, curves, note) = (&rep.rho, &rep.curves, &rep.note);
     if let Some(path) = &a.out {
         let chart_curves = curves
             .iter()
@@ -386,29 +477,19 @@ fn run_potential(a: PotentialArgs) -> Result<()> {
         )?;
     }
     if a.json {
-        let cs: Vec<_> = curves
-            .iter()
-            .map(|(label, v, vals)| json!({ param_name: v, "label": label, "potential_over_d": vals }))
-            .collect();
-        return out_json(&json!({
-            "model": kind,
-            "sigma_w2": r.sigma_w2, "b": r.b, "c": r.c,
-            "parameters": note,
-            "rho": grid,
-            "curves": cs,
-        }));
+        return out_json(&rep.to_json());
     }
     if a.out.is_some() {
         return Ok(());
     }
-    let mut s = format!("# {kind} potential / D; {note}\n{:>10}", "rho");
-    for (label, _, _) in &curves {
+    let mut s = format!("# {} potential / D; {note}\n{:>10}", rep.kind, "rho");
+    for (label, _, _) in curves {
         s += &format!(" {label:>22}");
     }
     s += "\n";
     for (i, x) in grid.iter().enumerate() {
         s += &format!("{x:>10.5}");
-        for (_, _, vals) in &curves {
+        for (_, _, vals) in curves {
             s += &format!(" {:>22.10e}", vals[i]);
         }
         s += "\n";

@@ -17,6 +17,7 @@ pub mod presets;
 pub mod pstar;
 pub mod reproduce;
 pub mod sample;
+pub mod serve;
 pub mod sweep;
 
 /// Global options every subcommand may consult.

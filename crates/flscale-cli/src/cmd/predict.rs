@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use flscale::patterns::arch::Architecture;
-use flscale::patterns::phase::{line_chart, phase_line, phase_map, MapFigure};
+use flscale::patterns::phase::{line_chart, phase_line, phase_map, MapFigure, PhaseMap};
 use flscale::patterns::report::{to_json, to_text};
 use flscale::plot::write_figure;
 use flscale::scaling::energy::exponent_strings;
@@ -91,6 +91,38 @@ fn parse_exponent(s: &str) -> Result<Q> {
     })
 }
 
+/// The two-axis phase map as the JSON object of `flscale predict --phase X,Y --json`
+/// (shared with `flscale serve`); `figure` is the picture written beside it, if any.
+pub fn phase_map_json(map: &PhaseMap, figure: Option<&std::path::Path>) -> serde_json::Value {
+    let cells: Vec<Vec<serde_json::Value>> = map
+        .cells
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|c| c.map_or(serde_json::Value::Null, |k| json!(k)))
+                .collect()
+        })
+        .collect();
+    json!({
+        "axes": [map.axes.0, map.axes.1],
+        "grid": map.grid.0.iter().map(fmt_q).collect::<Vec<_>>(),
+        "winner_sets": map.winner_sets,
+        "cells": cells,
+        "boundaries": map.boundaries,
+        "figure": figure.map(|p| p.display().to_string()),
+    })
+}
+
+/// Parses a `LO:HI` exponent range such as `0:6` or `1/2:11/2`.
+pub fn parse_range(range: &str) -> Result<(Q, Q)> {
+    let (lo, hi) = range.split_once(':').ok_or_else(|| {
+        Error::invalid(format!(
+            "--range \"{range}\" has no ':'; write LO:HI, e.g. 0:6"
+        ))
+    })?;
+    Ok((parse_exponent(lo)?, parse_exponent(hi)?))
+}
+
 /// Runs `flscale predict`.
 pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
     let arch = match (&args.preset, &args.file) {
@@ -124,13 +156,7 @@ pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
         }
         return out(&text);
     };
-    let (lo, hi) = args.range.split_once(':').ok_or_else(|| {
-        Error::invalid(format!(
-            "--range \"{}\" has no ':'; write LO:HI, e.g. 0:6",
-            args.range
-        ))
-    })?;
-    let (lo, hi) = (parse_exponent(lo)?, parse_exponent(hi)?);
+    let (lo, hi) = parse_range(&args.range)?;
     let axes: Vec<&str> = phase
         .split(',')
         .map(str::trim)
@@ -219,23 +245,7 @@ pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
                 write_figure(path, 1000, 620, &fig)?;
             }
             if args.json {
-                let cells: Vec<Vec<serde_json::Value>> = map
-                    .cells
-                    .iter()
-                    .map(|row| {
-                        row.iter()
-                            .map(|c| c.map_or(serde_json::Value::Null, |k| json!(k)))
-                            .collect()
-                    })
-                    .collect();
-                return out_json(&json!({
-                    "axes": [x, y],
-                    "grid": map.grid.0.iter().map(fmt_q).collect::<Vec<_>>(),
-                    "winner_sets": map.winner_sets,
-                    "cells": cells,
-                    "boundaries": map.boundaries,
-                    "figure": args.out.as_ref().map(|p| p.display().to_string()),
-                }));
+                return out_json(&phase_map_json(&map, args.out.as_deref()));
             }
             let mut text = format!(
                 "{}\nphase map over log_d {x} (columns) and log_d {y} (rows) in [{}, {}], {}x{} grid\n\n",

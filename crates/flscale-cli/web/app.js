@@ -1,0 +1,297 @@
+// flscale serve: the three pages. Each view keeps its state in the URL (so it can be shared)
+// and asks the JSON API (docs/serve.md) for everything it shows; nothing is computed here.
+"use strict";
+
+const $ = id => document.getElementById(id);
+const { drawChart, drawGrid, fmt } = window.flplot;
+const num = v => (v === null || v === undefined ? NaN : v);
+const precise = v => (v === null || v === undefined || !isFinite(v) ? "none" : Number(v.toPrecision(10)).toString());
+
+async function api(path, body) {
+  const opts = body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  };
+  const r = await fetch(path, opts);
+  let v;
+  try { v = await r.json(); } catch (e) { throw new Error(`${path} answered ${r.status} without JSON`); }
+  if (!r.ok) throw new Error(v.error || `${path} answered ${r.status}`);
+  return v;
+}
+
+function showError(id, err) {
+  const e = $(id);
+  e.textContent = err ? String(err.message || err) : "";
+  e.hidden = !err;
+}
+
+// Requests race while a slider is dragged; only the newest answer is drawn.
+function latest(fn) {
+  let seq = 0;
+  return async (...args) => {
+    const mine = ++seq;
+    const out = await fn(...args);
+    return mine === seq ? out : undefined;
+  };
+}
+
+// ---------------------------------------------------------------- solvable model
+const MODEL_KEYS = ["mode", "u", "b", "c", "sigma_w2", "d", "p", "n", "t", "s_a2"];
+
+function modelQuery() {
+  const q = new URLSearchParams();
+  for (const k of MODEL_KEYS) {
+    const v = $(k).value;
+    if (k === "s_a2" && Number(v) === 0) continue;
+    if ($("mode").value === "mean-field" && ["p", "n", "t", "s_a2"].includes(k)) continue;
+    if ($("mode").value === "finite" && k === "u") continue;
+    q.set(k, v);
+  }
+  return q;
+}
+
+const fetchView = latest(q => api("/api/cavity/view?" + q + "&rho_max=1.2&points=301&diagram_points=201"));
+
+async function updateModel() {
+  for (const out of document.querySelectorAll("#model output")) out.textContent = $(out.htmlFor).value;
+  const finite = $("mode").value === "finite";
+  for (const e of document.querySelectorAll(".finite-only")) e.hidden = !finite;
+  for (const e of document.querySelectorAll(".mean-field-only")) e.hidden = finite;
+  const q = modelQuery();
+  history.replaceState(null, "", "/model?" + q);
+  let v;
+  try {
+    v = await fetchView(q);
+  } catch (err) {
+    showError("model-error", err);
+    $("model").dataset.rendered = "error:" + q;
+    return;
+  }
+  if (!v) return;
+  showError("model-error", null);
+  renderModel(v);
+  $("model").dataset.rendered = q.toString();
+}
+
+function renderModel(v) {
+  const ph = v.phase, pt = v.point;
+  $("u-value").textContent = precise(pt.u);
+  $("phase-label").textContent = pt.phase;
+  $("phase-description").textContent = "— " + pt.description;
+  $("transition-kind").textContent = ph.kind;
+  $("u-fold").textContent = precise(ph.u_fold.u);
+  $("u-coexist").textContent = precise(ph.u_coexist.u);
+  $("u-spinodal").textContent = ph.u_spinodal ? precise(ph.u_spinodal.u) : "none (b = 0)";
+  $("rho-star").textContent = precise(ph.rho_star);
+  $("r-unaligned").textContent = `${precise(ph.r_unaligned_at_d)} at D = ${ph.d} (leading order ${ph.r_unaligned_leading === null ? "diverges" : fmt(ph.r_unaligned_leading)})`;
+  $("r-aligned").textContent = `${precise(ph.r_aligned_at_d)} at D = ${ph.d} (leading order ρ*² = ${fmt(ph.r_aligned_leading)}), side-well mass ${fmt(ph.side_weight_at_d)}`;
+  const pot = v.potential, curve = pot.curves[0].potential_over_d;
+  const min = Math.min(...curve.filter(isFinite));
+  const pts = pot.rho.map((x, i) => ({ x, y: curve[i] - min }));
+  const inner = pts.filter(p => Math.abs(p.x) <= Math.max(1.2 * ph.rho_star, 0.6)).map(p => p.y);
+  const top = Math.max(...inner.filter(isFinite), 1e-6);
+  drawChart($("potential-plot"), {
+    series: [{ name: pot.curves[0].label, points: pts }],
+    xlabel: "ρ", ylabel: "(Ũ − min Ũ)/D", title: `${pot.model} potential: ${pot.parameters}`,
+    yrange: [-0.05 * top, 1.1 * top],
+    vlines: ph.rho_star > 0 ? [{ x: -ph.rho_star, label: "−ρ*" }, { x: ph.rho_star, label: "ρ*" }] : [],
+  }, $("tooltip"));
+  const rows = v.diagram.rows;
+  const us = rows.flatMap(r => [num(r.u_fold), num(r.u_coexist)]).concat([pt.u, num(ph.u_spinodal && ph.u_spinodal.u)]);
+  const umax = Math.max(...us.filter(isFinite)) * 1.1;
+  drawChart($("diagram-plot"), {
+    series: [
+      { name: "u_fold", points: rows.map(r => ({ x: r.c, y: num(r.u_fold) })), dash: "5 3" },
+      { name: "u_coexist", points: rows.map(r => ({ x: r.c, y: num(r.u_coexist) })) },
+      { name: "u_spinodal", points: rows.map(r => ({ x: r.c, y: num(r.u_spinodal) })), dash: "2 3" },
+    ],
+    xlabel: "c", ylabel: "u", yrange: [0, Math.min(umax, 1e4)],
+    marker: { x: pt.c, y: pt.u, label: pt.phase },
+  }, $("tooltip"));
+}
+
+function initModel() {
+  const q = new URLSearchParams(location.search);
+  for (const k of MODEL_KEYS) if (q.has(k)) $(k).value = q.get(k);
+  for (const k of MODEL_KEYS) $(k).addEventListener("input", updateModel);
+  updateModel();
+}
+
+// ---------------------------------------------------------------- scaling engine
+const fetchPredict = latest(body => api("/api/predict", body));
+let engineTimer = null;
+
+function engineChanged() {
+  clearTimeout(engineTimer);
+  engineTimer = setTimeout(updateEngine, 250);
+}
+
+async function updateEngine() {
+  const body = { toml: $("toml").value };
+  const at = $("at").value.trim(), axes = $("phase-axes").value.trim();
+  if (at) body.at = at;
+  if (axes) { body.phase = axes; body.range = $("phase-range").value.trim() || "0:6"; }
+  const q = new URLSearchParams();
+  if ($("preset").value) q.set("preset", $("preset").value);
+  if (at) q.set("at", at);
+  if (axes) q.set("phase", axes);
+  history.replaceState(null, "", "/engine?" + q);
+  let v;
+  try {
+    v = await fetchPredict(body);
+  } catch (err) {
+    showError("toml-error", err);
+    $("engine").dataset.rendered = "error";
+    return;
+  }
+  if (!v) return;
+  showError("toml-error", null);
+  renderEngine(v, axes);
+  $("engine").dataset.rendered = "ok:" + ($("toml").value.length);
+}
+
+function renderEngine(v, axes) {
+  const p = v.prediction;
+  $("exponent").textContent = p.p_star_exponent === null ? "none (nothing aligns)" : p.p_star_exponent;
+  $("exponent-float").textContent = p.p_star_exponent_float === null ? "" : `(${fmt(p.p_star_exponent_float)})`;
+  $("winners").textContent = p.winners.join(", ");
+  $("reading").textContent = p.reading;
+  $("engine-notes").textContent = (v.notes || []).join(" ");
+  const rows = p.patterns.slice().sort((a, b) => num(a.exponent_float) - num(b.exponent_float));
+  const table = $("patterns");
+  table.innerHTML = "<tr><th>pattern</th><th>Ẽ optimum</th><th>exponent of Ẽ</th><th>binding</th></tr>";
+  for (const r of rows.slice(0, 40)) {
+    const tr = table.insertRow();
+    if (p.winners.includes(r.name)) tr.className = "winner";
+    for (const c of [r.name, r.optimum, r.exponent === null ? "∞" : r.exponent, (r.binding || []).join(", ")]) {
+      tr.insertCell().textContent = c;
+    }
+  }
+  const map = v.phase_map;
+  const svg = $("phase-map");
+  svg.parentElement.hidden = !map;
+  if (map) {
+    drawGrid(svg, map.grid, map.cells, map.winner_sets, map.axes[0], map.axes[1]);
+    $("phase-map-caption").textContent = "winner over (log_d " + map.axes.join(", log_d ") + "); boundaries: " + map.boundaries.join("; ");
+  }
+}
+
+async function loadPreset(name) {
+  const v = await api("/api/presets/" + encodeURIComponent(name));
+  $("toml").value = v.toml;
+  if (!new URLSearchParams(location.search).has("phase")) {
+    const m = v.toml.match(/widths\s*=\s*\[([^\]]*)\]/);
+    const names = m ? m[1].split(",").map(s => s.replace(/["'\s]/g, "")).filter(Boolean) : [];
+    $("phase-axes").value = names.length >= 2 ? names.slice(0, 2).join(",") : "";
+  }
+  await updateEngine();
+}
+
+async function initEngine() {
+  const q = new URLSearchParams(location.search);
+  const list = (await api("/api/presets")).presets;
+  for (const p of list) {
+    const o = document.createElement("option");
+    o.value = p.name;
+    o.textContent = `${p.name} — ${p.summary}`;
+    $("preset").appendChild(o);
+  }
+  $("preset").value = q.get("preset") || "fcn3-erf-he3";
+  if (q.has("at")) $("at").value = q.get("at");
+  if (q.has("phase")) $("phase-axes").value = q.get("phase");
+  $("preset").addEventListener("change", () => loadPreset($("preset").value));
+  for (const id of ["toml", "at", "phase-axes", "phase-range"]) $(id).addEventListener("input", engineChanged);
+  await loadPreset($("preset").value);
+}
+
+// ---------------------------------------------------------------- results
+async function initResults(index) {
+  const list = (await api("/api/results")).results;
+  const ul = $("results-list");
+  ul.innerHTML = list.length ? "" : "<li>No results directories: start the server with --results DIR.</li>";
+  for (const r of list) {
+    const li = document.createElement("li");
+    li.innerHTML = `<a href="/results/${r.index}"></a> <span class="muted"></span>`;
+    li.firstChild.textContent = r.name;
+    li.lastChild.textContent = r.path;
+    ul.appendChild(li);
+  }
+  if (index === null) return;
+  let v;
+  try {
+    v = await api("/api/results/" + index);
+  } catch (err) {
+    showError("results-error", err);
+    return;
+  }
+  $("results-view").hidden = false;
+  renderResults(v, index);
+  $("obs-logy").addEventListener("change", () => renderResults(v, index));
+  $("results").dataset.rendered = "ok";
+}
+
+function renderResults(v, index) {
+  const a = v.analysis;
+  $("results-name").textContent = v.name;
+  $("results-progress").textContent = `${v.finished} of ${v.total} runs finished`;
+  const f = v.fit;
+  $("results-exponent").textContent = f ? `${fmt(f.exponent)}${f.err === null ? "" : " ± " + fmt(f.err)}` : "none";
+  $("results-predicted").textContent = f && f.predicted ? `${fmt(f.predicted.value)} (${f.predicted.description})` : "none";
+  $("results-what").textContent = f ? `${f.what}; 95 % interval ${f.ci95 ? f.ci95.map(fmt).join(" … ") : "n/a"}` : "";
+  $("results-notes").textContent = v.notes.join(" ");
+  const series = v.series.map(s => ({
+    name: `${a.group} = ${fmt(s.group)}`, dots: true,
+    points: s.points.map(p => ({ x: p.x, y: p.y, err: p.err, open: p.equilibrated === false,
+      note: `${p.chains} chains${p.equilibrated === false ? ", NOT equilibrated" : ""}` })),
+  }));
+  const xs = v.series.flatMap(s => s.points.map(p => p.x));
+  if (xs.length) series.push({ name: `threshold ${a.threshold}`, color: "#888", dash: "4 3",
+    points: [{ x: Math.min(...xs), y: a.threshold }, { x: Math.max(...xs), y: a.threshold }] });
+  drawChart($("obs-plot"), { series, xlog: true, ylog: $("obs-logy").checked, xlabel: a.x, ylabel: a.observable }, $("tooltip"));
+  const rows = v.pstar ? v.pstar.rows.filter(r => r.pstar !== null) : [];
+  const ps = [{ name: "P*", dots: true, line: false, points: rows.map(r => ({ x: r.group, y: r.pstar, err: r.err })) }];
+  if (f && f.points.length >= 2) {
+    // The fit is ln P* = intercept + exponent·ln x; the predicted slope is drawn through the
+    // fit's value at the points' geometric centre.
+    const gx = f.points.map(p => p[0]);
+    const x0 = Math.exp(gx.reduce((s, x) => s + Math.log(x), 0) / gx.length);
+    const y0 = Math.exp(f.intercept) * Math.pow(x0, f.exponent);
+    const line = slope => [Math.min(...gx), Math.max(...gx)].map(x => ({ x, y: y0 * Math.pow(x / x0, slope) }));
+    ps.push({ name: `fit: slope ${fmt(f.exponent)}`, points: line(f.exponent) });
+    if (f.predicted) ps.push({ name: `predicted: slope ${fmt(f.predicted.value)}`, dash: "6 4", points: line(f.predicted.value) });
+  }
+  drawChart($("pstar-plot"), { series: ps, xlog: true, ylog: true, xlabel: v.pstar ? v.pstar.group : a.group, ylabel: "P*" }, $("tooltip"));
+  const figs = $("results-figures");
+  figs.innerHTML = "";
+  for (const name of v.figures.filter(n => n.endsWith(".svg"))) {
+    const img = document.createElement("img");
+    img.src = `/results/${index}/files/${name}`;
+    img.alt = name;
+    figs.appendChild(img);
+  }
+  const table = $("runs-table");
+  const coords = v.runs.length ? Object.keys(v.runs[0].coordinates) : [];
+  table.innerHTML = "";
+  const head = table.insertRow();
+  for (const h of ["#", ...coords, a.observable, "chains ok", "equilibrated"]) head.insertCell().textContent = h;
+  for (const r of v.runs) {
+    const tr = table.insertRow();
+    const o = r.observables[a.observable];
+    const cells = [r.index, ...coords.map(k => fmt(r.coordinates[k])),
+      o ? `${fmt(o.mean)}${o.err === null ? "" : " ± " + fmt(o.err)}` : "–",
+      `${r.chains_ok}/${r.chains}`, r.equilibrated === null ? "not checked" : r.equilibrated ? "yes" : "NO"];
+    for (const c of cells) tr.insertCell().textContent = c;
+  }
+}
+
+// ---------------------------------------------------------------- routing
+function route() {
+  const parts = location.pathname.split("/").filter(Boolean);
+  const view = ["model", "engine", "results"].includes(parts[0]) ? parts[0] : "model";
+  for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== view;
+  for (const a of document.querySelectorAll("header a")) a.classList.toggle("active", a.dataset.view === view);
+  if (view === "model") initModel();
+  if (view === "engine") initEngine().catch(err => showError("toml-error", err));
+  if (view === "results") initResults(parts.length > 1 ? parts[1] : null).catch(err => showError("results-error", err));
+}
+
+route();
