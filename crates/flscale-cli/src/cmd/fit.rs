@@ -59,7 +59,14 @@ pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
 
 /// Runs `flscale fit`.
 pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
-    let data = super::pstar::load(&args.store.dir, args.store.threshold, None, None, None)?;
+    let data = super::pstar::load(
+        &args.store.dir,
+        args.store.threshold,
+        None,
+        None,
+        None,
+        args.store.skip_damaged,
+    )?;
     let a = data.analysis.clone();
     let spec = a
         .fit

@@ -9,6 +9,8 @@
 //!   observable), `chains`, `histograms` — as Parquet, or CSV on request ([`table`]) — and
 //!   `timing.json` for everything that is not reproducible (clock times, machine). Resume,
 //!   shards and merge live here.
+//! * [`integrity`]: per-run checksums and the verification every reader runs; [`claim`]:
+//!   atomic claims so that two sweeps into one directory never compute the same run.
 //! * [`analysis`]: threshold crossing in log P (P\*), least-squares log-log exponents and the
 //!   bootstrap over chains; the scaling engine's prediction for the same architecture.
 //! * [`figures`]: alignment vs P, P\* vs d, outliers vs N, −log overlap histograms, test MSE vs
@@ -21,10 +23,15 @@
 //! same bytes as one uninterrupted run. The bootstrap uses a fixed-seed ChaCha8 stream.
 
 pub mod analysis;
+pub mod claim;
 pub mod fields;
 pub mod figures;
+pub mod integrity;
+pub mod merge;
 pub mod presets;
 pub mod runner;
+pub mod slurm;
+pub mod status;
 pub mod store;
 pub mod sweep;
 pub mod table;

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::claim::Claim;
+use super::integrity::{self, RunState};
 use super::store::{self, Store};
 use super::sweep::show_value;
 use super::table::ResultsFormat;
@@ -30,6 +32,11 @@ pub struct SweepOutcome {
     pub finished: usize,
     /// Runs in which every chain diverged.
     pub all_diverged: Vec<String>,
+    /// Runs left to another live process that holds their claim (a second sweep into the same
+    /// directory); they are not computed twice.
+    pub busy: Vec<String>,
+    /// Runs whose directory was damaged and that were computed again.
+    pub recomputed: Vec<String>,
 }
 
 /// Hooks a front end uses to show progress; every method has a silent default.
@@ -95,11 +102,37 @@ pub fn run_sweep(
         store::write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
     };
     write_timing(timing(None, 0))?;
-    let todo: Vec<_> = plans.iter().filter(|p| !store.is_finished(&p.id)).collect();
-    let skipped = plans.len() - todo.len();
+    let mut recomputed = Vec::new();
+    let todo: Vec<_> = plans
+        .iter()
+        .filter(|p| match integrity::verify_run(&store.run_dir(&p.id)) {
+            RunState::Intact { .. } => false,
+            RunState::Damaged(_) => {
+                recomputed.push(p.id.clone());
+                true
+            }
+            RunState::Missing => true,
+        })
+        .collect();
+    let mut skipped = plans.len() - todo.len();
     observer.start(todo.len());
     let mut all_diverged = Vec::new();
+    let mut busy = Vec::new();
+    let mut computed = 0;
+    let runs_dir = dir.join("runs");
     for (k, plan) in todo.iter().enumerate() {
+        // The claim makes this process the only one computing the run; a finished run found
+        // after claiming was written by another process in between.
+        let Some(claim) = Claim::acquire(&runs_dir, &plan.id)? else {
+            busy.push(plan.id.clone());
+            continue;
+        };
+        if integrity::is_intact(&store.run_dir(&plan.id)) {
+            skipped += 1;
+            recomputed.retain(|id| id != &plan.id);
+            continue;
+        }
+        let claim = std::cell::RefCell::new(claim);
         let label = plan
             .point
             .iter()
@@ -112,6 +145,7 @@ pub fn run_sweep(
             run_experiment_interruptible(
                 &plan.config,
                 &mut |done, total| {
+                    claim.borrow_mut().heartbeat();
                     obs.borrow_mut()
                         .run_progress(k, &plan.id, &label, done, total)
                 },
@@ -123,17 +157,21 @@ pub fn run_sweep(
             all_diverged.push(plan.id.clone());
         }
         store.write_run(plan, &result)?;
+        drop(claim);
+        computed += 1;
         observer.run_finished(k, &plan.id, &label, result.all_diverged());
     }
-    let (finished, total) = store.rebuild_aggregates(format)?;
-    write_timing(timing(Some(store::utc_now()), todo.len()))?;
+    let (finished, total, _) = store.rebuild_verified(format, false)?;
+    write_timing(timing(Some(store::utc_now()), computed))?;
     Ok(SweepOutcome {
         dir: dir.display().to_string(),
         grid_runs: total,
         shard_runs: plans.len(),
-        computed: todo.len(),
+        computed,
         skipped,
         finished,
         all_diverged,
+        busy,
+        recomputed,
     })
 }
