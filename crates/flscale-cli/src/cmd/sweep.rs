@@ -207,10 +207,12 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     super::signals::install();
     let outcome = match execute(&sweep, &text, &args.out, shard, args.format, ctx) {
         Err(e) => match super::signals::received() {
-            Some(sig) => return Err(Error::runtime(format!(
+            Some(sig) => {
+                return Err(Error::runtime(format!(
                 "stopped by {sig}; the finished runs are kept in {} and the same command resumes",
                 args.out.display()
-            ))),
+            )))
+            }
             None => return Err(e),
         },
         Ok(o) => o,

@@ -97,9 +97,10 @@ pub fn verify_run(dir: &Path) -> RunState {
     }
 }
 
-/// True when run directory `dir` is finished and intact.
+/// True when run directory `dir` is finished, intact and checksummed (as this version writes
+/// it): what a sweep that finds a run written by another process accepts.
 pub fn is_intact(dir: &Path) -> bool {
-    matches!(verify_run(dir), RunState::Intact { .. })
+    verify_run(dir) == RunState::Intact { checksummed: true }
 }
 
 fn check_sums(dir: &Path, sums_path: &Path) -> std::result::Result<(), String> {

@@ -103,9 +103,13 @@ pub fn run_sweep(
     };
     write_timing(timing(None, 0))?;
     let mut recomputed = Vec::new();
+    let states: std::collections::BTreeMap<String, RunState> = integrity::survey(dir, &manifest)?
+        .runs
+        .into_iter()
+        .collect();
     let todo: Vec<_> = plans
         .iter()
-        .filter(|p| match integrity::verify_run(&store.run_dir(&p.id)) {
+        .filter(|p| match states.get(&p.id).unwrap_or(&RunState::Missing) {
             RunState::Intact { .. } => false,
             RunState::Damaged(_) => {
                 recomputed.push(p.id.clone());
