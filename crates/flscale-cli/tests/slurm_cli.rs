@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
+
+mod common;
 use std::time::{Duration, Instant};
 
 /// The tests share one cluster of 2 CPUs; one at a time keeps their timing predictable.
@@ -52,18 +54,7 @@ fn slurm(cmd: &str, args: &[&str]) -> Output {
 }
 
 fn flscale(args: &[&str], cwd: &Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_flscale"))
-        .arg("-q")
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "flscale {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
+    common::ok(args, cwd)
 }
 
 /// Submits `script` (with extra sbatch arguments) and returns the array job id.
@@ -109,62 +100,22 @@ fn wait_for(job: &str, limit: Duration) {
     }
 }
 
-/// 2 × 3 = 6 runs; `steps` sets how long each takes.
+/// The small sweep of the other CLI tests (6 runs) with `steps` steps per run.
 fn experiment(steps: usize) -> String {
-    format!(
-        r#"
-[model]
-kind = "fcn"
-activation = "erf"
-widths = [8]
-[data]
-d = 8
-p = 40
-n_test = 200
-[target]
-hermite = 3
-[sampler]
-kappa = 0.5
-step = 5e-4
-steps = {steps}
-burn_in = {burn}
-thin = 40
-chains = 6
-seed = 3
-[sweep]
-data.d = [6, 8]
-data.p_over_d = [2, 8, 32]
-follow = {{ "model.widths" = "data.d" }}
-[analysis]
-predict = {{ preset = "fcn2-erf-he3", at = "N=d" }}
-"#,
-        burn = steps / 2
-    )
+    let text = common::EXP.replace(
+        "steps = 800\nburn_in = 400",
+        &format!("steps = {steps}\nburn_in = {}", steps / 2),
+    );
+    assert!(text.contains(&format!("steps = {steps}\n")), "{text}");
+    text
 }
 
 /// The data of a store: the tables and the run directories, without timing, Slurm logs and
 /// the script.
 fn data_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, d: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().to_string();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else if !(name.starts_with("timing")
-                || name.starts_with("slurm")
-                || name == "sweep.sbatch")
-            {
-                out.insert(
-                    p.strip_prefix(root).unwrap().to_path_buf(),
-                    std::fs::read(&p).unwrap(),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
+    common::snapshot_where(dir, &|name| {
+        !(name.starts_with("timing") || name.starts_with("slurm") || name == "sweep.sbatch")
+    })
 }
 
 fn assert_same_store(slurm_dir: &Path, local: &Path) {
@@ -251,16 +202,6 @@ fn sweeps_into(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
-fn finished(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("runs"))
-        .map(|r| {
-            r.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn cancelled_task_and_lost_node_resubmit_to_the_local_result() {
     let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
@@ -272,7 +213,7 @@ fn cancelled_task_and_lost_node_resubmit_to_the_local_result() {
     let script = emit(&t, "3");
     let job = submit(&script, &[]);
     let start = Instant::now();
-    while finished(&dir) == 0 {
+    while common::finished_runs(&dir) == 0 {
         assert!(
             start.elapsed() < Duration::from_secs(120),
             "no run finished"
@@ -296,7 +237,10 @@ fn cancelled_task_and_lost_node_resubmit_to_the_local_result() {
     // Requeued tasks (--requeue) may run again; cancel whatever is left and resubmit.
     let _ = slurm("scancel", &[&job]);
     wait_for(&job, Duration::from_secs(60));
-    assert!(finished(&dir) < 6, "everything finished before the faults");
+    assert!(
+        common::finished_runs(&dir) < 6,
+        "everything finished before the faults"
+    );
     let st = flscale(&["status", "s"], &t);
     let line = st
         .lines()
@@ -316,7 +260,7 @@ fn cancelled_task_and_lost_node_resubmit_to_the_local_result() {
         "{st}"
     );
     // Nothing lost or doubled, no leftovers.
-    assert_eq!(finished(&dir), 6);
+    assert_eq!(common::finished_runs(&dir), 6);
     let leftovers: Vec<String> = std::fs::read_dir(dir.join("runs"))
         .unwrap()
         .flatten()

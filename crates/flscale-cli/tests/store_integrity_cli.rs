@@ -2,90 +2,11 @@
 //! names a damaged run and exits non-zero, or skips it on request; two sweeps into one
 //! directory compute each run once; stale temporary files are cleaned on resume.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_flscale"));
-    c.arg("-q");
-    c
-}
-
-fn run(args: &[&str], cwd: &Path) -> Output {
-    bin().args(args).current_dir(cwd).output().unwrap()
-}
-
-fn ok(args: &[&str], cwd: &Path) -> String {
-    let o = run(args, cwd);
-    assert!(
-        o.status.success(),
-        "flscale {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-/// The small sweep of experiment_cli.rs: 2 × 3 = 6 runs, a fraction of a second each.
-const EXP: &str = r#"
-[model]
-kind = "fcn"
-activation = "erf"
-widths = [8]
-[data]
-d = 8
-p = 40
-n_test = 200
-[target]
-hermite = 3
-[sampler]
-kappa = 0.5
-step = 5e-4
-steps = 800
-burn_in = 400
-thin = 40
-chains = 6
-seed = 3
-[sweep]
-data.d = [6, 8]
-data.p_over_d = [2, 8, 32]
-follow = { "model.widths" = "data.d" }
-[analysis]
-predict = { preset = "fcn2-erf-he3", at = "N=d" }
-"#;
-
-/// Every file under `dir` except the timing files, as relative path → bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, d: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().to_string();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else if !name.starts_with("timing") {
-                out.insert(
-                    p.strip_prefix(root).unwrap().to_path_buf(),
-                    std::fs::read(&p).unwrap(),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
-fn copy_tree(src: &Path, dest: &Path) {
-    std::fs::create_dir_all(dest).unwrap();
-    for e in std::fs::read_dir(src).unwrap().flatten() {
-        let to = dest.join(e.file_name());
-        if e.path().is_dir() {
-            copy_tree(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
-}
+mod common;
+use common::{bin, copy_tree, ok, run, snapshot, EXP};
 
 /// The readers, each with its skip flag.
 const READERS: [&[&str]; 5] = [
@@ -167,14 +88,14 @@ fn every_reader_names_a_damaged_run_and_refuses_or_skips_it() {
     for (k, (file, how)) in cases.iter().enumerate() {
         let dir = format!("bad{k}");
         copy_tree(&t.join("good"), &t.join(&dir));
-        let run = t.join(&dir).join("runs/run-00004");
+        let run_dir = t.join(&dir).join("runs/run-00004");
         match file {
-            Some(f) => damage(&run.join(f), *how),
-            None => std::fs::remove_dir_all(&run).unwrap(),
+            Some(f) => damage(&run_dir.join(f), *how),
+            None => std::fs::remove_dir_all(&run_dir).unwrap(),
         }
         for reader in READERS {
             let args = reader_args(reader, &dir);
-            let o = run_cmd(&args, t);
+            let o = run(&args, t);
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(
                 o.status.code(),
@@ -190,7 +111,7 @@ fn every_reader_names_a_damaged_run_and_refuses_or_skips_it() {
         // --skip-damaged goes on and lists the run (pstar on the five intact runs).
         let mut args = reader_args(READERS[1], &dir);
         args.push("--skip-damaged");
-        let o = run_cmd(&args, t);
+        let o = run(&args, t);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{args:?}: {err}");
         assert!(
@@ -205,10 +126,6 @@ fn every_reader_names_a_damaged_run_and_refuses_or_skips_it() {
             "{file:?} {how:?}"
         );
     }
-}
-
-fn run_cmd(args: &[&str], cwd: &Path) -> Output {
-    run(args, cwd)
 }
 
 #[test]

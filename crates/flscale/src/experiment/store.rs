@@ -774,10 +774,7 @@ pub fn utc_string(secs: i64) -> String {
 
 /// The machine description of `timing.json`.
 pub fn machine() -> Json {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok());
+    let host = Some(super::claim::hostname()).filter(|h| !h.is_empty());
     json!({
         "hostname": host,
         "os": std::env::consts::OS,
