@@ -18,6 +18,12 @@ if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; the
         echo "note: chromium/chromedriver missing and not root: the browser test of flscale serve will skip (or fail under CI)" >&2
     fi
 fi
+# A single-node Slurm on localhost for the real-Slurm tests (crates/flscale-cli/tests/slurm_cli.rs;
+# it installs slurm-wlm and munge when they are missing and this is root). Where it cannot start,
+# those tests print why and pass, except under CI=true, where they fail. Stopped at the end; a
+# failing stop does not fail the suite.
+bash scripts/slurm-local.sh start || echo "test-all: the local Slurm did not start; the Slurm tests will say why" >&2
+trap 'bash scripts/slurm-local.sh stop >/dev/null 2>&1 || true' EXIT
 
 cargo test --workspace
 

@@ -58,6 +58,8 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     /// Merge the results directories of sweep shards.
     Merge(cmd::merge::MergeArgs),
+    /// Where a sweep stands: runs done, running, failed, missing; the resubmit command.
+    Status(cmd::status::StatusArgs),
     /// Extract P* (the sample size where the alignment crosses a threshold) from a sweep.
     Pstar(cmd::pstar::PstarArgs),
     /// Fit a power-law exponent to a sweep's results, beside the scaling engine's prediction.
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a, &ctx),
         Command::Sweep(a) => cmd::sweep::run(a, &ctx),
         Command::Merge(a) => cmd::merge::run(a, &ctx),
+        Command::Status(a) => cmd::status::run(a, &ctx),
         Command::Pstar(a) => cmd::pstar::run(a, &ctx),
         Command::Fit(a) => cmd::fit::run(a, &ctx),
         Command::Plot(a) => cmd::plot::run(a, &ctx),

@@ -1,81 +1,14 @@
 //! End-to-end tests of `flscale sweep | merge | pstar | fit | plot | reproduce` (issue 6):
 //! each runs the binary in a temporary directory.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use flscale::experiment::table::Column;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_flscale"));
-    c.arg("-q");
-    c
-}
-
-fn run(args: &[&str], cwd: &Path) -> Output {
-    bin().args(args).current_dir(cwd).output().unwrap()
-}
-
-fn ok(args: &[&str], cwd: &Path) -> String {
-    let o = run(args, cwd);
-    assert!(
-        o.status.success(),
-        "flscale {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-/// A small sweep: 2 × 3 = 6 runs of a two-layer erf network, a fraction of a second each.
-const EXP: &str = r#"
-[model]
-kind = "fcn"
-activation = "erf"
-widths = [8]
-[data]
-d = 8
-p = 40
-n_test = 200
-[target]
-hermite = 3
-[sampler]
-kappa = 0.5
-step = 5e-4
-steps = 800
-burn_in = 400
-thin = 40
-chains = 6
-seed = 3
-[sweep]
-data.d = [6, 8]
-data.p_over_d = [2, 8, 32]
-follow = { "model.widths" = "data.d" }
-[analysis]
-predict = { preset = "fcn2-erf-he3", at = "N=d" }
-"#;
-
-/// Every file under `dir` except the timing files, as relative path → bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, d: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().to_string();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else if !name.starts_with("timing") {
-                out.insert(
-                    p.strip_prefix(root).unwrap().to_path_buf(),
-                    std::fs::read(&p).unwrap(),
-                );
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
+mod common;
+use common::{bin, finished_runs, ok, run, snapshot, EXP};
 
 fn assert_same(a: &Path, b: &Path) {
     let (x, y) = (snapshot(a), snapshot(b));
@@ -95,16 +28,6 @@ fn assert_same(a: &Path, b: &Path) {
             b.display()
         );
     }
-}
-
-fn finished_runs(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("runs"))
-        .map(|r| {
-            r.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 /// Checks the results table (Parquet or CSV, read back by the library): one row per (run,

@@ -422,15 +422,32 @@ fn sweep(
     serde_json_text(&outcome.map_err(to_py_err)?)
 }
 
-/// load_results(dir) -> {column: list} of the sweep's `results` table, read from
-/// `results.parquet` or `results.csv`: text as str, whole numbers as int, measurements as
-/// float or None.
+/// load_results(dir, skip_damaged=False) -> {column: list} of the sweep's `results` table,
+/// read from `results.parquet` or `results.csv`: text as str, whole numbers as int,
+/// measurements as float or None. Every run is verified first: damaged runs raise ValueError
+/// naming them; with skip_damaged their rows are dropped and a warning lists them.
 #[pyfunction]
-fn load_results<'py>(py: Python<'py>, dir: String) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (dir, skip_damaged = false))]
+fn load_results<'py>(
+    py: Python<'py>,
+    dir: String,
+    skip_damaged: bool,
+) -> PyResult<Bound<'py, PyDict>> {
     use flscale::experiment::table::Column;
-    let table = py
-        .detach(|| flscale::experiment::store::load_results(std::path::Path::new(&dir)))
+    let (table, notes) = py
+        .detach(|| {
+            flscale::experiment::integrity::load_results_verified(
+                std::path::Path::new(&dir),
+                skip_damaged,
+            )
+        })
         .map_err(to_py_err)?;
+    if !notes.is_empty() {
+        let warnings = py.import("warnings")?;
+        for n in notes {
+            warnings.call_method1("warn", (n,))?;
+        }
+    }
     let out = PyDict::new(py);
     for (name, column) in table.names.iter().zip(table.columns) {
         match column {

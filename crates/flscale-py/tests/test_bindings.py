@@ -197,7 +197,8 @@ def test_kernel_propagate_equals_cli_up_to_timing():
         flscale.kernel.propagate("huge")
 
 
-def test_load_results_reads_a_sweep(tmp_path):
+def small_sweep_file(tmp_path):
+    """SMALL with a two-point sweep over P, as an experiment file."""
     exp = tmp_path / "exp.toml"
     lines = []
     for section, fields in SMALL.items():
@@ -206,6 +207,11 @@ def test_load_results_reads_a_sweep(tmp_path):
             lines.append(f"{k} = {json.dumps(v)}")
     lines += ["[sweep]", "data.p = [20, 40]"]
     exp.write_text("\n".join(lines) + "\n")
+    return exp
+
+
+def test_load_results_reads_a_sweep(tmp_path):
+    exp = small_sweep_file(tmp_path)
     out = cli("sweep", str(exp), "--out", str(tmp_path / "sw"), "-q")
     assert out.returncode == 0, out.stderr
     # The same sweep from Python gives the same results file; a second call resumes (no work).
@@ -232,18 +238,29 @@ def test_load_results_reads_a_sweep(tmp_path):
         flscale.load_results(tmp_path / "nothing-here")
 
 
+def test_load_results_refuses_a_damaged_run_or_skips_it(tmp_path):
+    exp = small_sweep_file(tmp_path)
+    flscale.sweep(exp, tmp_path / "sw")
+    whole = flscale.load_results(tmp_path / "sw")
+    chains = tmp_path / "sw" / "runs" / "run-00001" / "chains.csv"
+    text = chains.read_text().splitlines()
+    cells = text[1].split(",")
+    cells[2] = "NaN"
+    text[1] = ",".join(cells)
+    chains.write_text("\n".join(text) + "\n")
+    with pytest.raises(ValueError, match="run-00001"):
+        flscale.load_results(tmp_path / "sw")
+    with pytest.warns(UserWarning, match="run-00001"):
+        cols = flscale.load_results(tmp_path / "sw", skip_damaged=True)
+    assert set(cols["run"]) == {"run-00000"}
+    assert len(cols["value"]) == len(whole["value"]) // 2
+
+
 def test_results_parquet_is_read_by_pyarrow_as_load_results_reads_it(tmp_path):
     # An independent Parquet reader (the one pandas.read_parquet uses); scripts/test-all.sh
     # installs it, elsewhere the test is skipped.
     pq = pytest.importorskip("pyarrow.parquet")
-    exp = tmp_path / "exp.toml"
-    lines = []
-    for section, fields in SMALL.items():
-        lines.append(f"[{section}]")
-        for k, v in fields.items():
-            lines.append(f"{k} = {json.dumps(v)}")
-    lines += ["[sweep]", "data.p = [20, 40]"]
-    exp.write_text("\n".join(lines) + "\n")
+    exp = small_sweep_file(tmp_path)
     flscale.sweep(exp, tmp_path / "sw")
     ours = flscale.load_results(tmp_path / "sw")
     for name in ("results", "chains", "histograms"):

@@ -62,7 +62,14 @@ pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
 
 /// Runs `flscale fit`.
 pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
-    let mut data = super::pstar::load(&args.store.dir, args.store.threshold, None, None, None)?;
+    let mut data = super::pstar::load(
+        &args.store.dir,
+        args.store.threshold,
+        None,
+        None,
+        None,
+        args.store.skip_damaged,
+    )?;
     data.include_unequilibrated = args.store.include_unequilibrated;
     let a = data.analysis.clone();
     let spec = a

@@ -15,7 +15,8 @@ use super::{out, out_json, Ctx};
 Every input must hold the same experiment and grid (manifest.json). Runs are copied once; a run\n\
 present in two inputs must have identical files. The tables results, chains and histograms are\n\
 rebuilt in grid order (in --format, else the format OUT or the first input already has), so two\n\
-merged shards equal the unsharded sweep byte for byte."
+merged shards equal the unsharded sweep byte for byte. Every run is verified against its\n\
+checksums.json first: a damaged one is refused by id (--skip-damaged leaves it out, listed)."
 )]
 pub struct MergeArgs {
     /// The merged results directory (created if missing).
@@ -28,11 +29,18 @@ pub struct MergeArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Merge without damaged runs (listed on stderr) instead of refusing.
+    #[arg(long)]
+    pub skip_damaged: bool,
 }
 
 /// Runs `flscale merge`.
 pub fn run(args: MergeArgs, ctx: &Ctx) -> Result<()> {
-    let (copied, finished, total) = store::merge(&args.out, &args.inputs, args.format)?;
+    let (copied, finished, total, notes) =
+        store::merge_checked(&args.out, &args.inputs, args.format, args.skip_damaged)?;
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
     if args.json {
         return out_json(&serde_json::json!({
             "dir": args.out.display().to_string(),

@@ -6,6 +6,7 @@ use flscale::{Error, Result};
 
 pub mod bench;
 pub mod cavity;
+pub mod emit;
 pub mod energy;
 pub mod fit;
 pub mod kernel;
@@ -18,6 +19,8 @@ pub mod pstar;
 pub mod reproduce;
 pub mod sample;
 pub mod serve;
+pub mod signals;
+pub mod status;
 pub mod sweep;
 
 /// Global options every subcommand may consult.

@@ -28,6 +28,9 @@ pub struct PlotArgs {
     /// Print the written files as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Go on without damaged or missing runs (listed on stderr) instead of refusing.
+    #[arg(long)]
+    pub skip_damaged: bool,
 }
 
 /// Draws the figures of `dir` into `to`; returns the files and the analysis.
@@ -35,12 +38,13 @@ pub fn draw(
     dir: &std::path::Path,
     to: &std::path::Path,
     replicates: usize,
+    skip_damaged: bool,
 ) -> Result<(
     Vec<PathBuf>,
     analysis::Analysed,
     flscale::experiment::StoreData,
 )> {
-    let data = super::pstar::load(dir, None, None, None, None)?;
+    let data = super::pstar::load(dir, None, None, None, None, skip_damaged)?;
     let an = analysis::analyse(&data, replicates, 0);
     let fit_y = data
         .analysis
@@ -68,7 +72,7 @@ pub fn draw(
 /// Runs `flscale plot`.
 pub fn run(args: PlotArgs, _ctx: &Ctx) -> Result<()> {
     let to = args.out.clone().unwrap_or_else(|| args.dir.join("figures"));
-    let (files, an, _) = draw(&args.dir, &to, args.bootstrap)?;
+    let (files, an, _) = draw(&args.dir, &to, args.bootstrap, args.skip_damaged)?;
     if args.json {
         return out_json(&serde_json::json!({
             "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),

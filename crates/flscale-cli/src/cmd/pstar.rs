@@ -57,6 +57,9 @@ pub struct StoreArgs {
     /// them either way).
     #[arg(long)]
     pub include_unequilibrated: bool,
+    /// Go on without damaged or missing runs (listed on stderr) instead of refusing.
+    #[arg(long)]
+    pub skip_damaged: bool,
 }
 
 impl StoreArgs {
@@ -66,15 +69,25 @@ impl StoreArgs {
     }
 }
 
-/// Loads DIR and applies the command-line overrides of [analysis].
+/// Loads DIR, verified: damaged or missing runs are refused naming them, or with
+/// `skip_damaged` left out and listed on stderr. Applies the command-line overrides of
+/// [analysis].
 pub fn load(
     dir: &std::path::Path,
     threshold: Option<f64>,
     x: Option<&str>,
     group: Option<&str>,
     observable: Option<&str>,
+    skip_damaged: bool,
 ) -> Result<StoreData> {
-    let mut data = StoreData::load(dir)?;
+    let policy = flscale::experiment::integrity::Policy {
+        skip_damaged,
+        require_complete: true,
+    };
+    let (mut data, notes) = StoreData::load_verified(dir, policy)?;
+    for n in notes {
+        eprintln!("note: {n}");
+    }
     if data.runs.is_empty() {
         return Err(Error::invalid(format!(
             "{} has no finished runs yet; run flscale sweep first",
@@ -182,6 +195,7 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         args.x.as_deref(),
         args.group.as_deref(),
         args.observable.as_deref(),
+        args.store.skip_damaged,
     )?;
     let mut data = data;
     data.include_unequilibrated = args.store.include_unequilibrated;

@@ -71,7 +71,7 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
     let start = Instant::now();
     let outcome = super::sweep::execute(&sweep, p.text, &dir, None, args.format, ctx)?;
     let figdir = dir.join("figures");
-    let (files, an, data) = super::plot::draw(&dir, &figdir, args.bootstrap)?;
+    let (files, an, data) = super::plot::draw(&dir, &figdir, args.bootstrap, false)?;
     let seconds = start.elapsed().as_secs_f64();
     if args.json {
         return out_json(&serde_json::json!({

@@ -4,7 +4,6 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use flscale::experiment::store;
 use flscale::experiment::{run_sweep, ResultsFormat, Sweep, SweepObserver, SweepOutcome};
 use flscale::{Error, Result};
 
@@ -23,7 +22,10 @@ histograms.parquet (.csv instead with --format csv), runs/run-NNNNN/ and timing.
 times and machine: the only file that differs between identical sweeps).\n\
 Shards: --shard 0/4 … --shard 3/4 run disjoint quarters (into one shared DIR or separate ones;\n\
 then `flscale merge`). --emit-slurm 4 writes DIR/sweep.sbatch for a Slurm job array instead\n\
-of running.\n\
+of running (knobs: --partition --time --cpus-per-task --mem --sbatch, or [slurm] in the file);\n\
+`flscale status DIR` shows its progress and the command that resubmits what is missing.\n\
+Two sweeps into one DIR never compute the same run (each run is claimed); SIGTERM or Ctrl-C\n\
+stops after the current block of steps, keeping the finished runs.\n\
 P* without a dense grid: --refine-pstar (factor 1.1 by default) bisects, after the grid, every\n\
 crossing that lies between two distant grid sizes, in log P, until it is bracketed within the\n\
 factor; the added runs are runs/refine-NNNNN/ in the same DIR, listed in refine.json."
@@ -60,6 +62,8 @@ pub struct SweepArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub slurm: super::emit::SlurmFlags,
 }
 
 /// Parses `--format` (parquet | csv).
@@ -116,6 +120,9 @@ impl SweepObserver for BarObserver {
             self.bar
                 .set_message(format!("{id} {label} ({}%)", 100 * done / total.max(1)));
         }
+    }
+    fn interrupted(&self) -> bool {
+        super::signals::received().is_some()
     }
     fn run_finished(&mut self, k: usize, id: &str, label: &str, all_diverged: bool) {
         if all_diverged && !self.quiet {
@@ -175,48 +182,6 @@ fn progress_observer(ctx: &Ctx) -> BarObserver {
     }
 }
 
-fn slurm_script(args: &SweepArgs, n: usize) -> Result<String> {
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.canonicalize().ok())
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "flscale".into());
-    let exp = args
-        .experiment
-        .canonicalize()
-        .map_err(|e| Error::invalid(format!("cannot read {}: {e}", args.experiment.display())))?
-        .display()
-        .to_string();
-    std::fs::create_dir_all(&args.out).map_err(|e| {
-        Error::invalid(format!(
-            "cannot create directory {}: {e}",
-            args.out.display()
-        ))
-    })?;
-    let dir = args
-        .out
-        .canonicalize()
-        .map_err(|e| Error::invalid(format!("{}: {e}", args.out.display())))?
-        .display()
-        .to_string();
-    let quick = if args.quick { " --quick" } else { "" };
-    let format = args.format;
-    Ok(format!(
-        "#!/bin/bash\n\
-# Slurm job array for `flscale sweep` ({n} shards). Submit with: sbatch {dir}/sweep.sbatch\n\
-# All shards write into one results directory; finished runs are never recomputed, so a\n\
-# failed task can simply be resubmitted. After the array: flscale merge {dir}\n\
-#SBATCH --job-name=flscale-sweep\n\
-#SBATCH --array=0-{last}\n\
-#SBATCH --cpus-per-task=4\n\
-#SBATCH --output={dir}/slurm-%A_%a.out\n\
-set -euo pipefail\n\
-export RAYON_NUM_THREADS=\"${{SLURM_CPUS_PER_TASK:-1}}\"\n\
-'{exe}' -q sweep '{exp}' --out '{dir}'{quick} --format {format} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\"\n",
-        last = n - 1
-    ))
-}
-
 /// Runs `flscale sweep`.
 pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     let text = read_file(&args.experiment)?;
@@ -224,18 +189,12 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     let sweep = Sweep::from_toml(&text, &source, args.quick)?;
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
     if let Some(n) = args.emit_slurm {
-        if n == 0 {
-            return Err(Error::invalid(
-                "--emit-slurm 0 is not allowed; give the number of array tasks, e.g. 4",
-            ));
-        }
-        let script = slurm_script(&args, n)?;
-        let path = args.out.join("sweep.sbatch");
-        store::write_atomic(&path, script.as_bytes())?;
+        let path = super::emit::emit(&args, &sweep, &text, n)?;
         return out(&format!(
-            "wrote {} ({n} array tasks over {} runs); submit it with sbatch, then run flscale merge {}\n",
+            "wrote {} ({n} array tasks over {} runs); submit it with sbatch, follow it with flscale status {}, then run flscale merge {}\n",
             path.display(),
             sweep.runs.len(),
+            args.out.display(),
             args.out.display()
         ));
     }
@@ -265,7 +224,33 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
             "--refine-pstar needs the whole grid; run it without --shard after the shards have finished (and flscale merge)",
         ));
     }
-    let outcome = execute(&sweep, &text, &args.out, shard, args.format, ctx)?;
+    super::signals::install();
+    let outcome = match execute(&sweep, &text, &args.out, shard, args.format, ctx) {
+        Err(e) => match super::signals::received() {
+            Some(sig) => {
+                return Err(Error::runtime(format!(
+                "stopped by {sig}; the finished runs are kept in {} and the same command resumes",
+                args.out.display()
+            )))
+            }
+            None => return Err(e),
+        },
+        Ok(o) => o,
+    };
+    if !outcome.busy.is_empty() && !ctx.quiet {
+        eprintln!(
+            "note: {} run(s) are being computed by another process and were left to it: {}",
+            outcome.busy.len(),
+            outcome.busy.join(", ")
+        );
+    }
+    if !outcome.recomputed.is_empty() && !ctx.quiet {
+        eprintln!(
+            "note: recomputed {} damaged run(s): {}",
+            outcome.recomputed.len(),
+            outcome.recomputed.join(", ")
+        );
+    }
     if let Some(factor) = args.refine_pstar {
         return refine_pstar(&sweep, &args, factor, outcome.computed, ctx);
     }

@@ -152,7 +152,8 @@ def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"]) -> Dict[st
     return out
 
 
-def load_results(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, List[Any]]:
+def load_results(directory: Union[str, "os.PathLike[str]"],
+                 skip_damaged: bool = False) -> Dict[str, List[Any]]:
     """The rows of a sweep's results store (``flscale sweep --out DIR``) as columns.
 
     Returns ``{column: [values]}`` from ``DIR/results.parquet`` (or ``DIR/results.csv`` for a
@@ -166,8 +167,12 @@ def load_results(directory: Union[str, "os.PathLike[str]"]) -> Dict[str, List[An
         >>> import pandas as pd  # doctest: +SKIP
         >>> df = pd.DataFrame(flscale.load_results("sweep-out"))  # doctest: +SKIP
         >>> df[df.observable == "alignment"].pivot(index="p", columns="d", values="value")  # doctest: +SKIP
+
+    Every run is verified against its ``checksums.json`` first: a damaged run (a file edited,
+    truncated, deleted or holding NaN) raises ``ValueError`` naming it; with
+    ``skip_damaged=True`` its rows are left out and a ``UserWarning`` lists it.
     """
-    return dict(_native.load_results(os.fspath(directory)))
+    return dict(_native.load_results(os.fspath(directory), skip_damaged))
 
 
 def sweep(config: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"],

@@ -10,6 +10,8 @@
 //!   `timing.json` for everything that is not reproducible (clock times, machine). Resume,
 //!   shards and merge live here.
 //! * [`starts`]: the hot/cold verdicts as columns of `results`, the runs the analysis uses.
+//! * [`integrity`]: per-run checksums and the verification every reader runs; [`claim`]:
+//!   atomic claims so that two sweeps into one directory never compute the same run.
 //! * [`analysis`]: threshold crossing in log P (P\*), least-squares log-log exponents and the
 //!   bootstrap over chains; the scaling engine's prediction for the same architecture.
 //! * [`pstar`]: the crossing with its bracket on the grid, the bootstrap over seeds and chains
@@ -25,13 +27,18 @@
 //! same bytes as one uninterrupted run. The bootstrap uses a fixed-seed ChaCha8 stream.
 
 pub mod analysis;
+pub mod claim;
 pub mod fields;
 pub mod figures;
+pub mod integrity;
+pub mod merge;
 pub mod presets;
 pub mod pstar;
 pub mod refine;
 pub mod runner;
+pub mod slurm;
 pub mod starts;
+pub mod status;
 pub mod store;
 pub mod sweep;
 pub mod table;

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::claim::Claim;
+use super::integrity::{self, RunState};
 use super::store::{self, Store};
 use super::sweep::{show_value, RunPlan};
 use super::table::ResultsFormat;
@@ -30,6 +32,11 @@ pub struct SweepOutcome {
     pub finished: usize,
     /// Runs in which every chain diverged.
     pub all_diverged: Vec<String>,
+    /// Runs left to another live process that holds their claim (a second sweep into the same
+    /// directory); they are not computed twice.
+    pub busy: Vec<String>,
+    /// Runs whose directory was damaged and that were computed again.
+    pub recomputed: Vec<String>,
 }
 
 /// Hooks a front end uses to show progress; every method has a silent default.
@@ -54,17 +61,42 @@ pub struct Silent;
 
 impl SweepObserver for Silent {}
 
-/// Computes `todo` one after the other into `store` (each written atomically when it
-/// finishes); returns the ids of runs in which every chain diverged. Shared by the grid
-/// ([`run_sweep`]) and the P\* refinement ([`super::refine`]).
+/// What [`run_plans`] did.
+#[derive(Debug, Clone, Default)]
+pub struct PlansOutcome {
+    /// Runs computed now.
+    pub computed: usize,
+    /// Runs found finished after claiming them (another process wrote them in between).
+    pub finished_meanwhile: Vec<String>,
+    /// Runs left to another live process that holds their claim.
+    pub busy: Vec<String>,
+    /// Runs in which every chain diverged.
+    pub all_diverged: Vec<String>,
+}
+
+/// Computes `todo` one after the other into `store`, each under its claim (so that two
+/// processes never compute the same run) and written atomically when it finishes. Shared by
+/// the grid ([`run_sweep`]) and the P\* refinement ([`super::refine`]).
 pub fn run_plans(
     store: &Store,
     todo: &[&RunPlan],
     observer: &mut dyn SweepObserver,
-) -> Result<Vec<String>> {
+) -> Result<PlansOutcome> {
     observer.start(todo.len());
-    let mut all_diverged = Vec::new();
+    let mut out = PlansOutcome::default();
+    let runs_dir = store.dir.join("runs");
     for (k, plan) in todo.iter().enumerate() {
+        // The claim makes this process the only one computing the run; a finished run found
+        // after claiming was written by another process in between.
+        let Some(claim) = Claim::acquire(&runs_dir, &plan.id)? else {
+            out.busy.push(plan.id.clone());
+            continue;
+        };
+        if integrity::is_intact(&store.run_dir(&plan.id)) {
+            out.finished_meanwhile.push(plan.id.clone());
+            continue;
+        }
+        let claim = std::cell::RefCell::new(claim);
         let label = plan
             .point
             .iter()
@@ -77,6 +109,7 @@ pub fn run_plans(
             run_experiment_interruptible(
                 &plan.config,
                 &mut |done, total| {
+                    claim.borrow_mut().heartbeat();
                     obs.borrow_mut()
                         .run_progress(k, &plan.id, &label, done, total)
                 },
@@ -85,12 +118,14 @@ pub fn run_plans(
         }
         .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
         if result.all_diverged() {
-            all_diverged.push(plan.id.clone());
+            out.all_diverged.push(plan.id.clone());
         }
         store.write_run(plan, &result)?;
+        drop(claim);
+        out.computed += 1;
         observer.run_finished(k, &plan.id, &label, result.all_diverged());
     }
-    Ok(all_diverged)
+    Ok(out)
 }
 
 /// Runs `sweep` (or shard `shard` = (i, n)) into `dir`, writing the aggregate tables in
@@ -134,22 +169,37 @@ pub fn run_sweep(
         store::write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
     };
     write_timing(timing(None, 0))?;
+    let mut recomputed = Vec::new();
+    let states: std::collections::BTreeMap<String, RunState> = integrity::survey(dir, &manifest)?
+        .runs
+        .into_iter()
+        .collect();
     let todo: Vec<&RunPlan> = plans
         .iter()
         .copied()
-        .filter(|p| !store.is_finished(&p.id))
+        .filter(|p| match states.get(&p.id).unwrap_or(&RunState::Missing) {
+            RunState::Intact { .. } => false,
+            RunState::Damaged(_) => {
+                recomputed.push(p.id.clone());
+                true
+            }
+            RunState::Missing => true,
+        })
         .collect();
-    let skipped = plans.len() - todo.len();
-    let all_diverged = run_plans(&store, &todo, observer)?;
-    let (finished, total) = store.rebuild_aggregates(format)?;
-    write_timing(timing(Some(store::utc_now()), todo.len()))?;
+    let done = run_plans(&store, &todo, observer)?;
+    let skipped = plans.len() - todo.len() + done.finished_meanwhile.len();
+    recomputed.retain(|id| !done.finished_meanwhile.contains(id));
+    let (finished, total, _) = store.rebuild_verified(format, false)?;
+    write_timing(timing(Some(store::utc_now()), done.computed))?;
     Ok(SweepOutcome {
         dir: dir.display().to_string(),
         grid_runs: total,
         shard_runs: plans.len(),
-        computed: todo.len(),
+        computed: done.computed,
         skipped,
         finished,
-        all_diverged,
+        all_diverged: done.all_diverged,
+        busy: done.busy,
+        recomputed,
     })
 }

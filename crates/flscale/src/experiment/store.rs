@@ -12,7 +12,8 @@
 //! DIR/histograms_probe.parquet  one row per (run, histogram, bin): deeper-layer overlaps
 //!                          (h2_phi, h2_he3, …) and parity-direction overlaps (rho_e1+e2)
 //! DIR/runs/run-00012/      experiment.toml, summary.json, chains.csv, traces.csv,
-//!                          histogram_rho.csv, histogram_<name>.csv, timing.json
+//!                          histogram_rho.csv, histogram_<name>.csv, checksums.json
+//!                          (length and hash of each, see [`super::integrity`]), timing.json
 //! ```
 //!
 //! A run directory is first written under `runs/.partial-<id>-<pid>` and then renamed, so a
@@ -23,11 +24,13 @@
 //! before the end leaves no table at all rather than a partial one. Everything that depends
 //! on the clock or the machine lives in the `timing.json` files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as Json};
 
+use super::integrity;
+pub use super::merge::{merge, merge_checked};
 use super::sweep::{toml_to_json, AnalysisSpec, RunPlan, Sweep};
 use super::table::{Column, ResultsFormat, Table};
 use crate::error::{Error, Result};
@@ -74,7 +77,7 @@ pub const OBSERVABLES: [(&str, &str, Option<&str>); 17] = [
     ),
 ];
 
-fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
+pub(super) fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::runtime(format!("cannot write {}: {e}", path.display()))
 }
 
@@ -89,12 +92,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
 }
 
-fn read_text(path: &Path) -> Result<String> {
+pub(super) fn read_text(path: &Path) -> Result<String> {
     std::fs::read_to_string(path)
         .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))
 }
 
-fn pretty(v: &Json) -> Result<String> {
+pub(super) fn pretty(v: &Json) -> Result<String> {
     serde_json::to_string_pretty(v)
         .map(|s| s + "\n")
         .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))
@@ -137,7 +140,7 @@ pub fn manifest(sweep: &Sweep, experiment_text: &str, git_revision: Option<&str>
 
 /// The part of two manifests that must agree for them to describe the same sweep (the git
 /// revision and the file name it was read from may differ).
-fn comparable(m: &Json) -> Json {
+pub(super) fn comparable(m: &Json) -> Json {
     let mut m = m.clone();
     if let Json::Object(o) = &mut m {
         o.remove("git_revision");
@@ -201,26 +204,10 @@ impl Store {
             .map_err(|e| Error::invalid(format!("{} is not valid JSON: {e}", path.display())))
     }
 
+    /// Removes what killed processes left: partial run directories, `*.tmp-<pid>` files and
+    /// stale claims ([`super::claim::clean_leftovers`]).
     fn remove_partials(&self) -> Result<()> {
-        let runs = self.dir.join("runs");
-        let Ok(entries) = std::fs::read_dir(&runs) else {
-            return Ok(());
-        };
-        let own = format!("-{}", std::process::id());
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            // Only partial directories of processes that are gone: another shard may be
-            // writing into the same directory right now.
-            if name.starts_with(".partial-") && !name.ends_with(&own) {
-                let pid = name.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
-                let alive = pid
-                    .map(|p| Path::new(&format!("/proc/{p}")).exists())
-                    .unwrap_or(false);
-                if !alive {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
-        }
+        super::claim::clean_leftovers(&self.dir);
         Ok(())
     }
 
@@ -244,9 +231,14 @@ impl Store {
             let _ = std::fs::remove_dir_all(&tmp);
         }
         std::fs::create_dir_all(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let written = std::cell::RefCell::new(Vec::new());
         let w = |name: &str, text: &str| -> Result<()> {
             let p = tmp.join(name);
-            std::fs::write(&p, text).map_err(|e| io_err(&p, e))
+            std::fs::write(&p, text).map_err(|e| io_err(&p, e))?;
+            written
+                .borrow_mut()
+                .push((name.to_string(), text.as_bytes().to_vec()));
+            Ok(())
         };
         w("experiment.toml", &plan.toml)?;
         let summary = serde_json::to_value(&r.summary)
@@ -298,17 +290,36 @@ impl Store {
         }
         hist += &format!(",,{}\n", h.outside);
         w("histogram_rho.csv", &hist)?;
-        w(
-            "timing.json",
-            &pretty(&json!({"seconds": r.seconds, "steps": r.steps}))?,
-        )?;
-        let dest = self.run_dir(&plan.id);
+        let sums = integrity::checksums_json(&written.borrow());
+        w(integrity::CHECKSUMS, &pretty(&sums)?)?;
+        // Clock time: not checksummed (it differs between identical runs).
+        let timing = tmp.join("timing.json");
+        std::fs::write(
+            &timing,
+            pretty(&json!({"seconds": r.seconds, "steps": r.steps}))?,
+        )
+        .map_err(|e| io_err(&timing, e))?;
+        self.publish_run(&tmp, &plan.id)
+    }
+
+    /// Renames the complete partial directory `tmp` to run `id`'s directory. When another
+    /// process finished the same run first, its intact files are identical and ours are dropped;
+    /// a damaged run directory there is replaced.
+    fn publish_run(&self, tmp: &Path, id: &str) -> Result<()> {
+        let dest = self.run_dir(id);
         if dest.exists() {
-            // Another shard finished the same run first; its files are identical.
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Ok(());
+            if integrity::is_intact(&dest) {
+                let _ = std::fs::remove_dir_all(tmp);
+                return Ok(());
+            }
+            let aside = self
+                .dir
+                .join("runs")
+                .join(format!(".partial-damaged-{id}-{}", std::process::id()));
+            std::fs::rename(&dest, &aside).map_err(|e| io_err(&dest, e))?;
+            let _ = std::fs::remove_dir_all(&aside);
         }
-        std::fs::rename(&tmp, &dest).map_err(|e| io_err(&dest, e))
+        std::fs::rename(tmp, &dest).map_err(|e| io_err(&dest, e))
     }
 
     /// The format of the aggregate tables already in the directory: CSV when only
@@ -327,11 +338,32 @@ impl Store {
     /// the other format, which would no longer describe the runs. Returns (finished, total).
     pub fn rebuild_aggregates(&self, format: ResultsFormat) -> Result<(usize, usize)> {
         let data = StoreData::load(&self.dir)?;
+        self.write_aggregates(&data, format)
+    }
+
+    /// [`Store::rebuild_aggregates`] from the intact runs only: damaged runs are refused (or,
+    /// with `skip_damaged`, left out and listed in the returned notes); runs not computed yet
+    /// are fine (shards finish at different times). Returns (finished, total, notes).
+    pub fn rebuild_verified(
+        &self,
+        format: ResultsFormat,
+        skip_damaged: bool,
+    ) -> Result<(usize, usize, Vec<String>)> {
+        let policy = integrity::Policy {
+            skip_damaged,
+            require_complete: false,
+        };
+        let (data, notes) = StoreData::load_verified(&self.dir, policy)?;
+        let (finished, total) = self.write_aggregates(&data, format)?;
+        Ok((finished, total, notes))
+    }
+
+    fn write_aggregates(&self, data: &StoreData, format: ResultsFormat) -> Result<(usize, usize)> {
         let tables = [
-            ("results", results_table(&data)),
-            ("chains", chains_table(&data)),
-            ("histograms", histograms_table(&data)),
-            ("histograms_probe", probe_histograms_table(&data)),
+            ("results", results_table(data)),
+            ("chains", chains_table(data)),
+            ("histograms", histograms_table(data)),
+            ("histograms_probe", probe_histograms_table(data)),
         ];
         for (name, table) in &tables {
             let path = self.dir.join(format!("{name}.{}", format.ext()));
@@ -597,8 +629,27 @@ fn parse_opt(s: &str) -> Option<f64> {
 }
 
 impl StoreData {
-    /// Loads the manifest and every finished run of `dir`.
+    /// Loads the manifest and every finished run of `dir` (unverified: see
+    /// [`StoreData::load_verified`]).
     pub fn load(dir: &Path) -> Result<StoreData> {
+        Self::load_except(dir, &BTreeSet::new())
+    }
+
+    /// Loads `dir` after verifying every run ([`integrity`]): refuses damaged runs (and
+    /// missing ones when `policy.require_complete`) naming them, or with `skip_damaged` leaves
+    /// them out. Returns the data and the notes to print (skipped runs, runs without checksums).
+    pub fn load_verified(
+        dir: &Path,
+        policy: integrity::Policy,
+    ) -> Result<(StoreData, Vec<String>)> {
+        let manifest = Store::open(dir)?.manifest()?;
+        let survey = integrity::survey(dir, &manifest)?;
+        let notes = integrity::enforce(dir, &survey, policy)?;
+        Ok((Self::load_except(dir, &survey.unusable())?, notes))
+    }
+
+    /// Loads the manifest and the finished runs of `dir` that are not in `exclude`.
+    fn load_except(dir: &Path, exclude: &BTreeSet<String>) -> Result<StoreData> {
         let store = Store::open(dir)?;
         let manifest = store.manifest()?;
         let analysis: AnalysisSpec = manifest
@@ -618,7 +669,7 @@ impl StoreData {
         for r in list.iter().chain(&refined) {
             let id = r.get("id").and_then(Json::as_str).unwrap_or("").to_string();
             let index = r.get("index").and_then(Json::as_u64).unwrap_or(0) as usize;
-            if id.is_empty() || !store.is_finished(&id) {
+            if id.is_empty() || !store.is_finished(&id) || exclude.contains(&id) {
                 continue;
             }
             let rd = store.run_dir(&id);
@@ -702,137 +753,6 @@ impl StoreData {
     }
 }
 
-/// Merges results directories into `out` (idempotent): every input must hold the same sweep;
-/// finished runs are copied (a run present twice must have identical files); the aggregates
-/// are rebuilt in `format`, or when that is `None` in the format `out` (else the first input)
-/// already has. With no inputs, `out` itself is re-aggregated (shards that wrote into one
-/// shared directory). Returns (runs copied, finished, total).
-pub fn merge(
-    out: &Path,
-    inputs: &[PathBuf],
-    format: Option<ResultsFormat>,
-) -> Result<(usize, usize, usize)> {
-    let mut manifest: Option<Json> = None;
-    let mut sources = Vec::new();
-    for dir in inputs {
-        let s = Store::open(dir)?;
-        let m = s.manifest()?;
-        if let Some(first) = &manifest {
-            if comparable(first) != comparable(&m) {
-                return Err(Error::invalid(format!(
-                    "{} holds a different experiment or grid than {}; only shards of one sweep can be merged",
-                    dir.display(),
-                    inputs[0].display()
-                )));
-            }
-        } else {
-            manifest = Some(m);
-        }
-        sources.push(s);
-    }
-    let store = match &manifest {
-        Some(m) => Store::create(out, m)?,
-        None => Store::open(out)?,
-    };
-    let mut copied = 0;
-    let mut timings = Vec::new();
-    for s in &sources {
-        if same_dir(&s.dir, &store.dir) {
-            continue;
-        }
-        if let Ok(t) = read_text(&s.dir.join("timing.json")) {
-            timings.push(serde_json::from_str::<Json>(&t).unwrap_or(Json::Null));
-        }
-        let Ok(entries) = std::fs::read_dir(s.dir.join("runs")) else {
-            continue;
-        };
-        let mut ids: Vec<String> = entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().to_string())
-            .filter(|n| n.starts_with("run-") && s.is_finished(n))
-            .collect();
-        ids.sort();
-        for id in ids {
-            let src = s.run_dir(&id);
-            let dest = store.run_dir(&id);
-            if dest.exists() {
-                compare_runs(&src, &dest, &id)?;
-                continue;
-            }
-            let tmp = store
-                .dir
-                .join("runs")
-                .join(format!(".partial-{id}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&tmp);
-            copy_dir(&src, &tmp)?;
-            std::fs::rename(&tmp, &dest).map_err(|e| io_err(&dest, e))?;
-            copied += 1;
-        }
-    }
-    if !timings.is_empty() {
-        write_atomic(
-            &store.dir.join("timing.json"),
-            pretty(&json!({"merged_from": timings}))?.as_bytes(),
-        )?;
-    }
-    let format = format.unwrap_or_else(|| {
-        let has_tables = ResultsFormat::ALL
-            .iter()
-            .any(|f| store.dir.join(format!("results.{}", f.ext())).exists());
-        if has_tables {
-            store.aggregate_format()
-        } else {
-            sources
-                .first()
-                .map(Store::aggregate_format)
-                .unwrap_or_default()
-        }
-    });
-    let (finished, total) = store.rebuild_aggregates(format)?;
-    Ok((copied, finished, total))
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}
-
-fn copy_dir(src: &Path, dest: &Path) -> Result<()> {
-    std::fs::create_dir_all(dest).map_err(|e| io_err(dest, e))?;
-    let entries = std::fs::read_dir(src).map_err(|e| io_err(src, e))?;
-    for e in entries.flatten() {
-        let to = dest.join(e.file_name());
-        std::fs::copy(e.path(), &to).map_err(|err| io_err(&to, err))?;
-    }
-    Ok(())
-}
-
-/// Files of a run directory that must be byte-identical wherever the run was computed.
-const RUN_FILES: [&str; 5] = [
-    "experiment.toml",
-    "summary.json",
-    "chains.csv",
-    "traces.csv",
-    "histogram_rho.csv",
-];
-
-fn compare_runs(a: &Path, b: &Path, id: &str) -> Result<()> {
-    for f in RUN_FILES {
-        let x = std::fs::read(a.join(f)).ok();
-        let y = std::fs::read(b.join(f)).ok();
-        if x != y {
-            return Err(Error::runtime(format!(
-                "{id}/{f} differs between {} and {}; the two results were not computed from the same inputs",
-                a.display(),
-                b.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// UTC time as RFC 3339 (`2026-11-30T09:28:34Z`), from the system clock.
 pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
@@ -865,10 +785,7 @@ pub fn utc_string(secs: i64) -> String {
 
 /// The machine description of `timing.json`.
 pub fn machine() -> Json {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok());
+    let host = Some(super::claim::hostname()).filter(|h| !h.is_empty());
     json!({
         "hostname": host,
         "os": std::env::consts::OS,

@@ -250,6 +250,8 @@ pub struct Sweep {
     pub runs: Vec<RunPlan>,
     /// Whether the `[quick]` overrides were applied.
     pub quick: bool,
+    /// `[slurm]`: knobs of the sbatch script of `--emit-slurm` ([`super::slurm`]).
+    pub slurm: super::slurm::SlurmSpec,
 }
 
 /// A TOML value as a number, if it is one.
@@ -386,6 +388,7 @@ impl Sweep {
         let sweep = take_table(&mut doc, "sweep", source)?;
         let analysis_t = take_table(&mut doc, "analysis", source)?;
         let quick_t = take_table(&mut doc, "quick", source)?;
+        let slurm = parse_slurm(take_table(&mut doc, "slurm", source)?, source)?;
         let ctx = |e: Error| e.context(source);
         let mut axes = Vec::new();
         let mut follow = Vec::new();
@@ -477,6 +480,7 @@ impl Sweep {
             analysis,
             runs: Vec::new(),
             quick,
+            slurm,
         };
         sw.runs = sw.expand()?;
         Ok(sw)
@@ -624,6 +628,22 @@ pub fn toml_to_json(v: &Value) -> serde_json::Value {
                 .collect(),
         ),
     }
+}
+
+/// `[slurm]`, validated.
+fn parse_slurm(t: Option<Table>, source: &str) -> Result<super::slurm::SlurmSpec> {
+    let Some(t) = t else {
+        return Ok(super::slurm::SlurmSpec::default());
+    };
+    let spec: super::slurm::SlurmSpec =
+        Value::Table(t).try_into().map_err(|e: toml::de::Error| {
+            Error::invalid(format!(
+                "{source}: [slurm]: {}",
+                e.to_string().trim_end().replace('\n', " ")
+            ))
+        })?;
+    spec.validate(&format!("{source} [slurm]"))?;
+    Ok(spec)
 }
 
 fn take_table(doc: &mut Table, name: &str, source: &str) -> Result<Option<Table>> {

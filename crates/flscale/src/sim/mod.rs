@@ -70,3 +70,4 @@ pub use driver::run;
 pub use ensemble::fcn as sampler;
 pub use kernel::mala;
 pub use model::activation;
+pub use observe::observables;
