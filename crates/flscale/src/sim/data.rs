@@ -54,7 +54,20 @@ impl Dataset {
     pub fn generate(data: &DataConfig, target: &TargetConfig, seed: u64) -> Dataset {
         let d = data.d;
         let std_devs = input_std_devs(data, d);
-        let teacher = teacher_direction(data.teacher, d, seed);
+        let teacher = match target.parity {
+            // A parity/sign label sign(x_1⋯x_k) has no teacher vector: its relevant subspace is
+            // span(e_1, …, e_k), and the specialised neurons align with the signed diagonals
+            // w_{*,1±2…} = (e_1 ± e_2 …)/√k (paper App. E.2, Fig. 7). The first of them,
+            // (e_1 + … + e_k)/√k, is the direction along which ρ, the first-layer outliers, R,
+            // the overlap histogram and the hot start are taken; every diagonal is also probed
+            // separately (`observe::overlaps::parity_directions`).
+            Some(k) if k >= 1 && k <= d => {
+                let mut u = vec![0.0; d];
+                u[..k].fill(1.0 / (k as f64).sqrt());
+                u
+            }
+            _ => teacher_direction(data.teacher, d, seed),
+        };
         let teacher_scale = teacher_scale(&teacher, &std_devs);
         let draw = |n: usize, s: u64| draw_inputs(n, &std_devs, &mut data_stream(seed, s));
         let x_train = draw(data.p, 1);
@@ -313,6 +326,12 @@ mod tests {
         for (row, y) in data.x_train.chunks(4).zip(&data.y_train) {
             assert_eq!(*y, (row[0] * row[1]).signum());
         }
+        // Overlaps of a parity target are taken along its first parity direction, not along
+        // the data set's random teacher vector.
+        let s = 0.5f64.sqrt();
+        assert_eq!(data.teacher, vec![s, s, 0.0, 0.0]);
+        let first = &crate::sim::observe::overlaps::parity_directions(2, 4)[0].1;
+        assert_eq!(&data.teacher, first);
         // The test set and teacher do not depend on P.
         let a = Dataset::generate(&cfg(4, 50), &target_h(1), 9);
         let b = Dataset::generate(&cfg(4, 80), &target_h(1), 9);
