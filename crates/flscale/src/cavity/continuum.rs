@@ -329,24 +329,50 @@ fn finite_d_moments(inv: &Invariants, d: f64, (b, c): (f64, f64)) -> Result<[[f6
     Ok([[k * m11, k * m12], [k * m12, k * m22]])
 }
 
-/// The finite-D EK solution by safeguarded Newton from the D → ∞ solution (or from (1, ε)).
-pub fn solve_finite(inv: &Invariants, d: f64) -> Result<ContinuumSolution> {
-    positive("D (input dimension)", d)?;
+/// Newton on the finite-D map from `start`; `None` when it does not converge.
+fn newton_at(
+    inv: &Invariants,
+    d: f64,
+    start: (f64, f64),
+) -> Result<Option<super::solver::FixedPointRun>> {
     let g = |bc: (f64, f64)| -> Result<(f64, f64)> {
         Ok(gpr(finite_d_moments(inv, d, bc)?, inv.eps))
     };
-    let start = solve_limit(inv).map_or((1.0, inv.eps), |s| (s.b, s.c));
     let opts = NewtonOptions {
         tol: 1e-11,
         ..NewtonOptions::default()
     };
     let run = newton_fixed_point(&g, start, &opts)?;
-    if !run.converged {
-        return Err(Error::runtime(format!(
-            "the EK fixed point at D = {d} did not converge (residual {:.3e} after {} Newton steps)",
-            run.residual, run.iterations
-        )));
+    Ok(run.converged.then_some(run))
+}
+
+/// The finite-D EK solution by safeguarded Newton from the D → ∞ solution (or from (1, ε)).
+/// At large D the map is stiff (the side mass changes like e^{−D·ΔŨ}); when Newton from that
+/// start fails, the solution is continued in D from D = 150 upward by factors √10 ≤ 3.2.
+pub fn solve_finite(inv: &Invariants, d: f64) -> Result<ContinuumSolution> {
+    positive("D (input dimension)", d)?;
+    let start = solve_limit(inv).map_or((1.0, inv.eps), |s| (s.b, s.c));
+    let mut run = newton_at(inv, d, start)?;
+    if run.is_none() && d > 150.0 {
+        let mut at = start;
+        let mut dk = 150.0f64;
+        loop {
+            match newton_at(inv, dk, at)? {
+                Some(r) => at = r.x,
+                None => break,
+            }
+            if dk >= d {
+                run = newton_at(inv, d, at)?;
+                break;
+            }
+            dk = (dk * 10f64.sqrt()).min(d);
+        }
     }
+    let Some(run) = run else {
+        return Err(Error::runtime(format!(
+            "the EK fixed point at D = {d} did not converge (Newton from the D → ∞ solution and the continuation in D both failed)"
+        )));
+    };
     let (b, c) = run.x;
     let mf = MeanField::new(inv.sigma_w2, b, c)?;
     let scale = (inv.sigma_w2 / d).sqrt();
@@ -524,7 +550,7 @@ mod tests {
         let (b, c) = gpr(m, inv.eps);
         assert!((b - lim.b).abs() < 1e-9 && (c - lim.c).abs() < 1e-9, "{b} {c} {lim:?}");
         let mut errs = Vec::new();
-        for d in [1e3, 1e4, 1e5] {
+        for d in [150.0, 1500.0, 15000.0] {
             let s = solve_finite(&inv, d).unwrap();
             errs.push((s.b - lim.b).abs().max((s.c - lim.c).abs()));
         }
