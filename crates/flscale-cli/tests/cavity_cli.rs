@@ -556,7 +556,11 @@ fn sweep_over_reports_phase_and_solver_per_solution() {
             .env("RAYON_NUM_THREADS", threads)
             .output()
             .expect("the flscale binary runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         out.stdout
     };
     let one = run("1");
@@ -600,7 +604,13 @@ fn sweep_over_reports_phase_and_solver_per_solution() {
 #[test]
 fn continuum_path_has_gfl_then_mixed_phase_and_an_onset() {
     let v = json_of(&flscale(&[
-        "cavity", "continuum", "--paper", "main", "--values", "0.14,0.2,0.26", "--json",
+        "cavity",
+        "continuum",
+        "--paper",
+        "main",
+        "--values",
+        "0.14,0.2,0.26",
+        "--json",
     ]));
     let onset = num(&v, &["onset"]);
     assert!(onset > 0.14 && onset < 0.26, "{onset}");
@@ -642,8 +652,26 @@ fn mixed_phase_commands_refuse_bad_parameters_with_code_2() {
         &["cavity", "sweep", "--over", "x", "--values", "1"],
         &["cavity", "sweep", "--over", "n", "--values", "1.5"],
         &["cavity", "sweep", "--over", "t", "--values", "-0.1"],
-        &["cavity", "sweep", "--over", "t", "--values", "0.1", "--readout-total", "1"],
-        &["cavity", "sweep", "--over", "n", "--values", "10", "--readout-total", "0"],
+        &[
+            "cavity",
+            "sweep",
+            "--over",
+            "t",
+            "--values",
+            "0.1",
+            "--readout-total",
+            "1",
+        ],
+        &[
+            "cavity",
+            "sweep",
+            "--over",
+            "n",
+            "--values",
+            "10",
+            "--readout-total",
+            "0",
+        ],
         &["cavity", "continuum", "--paper", "other"],
         &["cavity", "continuum", "--t", "-1"],
         &["cavity", "continuum", "--eps", "0"],
@@ -660,7 +688,10 @@ fn mixed_phase_commands_refuse_bad_parameters_with_code_2() {
             String::from_utf8_lossy(&out.stderr)
         );
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.starts_with("error: ") && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }

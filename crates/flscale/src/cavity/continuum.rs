@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use super::closed_forms::{erf_h1, erf_h3};
 use super::phase::coexistence_closed_form;
-use super::phase_at::{label, wells, PhaseLabel};
+use super::phase_at::{label, simpson_weight, wells, PhaseLabel};
 use super::potential::MeanField;
 use super::solver::{newton_fixed_point, NewtonOptions};
 use super::{finite, positive};
@@ -82,7 +82,12 @@ impl Invariants {
         for (name, v) in [("D", d), ("N", n), ("P", p), ("T", t), ("s_a²", s)] {
             positive(name, v)?;
         }
-        Invariants::new(p * p * s / (t * t * d), p * n * s / (t * d), net.sigma_w2, net.eps)
+        Invariants::new(
+            p * p * s / (t * t * d),
+            p * n * s / (t * d),
+            net.sigma_w2,
+            net.eps,
+        )
     }
 
     fn g0(&self) -> f64 {
@@ -228,7 +233,9 @@ pub fn mixed_limit(inv: &Invariants) -> Vec<ContinuumSolution> {
                 let (mut lo, mut hi, mut flo) = (kp, k, cp);
                 for _ in 0..100 {
                     let mid = 0.5 * (lo + hi);
-                    let Some(fm) = at(mid).map(|s| s.4) else { break };
+                    let Some(fm) = at(mid).map(|s| s.4) else {
+                        break;
+                    };
                     if fm.signum() == flo.signum() {
                         lo = mid;
                         flo = fm;
@@ -283,7 +290,8 @@ pub fn solve_limit(inv: &Invariants) -> Option<ContinuumSolution> {
     let b = gfl_limit(inv);
     let valid = coexist(inv, b, inv.eps).is_none_or(|(ratio, _)| ratio < 1.0);
     if valid {
-        let residual = (b + inv.kappa * inv.g0() * b / (1.0 - inv.u * inv.g0() * b * b) - 1.0).abs();
+        let residual =
+            (b + inv.kappa * inv.g0() * b / (1.0 - inv.u * inv.g0() * b * b) - 1.0).abs();
         return Some(limit_solution(inv, b, inv.eps, 0.0, None, residual));
     }
     mixed_limit(inv)
@@ -312,13 +320,7 @@ fn finite_d_moments(inv: &Invariants, d: f64, (b, c): (f64, f64)) -> Result<[[f6
     let vmin = vals.iter().copied().fold(f64::INFINITY, f64::min);
     let (mut z, mut m11, mut m12, mut m22) = (0.0, 0.0, 0.0, 0.0);
     for (i, v) in vals.iter().enumerate() {
-        let w = if i == 0 || i == n {
-            1.0
-        } else if i % 2 == 1 {
-            4.0
-        } else {
-            2.0
-        } * (-(v - vmin)).exp();
+        let w = simpson_weight(i, n) * (-(v - vmin)).exp();
         let p = projections(i as f64 * h, inv.sigma_w2);
         z += w;
         m11 += w * p.0 * p.0;
@@ -335,9 +337,8 @@ fn newton_at(
     d: f64,
     start: (f64, f64),
 ) -> Result<Option<super::solver::FixedPointRun>> {
-    let g = |bc: (f64, f64)| -> Result<(f64, f64)> {
-        Ok(gpr(finite_d_moments(inv, d, bc)?, inv.eps))
-    };
+    let g =
+        |bc: (f64, f64)| -> Result<(f64, f64)> { Ok(gpr(finite_d_moments(inv, d, bc)?, inv.eps)) };
     let opts = NewtonOptions {
         tol: 1e-11,
         ..NewtonOptions::default()
@@ -526,7 +527,10 @@ mod tests {
             let s = solve_finite(&inv, d).unwrap();
             errs.push((s.b - lim.b).abs().max((s.c - lim.c).abs()));
         }
-        assert!(errs[1] < 0.3 * errs[0] && errs[2] < 0.3 * errs[1], "{errs:?}");
+        assert!(
+            errs[1] < 0.3 * errs[0] && errs[2] < 0.3 * errs[1],
+            "{errs:?}"
+        );
         assert!(errs[2] < 1e-3, "{errs:?}");
     }
 
@@ -544,18 +548,30 @@ mod tests {
         let x = inv.u * inv.g0() * lim.b * lim.b;
         let k = inv.kappa;
         let m = [
-            [k * inv.g0() / (1.0 - x) + k * lim.side_mass_times_d * v.0 * v.0, k * lim.side_mass_times_d * v.0 * v.1],
-            [k * lim.side_mass_times_d * v.0 * v.1, k * lim.side_mass_times_d * v.1 * v.1],
+            [
+                k * inv.g0() / (1.0 - x) + k * lim.side_mass_times_d * v.0 * v.0,
+                k * lim.side_mass_times_d * v.0 * v.1,
+            ],
+            [
+                k * lim.side_mass_times_d * v.0 * v.1,
+                k * lim.side_mass_times_d * v.1 * v.1,
+            ],
         ];
         let (b, c) = gpr(m, inv.eps);
-        assert!((b - lim.b).abs() < 1e-9 && (c - lim.c).abs() < 1e-9, "{b} {c} {lim:?}");
+        assert!(
+            (b - lim.b).abs() < 1e-9 && (c - lim.c).abs() < 1e-9,
+            "{b} {c} {lim:?}"
+        );
         let mut errs = Vec::new();
         for d in [150.0, 1500.0, 15000.0] {
             let s = solve_finite(&inv, d).unwrap();
             errs.push((s.b - lim.b).abs().max((s.c - lim.c).abs()));
         }
         assert!(errs[1] < errs[0] && errs[2] < errs[1], "{errs:?}");
-        assert!(errs[2] < 0.1 * lim.cubic_fraction.abs().max(0.01), "{errs:?} {lim:?}");
+        assert!(
+            errs[2] < 0.1 * lim.cubic_fraction.abs().max(0.01),
+            "{errs:?} {lim:?}"
+        );
     }
 
     #[test]

@@ -201,12 +201,36 @@ pub fn continuum_chart(
         log_x: false,
         log_y: false,
         series: vec![
-            Series::new("1 − c/ε, D → ∞", curve(lim, &|s| s.cubic_fraction), Mark::Line),
-            Series::new("1 − c/ε, finite D", curve(fin, &|s| s.cubic_fraction), Mark::LinePoints),
-            Series::new("1 − b, D → ∞", curve(lim, &|s| s.linear_fraction), Mark::Dashed),
-            Series::new("1 − b, finite D", curve(fin, &|s| s.linear_fraction), Mark::Points),
-            Series::new("phase band, D → ∞", curve(lim, &|s| phase_level(s.label)), Mark::Points),
-            Series::new("phase band, finite D", curve(fin, &|s| phase_level(s.label)), Mark::Points),
+            Series::new(
+                "1 − c/ε, D → ∞",
+                curve(lim, &|s| s.cubic_fraction),
+                Mark::Line,
+            ),
+            Series::new(
+                "1 − c/ε, finite D",
+                curve(fin, &|s| s.cubic_fraction),
+                Mark::LinePoints,
+            ),
+            Series::new(
+                "1 − b, D → ∞",
+                curve(lim, &|s| s.linear_fraction),
+                Mark::Dashed,
+            ),
+            Series::new(
+                "1 − b, finite D",
+                curve(fin, &|s| s.linear_fraction),
+                Mark::Points,
+            ),
+            Series::new(
+                "phase band, D → ∞",
+                curve(lim, &|s| phase_level(s.label)),
+                Mark::Points,
+            ),
+            Series::new(
+                "phase band, finite D",
+                curve(fin, &|s| phase_level(s.label)),
+                Mark::Points,
+            ),
         ],
         notes,
     }

@@ -29,8 +29,8 @@ use super::adaptive::{
     finish, map_step, overlap_posterior, AdaptiveParams, Branch, FixedPoint, FreeEnergy, Points,
     Prepared,
 };
-use super::roots2d::{find_roots, Rect, RootSettings, Unresolved};
 use super::phase_at::PhaseAtFixedPoint;
+use super::roots2d::{find_roots, Rect, RootSettings, Unresolved};
 use super::solver::Method;
 use crate::error::{Error, Result};
 

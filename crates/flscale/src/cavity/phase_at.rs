@@ -121,6 +121,17 @@ fn refine(f: &impl Fn(f64) -> f64, mut a: f64, mut b: f64, sign: f64) -> f64 {
     0.5 * (a + b)
 }
 
+/// The composite Simpson weight of node i of 0..=n (n even): 1, 4, 2, 4, …, 4, 1.
+pub(crate) fn simpson_weight(i: usize, n: usize) -> f64 {
+    if i == 0 || i == n {
+        1.0
+    } else if i % 2 == 1 {
+        4.0
+    } else {
+        2.0
+    }
+}
+
 /// Composite Simpson integral of e^{−(U − shift)} on [a, b] with steps of at most `h`.
 fn simpson_mass(u: &impl Fn(f64) -> f64, a: f64, b: f64, h: f64, shift: f64) -> f64 {
     if b <= a {
@@ -129,16 +140,7 @@ fn simpson_mass(u: &impl Fn(f64) -> f64, a: f64, b: f64, h: f64, shift: f64) -> 
     let n = 2 * ((b - a) / h / 2.0).ceil().max(1.0) as usize;
     let step = (b - a) / n as f64;
     let sum: f64 = (0..=n)
-        .map(|i| {
-            let w = if i == 0 || i == n {
-                1.0
-            } else if i % 2 == 1 {
-                4.0
-            } else {
-                2.0
-            };
-            w * (-(u(a + i as f64 * step) - shift)).exp()
-        })
+        .map(|i| simpson_weight(i, n) * (-(u(a + i as f64 * step) - shift)).exp())
         .sum();
     sum * step / 3.0
 }
@@ -327,7 +329,11 @@ mod tests {
         let cut = w.barrier.unwrap();
         assert!((cut - 1.0 / 3f64.sqrt()).abs() < 1e-6);
         let reference = dense_side_mass(triple(a, 0.0), cut, 3.0);
-        assert!((w.side_mass - reference).abs() < 1e-7, "{} vs {reference}", w.side_mass);
+        assert!(
+            (w.side_mass - reference).abs() < 1e-7,
+            "{} vs {reference}",
+            w.side_mass
+        );
         // Curvatures 2A and 8A: Gaussian weights ∝ 1/√U'' give 1/3 (the side well counts ±).
         assert!((w.side_mass - 1.0 / 3.0).abs() < 0.02);
         assert_eq!(label(&w, 1e-3), PhaseLabel::GmflI);

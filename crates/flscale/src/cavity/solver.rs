@@ -208,7 +208,11 @@ where
 }
 
 /// Safeguarded Newton on G(x) − x from `start` (module docs).
-pub fn newton_fixed_point<G>(g: &G, start: (f64, f64), opts: &NewtonOptions) -> Result<FixedPointRun>
+pub fn newton_fixed_point<G>(
+    g: &G,
+    start: (f64, f64),
+    opts: &NewtonOptions,
+) -> Result<FixedPointRun>
 where
     G: Fn((f64, f64)) -> Result<(f64, f64)>,
 {
@@ -237,7 +241,14 @@ where
         }
     }
     let r = max_abs(f);
-    Ok(run(x, r, opts.max_iter, evals, r < opts.tol, Method::Newton))
+    Ok(run(
+        x,
+        r,
+        opts.max_iter,
+        evals,
+        r < opts.tol,
+        Method::Newton,
+    ))
 }
 
 #[cfg(test)]

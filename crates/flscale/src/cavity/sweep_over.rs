@@ -118,7 +118,10 @@ pub fn sweep_over_chart(rep: &ParamSweepReport) -> LineChart {
     };
     let xs = &rep.values;
     let curve = |f: &dyn Fn(&SolveReport) -> f64| -> Vec<(f64, f64)> {
-        xs.iter().zip(&rep.points).map(|(&x, p)| (x, f(p))).collect()
+        xs.iter()
+            .zip(&rep.points)
+            .map(|(&x, p)| (x, f(p)))
+            .collect()
     };
     let mut notes: Vec<String> = xs
         .iter()
@@ -140,10 +143,22 @@ pub fn sweep_over_chart(rep: &ParamSweepReport) -> LineChart {
         log_x: matches!(rep.over, SweepVariable::N),
         log_y: false,
         series: vec![
-            Series::new("R, small start", curve(&|p| p.unaligned.r), Mark::LinePoints),
+            Series::new(
+                "R, small start",
+                curve(&|p| p.unaligned.r),
+                Mark::LinePoints,
+            ),
             Series::new("R, large start", curve(&|p| p.aligned.r), Mark::LinePoints),
-            Series::new("1 − c/ε, small start", curve(&|p| frac(&p.unaligned)), Mark::Dashed),
-            Series::new("1 − c/ε, large start", curve(&|p| frac(&p.aligned)), Mark::Dashed),
+            Series::new(
+                "1 − c/ε, small start",
+                curve(&|p| frac(&p.unaligned)),
+                Mark::Dashed,
+            ),
+            Series::new(
+                "1 − c/ε, large start",
+                curve(&|p| frac(&p.aligned)),
+                Mark::Dashed,
+            ),
             Series::new(
                 "phase band, small start",
                 curve(&|p| phase_level(p.unaligned.phase.label)),

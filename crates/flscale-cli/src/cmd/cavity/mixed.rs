@@ -120,7 +120,11 @@ pub(super) fn run_sweep_over(a: SweepOverArgs) -> Result<()> {
                 sol.c,
                 sol.r,
                 sol.test_mse_relative,
-                if sol.converged { "" } else { " (NOT converged)" }
+                if sol.converged {
+                    ""
+                } else {
+                    " (NOT converged)"
+                }
             );
             s += &phase_text(&sol.phase);
             s += &solver_text(sol);
@@ -268,7 +272,12 @@ pub(super) fn run_continuum(a: ContinuumArgs) -> Result<()> {
         })
         .collect();
     if let Some(path) = &a.out {
-        write_figure(path, 900, 600, &figures::continuum_chart(&points, &a.over, onset))?;
+        write_figure(
+            path,
+            900,
+            600,
+            &figures::continuum_chart(&points, &a.over, onset),
+        )?;
     }
     if a.json {
         return out_json(&json!({
@@ -295,7 +304,19 @@ fn continuum_text(
     );
     s += &format!(
         "{:>9} {:>9} {:>7} | {:>9} {:>9} {:>8} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>9} {:>8}\n",
-        a.over, "u", "κ", "b ∞", "1−c/ε ∞", "φ ∞", "u/u_c ∞", "phase", "b D", "1−c/ε D", "φ D", "u/u_c D", "phase"
+        a.over,
+        "u",
+        "κ",
+        "b ∞",
+        "1−c/ε ∞",
+        "φ ∞",
+        "u/u_c ∞",
+        "phase",
+        "b D",
+        "1−c/ε D",
+        "φ D",
+        "u/u_c D",
+        "phase"
     );
     let cols = |o: &Option<continuum::ContinuumSolution>| match o {
         Some(x) => format!(
@@ -320,7 +341,10 @@ fn continuum_text(
     }
     s += "φ = D·(side-well mass); u/u_c = u/u_coexist(b, c) (closed form); '∞' = D → ∞ at fixed u, κ\n";
     s += &match onset {
-        Some(x) => format!("D → ∞ onset of the mixed phase GMFL-I: {} = {x:.6}\n", a.over),
+        Some(x) => format!(
+            "D → ∞ onset of the mixed phase GMFL-I: {} = {x:.6}\n",
+            a.over
+        ),
         None => "D → ∞ onset of the mixed phase: none in the range\n".to_string(),
     };
     if !a.d_values.is_empty() {
