@@ -374,6 +374,8 @@ fn every_subcommand_help_has_an_example() {
         "sweep-p",
         "cubic",
         "fixed-points",
+        "sweep",
+        "continuum",
     ] {
         let out = flscale(&["cavity", sub, "--help"]);
         assert!(out.status.success());
@@ -533,5 +535,163 @@ fn blog_overlay_sweep_files_are_valid() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(text.contains(&format!("{runs} runs in the grid")), "{text}");
+    }
+}
+
+/// `cavity sweep --over t` at D = N = 6: every solution carries its phase (label, side mass,
+/// u/u_spinodal, cubic fraction, recomputed here from b, c, u) and its solver record; the figure
+/// is written; the numbers do not depend on the thread count.
+#[test]
+fn sweep_over_reports_phase_and_solver_per_solution() {
+    let dir = tempfile::tempdir().unwrap();
+    let fig = dir.path().join("sweep.svg");
+    let fig_s = fig.to_str().unwrap();
+    let args = [
+        "cavity", "sweep", "--over", "t", "--values", "0.05,0.1", "--d", "6", "--n", "6", "--p",
+        "24", "--p-test", "40", "--json", "--out", fig_s,
+    ];
+    let run = |threads: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_flscale"))
+            .args(args)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .expect("the flscale binary runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let one = run("1");
+    assert_eq!(one, run("3"));
+    let v: serde_json::Value = serde_json::from_slice(&one).unwrap();
+    assert_eq!(v["over"], "t");
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for (pt, t) in points.iter().zip([0.05, 0.1]) {
+        assert_eq!(num(pt, &["params", "t"]), t);
+        for branch in ["unaligned", "aligned"] {
+            let s = &pt[branch];
+            let ph = &s["phase"];
+            assert!(["GFL", "GMFL-I", "GMFL-II"].contains(&ph["label"].as_str().unwrap()));
+            let mass = num(ph, &["side_mass"]);
+            assert!((0.0..=1.0).contains(&mass));
+            assert!((num(ph, &["side_neurons"]) - 6.0 * mass).abs() < 1e-12);
+            let (b, c, u) = (num(s, &["b"]), num(s, &["c"]), num(s, &["u"]));
+            assert!((num(ph, &["cubic_fraction"]) - (1.0 - c / 0.3)).abs() < 1e-12);
+            // u/u_s = 4σ_w²b²u/(π(1 + 2σ_w²)) at σ_w² = 1.
+            let want = 4.0 * b * b * u / (std::f64::consts::PI * 3.0);
+            assert!((num(ph, &["u_over_spinodal"]) - want).abs() < 1e-9 * want.max(1e-12));
+            assert!(!ph["minima"].as_array().unwrap().is_empty());
+            assert!(s["converged"].as_bool().unwrap());
+            assert!(num(s, &["last_step"]) < 1e-7);
+            assert!(num(s, &["map_evaluations"]) >= num(s, &["iterations"]));
+        }
+    }
+    assert!(std::fs::read_to_string(&fig).unwrap().contains("<svg"));
+    // The text form names the phase and the solver.
+    let text = flscale(&[
+        "cavity", "solve", "--d", "6", "--n", "6", "--p", "24", "--p-test", "40",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("phase ") && text.contains("side-well mass") && text.contains("solver"));
+}
+
+/// `cavity continuum` on the paper's main path: u and κ recomputed from the network, the GFL
+/// points solve b(1 + κg₀/(1 − u g₀ b²)) = 1 with c = ε, the mixed-phase points sit at
+/// coexistence (u/u_coexist = 1) with φ > 0, and the onset lies between them.
+#[test]
+fn continuum_path_has_gfl_then_mixed_phase_and_an_onset() {
+    let v = json_of(&flscale(&[
+        "cavity",
+        "continuum",
+        "--paper",
+        "main",
+        "--values",
+        "0.14,0.2,0.26",
+        "--json",
+    ]));
+    let onset = num(&v, &["onset"]);
+    assert!(onset > 0.14 && onset < 0.26, "{onset}");
+    let g0 = 4.0 * 0.5 / (std::f64::consts::PI * 2.0);
+    let (mut gfl, mut mixed) = (0, 0);
+    for pt in v["points"].as_array().unwrap() {
+        let t = num(pt, &["x"]);
+        let s_a2 = 8.0 / 700.0f64.powi(2);
+        let u = 3000.0f64.powi(2) * s_a2 / (t * t * 150.0);
+        let kappa = 3000.0 * 700.0 * s_a2 / (t * 150.0);
+        assert!((num(pt, &["invariants", "u"]) - u).abs() < 1e-9 * u);
+        assert!((num(pt, &["invariants", "kappa"]) - kappa).abs() < 1e-9 * kappa);
+        let lim = &pt["limit"];
+        let (b, c) = (num(lim, &["b"]), num(lim, &["c"]));
+        match lim["label"].as_str().unwrap() {
+            "GFL" => {
+                gfl += 1;
+                assert!(t > onset);
+                assert!((c + 0.3).abs() < 1e-15);
+                assert!((b * (1.0 + kappa * g0 / (1.0 - u * g0 * b * b)) - 1.0).abs() < 1e-12);
+            }
+            "GMFL-I" => {
+                mixed += 1;
+                assert!(t < onset);
+                assert!((num(lim, &["u_over_coexist"]) - 1.0).abs() < 1e-9);
+                assert!(num(lim, &["side_mass_times_d"]) > 0.0);
+                assert!(num(lim, &["cubic_fraction"]) > 0.0);
+            }
+            other => panic!("unexpected label {other}"),
+        }
+        assert!(pt["finite_d"]["b"].is_number());
+    }
+    assert!(gfl >= 1 && mixed >= 1, "{v}");
+}
+
+#[test]
+fn mixed_phase_commands_refuse_bad_parameters_with_code_2() {
+    let cases: &[&[&str]] = &[
+        &["cavity", "sweep", "--over", "x", "--values", "1"],
+        &["cavity", "sweep", "--over", "n", "--values", "1.5"],
+        &["cavity", "sweep", "--over", "t", "--values", "-0.1"],
+        &[
+            "cavity",
+            "sweep",
+            "--over",
+            "t",
+            "--values",
+            "0.1",
+            "--readout-total",
+            "1",
+        ],
+        &[
+            "cavity",
+            "sweep",
+            "--over",
+            "n",
+            "--values",
+            "10",
+            "--readout-total",
+            "0",
+        ],
+        &["cavity", "continuum", "--paper", "other"],
+        &["cavity", "continuum", "--t", "-1"],
+        &["cavity", "continuum", "--eps", "0"],
+        &["cavity", "continuum", "--over", "q"],
+        &["cavity", "continuum", "--d-values", "0"],
+        &["cavity", "continuum", "--values", "nan"],
+    ];
+    for args in cases {
+        let out = flscale(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("error: ") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }

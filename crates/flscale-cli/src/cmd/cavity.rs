@@ -12,6 +12,8 @@ use serde_json::json;
 
 use super::{out, out_json, Ctx};
 
+mod mixed;
+
 /// Arguments of `flscale cavity`.
 #[derive(Debug, Args)]
 pub struct CavityArgs {
@@ -64,6 +66,22 @@ enum CavityCommand {
         after_help = "Example:\n  flscale cavity cubic --d 50 --n 50 --t 0.05 --json"
     )]
     Cubic(CubicArgs),
+    /// `solve` along one parameter (--over n|t|eps) with the phase of every solution (GFL,
+    /// GMFL-I, GMFL-II: Rubin, Seroussi & Ringel 2024), and a figure with the phase band.
+    #[command(
+        allow_negative_numbers = true,
+        long_about = "`solve` (both starts) at each value of one parameter, with the phase of every self-consistent solution.\n\nThe phase (Rubin, Seroussi & Ringel 2024, §2.4 and Fig. 1): the minima of the single-neuron potential U(ρ; b, c) (positions, depths U − U(0), curvatures), the posterior mass beyond the barrier (the side wells; exact 1-D quadrature of e^{−U}), u/u_coexist(b, c) and u/u_spinodal(b, c) from the mean-field closed forms, and the learned cubic fraction 1 − c/ε. Label: GFL when U has no side minimum or fewer than one neuron (mass < 1/N) sits in the side wells, GMFL-I (mixed phase) when side wells carry mass between 1/N and ½, GMFL-II when they carry more than ½.\n\nEach solution reports its solver: damped steps, then safeguarded Newton on G(b, c) − (b, c) when the damped iteration has not converged after 25 steps (the mixed phase makes ∂G stiff), with the final residual and the number of map evaluations.",
+        after_help = "Examples (the paper's App. D: d = 150, n = 600, σ² = 0.05, σ_a² = 0.011, σ_w² = 0.5, ε = −1.2):\n  flscale cavity sweep --over n --values 2800,2000,1400,1000,700 --readout-total 0.011 --d 150 --p 600 --t 0.05 --sigma-w2 0.5 --eps -1.2 --out appd.svg\n  flscale cavity sweep --over t --values 0.04,0.05,0.06 --p 60 --json"
+    )]
+    Sweep(mixed::SweepOverArgs),
+    /// The equivalent-kernel (continuum) self-consistency of the paper's App. A.3 at D → ∞ (fixed
+    /// u, κ) and at finite D, along a path in T, N or P, with the onset of the mixed phase.
+    #[command(
+        allow_negative_numbers = true,
+        long_about = "The equivalent-kernel (EK) self-consistency of Rubin, Seroussi & Ringel (2024), App. A.2–A.3: the law p(ρ) ∝ e^{−D·Ũ_u(ρ; b, c)} of one neuron's teacher overlap, the kernel restricted to span(H1, H3/√6), and the GPR equation (b, √6c) = (I + κ·D·E[c cᵀ])⁻¹(1, √6ε). It depends on two invariants, u = P²s_a²/(T²D) and κ = P·N·s_a²/(T·D), unchanged by the paper's scaling N → βN, D → √βD, σ_a² → σ_a²/√β, P → βP (eq. 11), and on D.\n\nD → ∞: the centre well contributes κ·g₀/(1 − X) to the linear mode (X = u·g₀·b², g₀ = 4σ_w²/(π(1 + 2σ_w²))); GFL (c = ε) holds while u < u_coexist(b, ε); beyond it the side wells stay degenerate with the centre (u = u_coexist(b, c), the mixed phase GMFL-I) and hold φ/D of the neurons, φ set by the GPR equation. The onset is where GFL ends. Finite D: the same equations with p(ρ) averaged by quadrature (Newton on the 2-D map), labelled by the rule of `cavity sweep` with the mass floor 0.01/D.",
+        after_help = "Examples:\n  flscale cavity continuum --paper main --over t --values 0.1,0.15,0.2,0.25,0.3 --out main-path.svg\n  flscale cavity continuum --paper main --values 0.17 --d-values 150,1500,15000,150000 --json\n  flscale cavity continuum --paper app-d --over n --values 700,1000,1400,2000,2800"
+    )]
+    Continuum(mixed::ContinuumArgs),
 }
 
 /// Residual coefficients r = b·H1 + c·H3 and the hidden prior.
@@ -288,6 +306,8 @@ pub fn run(args: CavityArgs, ctx: &Ctx) -> Result<()> {
         CavityCommand::SweepP(a) => run_sweep(a, ctx),
         CavityCommand::FixedPoints(a) => run_fixed_points(a),
         CavityCommand::Cubic(a) => run_cubic(a),
+        CavityCommand::Sweep(a) => mixed::run_sweep_over(a),
+        CavityCommand::Continuum(a) => mixed::run_continuum(a),
     }
 }
 
@@ -574,8 +594,11 @@ fn run_solve(a: SolveArgs, _ctx: &Ctx) -> Result<()> {
         "Adaptive kernel at P = {}, D = {}, N = {}, T = {}, s_a² = {}, σ_w² = {}, ε = {} (u = {:.4})\n",
         prm.p, prm.d, prm.n, prm.t, prm.s_a2, prm.sigma_w2, prm.eps, rep.unaligned.u
     );
-    s += &branch_text(&rep.unaligned);
-    s += &branch_text(&rep.aligned);
+    for sol in [&rep.unaligned, &rep.aligned] {
+        s += &branch_text(sol);
+        s += &mixed::phase_text(&sol.phase);
+        s += &mixed::solver_text(sol);
+    }
     s += &format!(
         "free energy F (nats): unaligned {:.4}, aligned {:.4}{}\n",
         rep.unaligned.free_energy.total,
@@ -671,6 +694,17 @@ fn run_sweep(a: SweepArgs, ctx: &Ctx) -> Result<()> {
     s += "expected neurons per network with |ρ| > 3σ_w/√D (cold / hot):";
     for (c, h) in rep.unaligned.iter().zip(&rep.aligned) {
         s += &format!("  P={}: {:.2} / {:.2}", c.p, c.outliers, h.outliers);
+    }
+    s += "\nphase (cold / hot; side-well neurons):";
+    for (c, h) in rep.unaligned.iter().zip(&rep.aligned) {
+        s += &format!(
+            "  P={}: {} {:.2} / {} {:.2}",
+            c.p,
+            flscale::cavity::phase_at::label_name(c.phase.label),
+            c.phase.side_neurons,
+            flscale::cavity::phase_at::label_name(h.phase.label),
+            h.phase.side_neurons
+        );
     }
     s += "\ncentre drive X, U''(0) ∝ 1 − X (cold / hot):";
     for (c, h) in rep.unaligned.iter().zip(&rep.aligned) {
@@ -836,6 +870,7 @@ fn run_fixed_points(a: FixedPointArgs) -> Result<()> {
             format!("{:?}", p.stability).to_lowercase(),
             p.max_stable_damping.map_or("-".to_string(), |e| format!("{e:.3}"))
         );
+        s += &mixed::phase_text(&p.phase);
     }
     s += &format!(
         "index sum {} ({}); {} attracting, {} saddle(s){}\n",

@@ -41,7 +41,9 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use serde::Serialize;
 
+use super::phase_at::{phase_at_fixed_point, PhaseAtFixedPoint};
 use super::potential::FiniteModel;
+use super::solver::{damped_fixed_point, newton_fixed_point, Method, NewtonOptions};
 use super::{at_least, finite, positive};
 use crate::error::{Error, Result};
 use crate::hermite::GaussHermite;
@@ -723,8 +725,15 @@ pub struct BranchSolution {
     pub iterations: usize,
     /// Whether max(|Δb|, |Δc|) fell below the tolerance.
     pub converged: bool,
-    /// The last undamped step max(|b' − b|, |c' − c|).
+    /// The final residual max|G(b, c) − (b, c)| (one undamped map application).
     pub last_step: f64,
+    /// The method that finished the run: `damped` or `newton` ([`DAMPED_BEFORE_NEWTON`]).
+    pub solver: Method,
+    /// Evaluations of the map G (each is one kernel and one Cholesky solve); 0 for the points of
+    /// `fixed-points`, whose root search reports its own cost.
+    pub map_evaluations: usize,
+    /// The phase at this solution: wells of U(ρ; b, c), side mass, u/u_coexist, label.
+    pub phase: PhaseAtFixedPoint,
     /// Expected neurons per network with |ρ| > 3σ_w/√D: N·P(|ρ| > 3σ_w/√D) under p(ρ | b, c),
     /// comparable with the Langevin engine's `outliers_layer1`. R = E[ρ²] is a population
     /// mean: a few such neurons raise it only by O(1/N) each.
@@ -752,6 +761,8 @@ pub(crate) struct FixedPoint {
     pub(crate) iterations: usize,
     pub(crate) converged: bool,
     pub(crate) last_step: f64,
+    pub(crate) method: Method,
+    pub(crate) evaluations: usize,
 }
 
 /// One undamped application of the fixed-point map at (b, c) (steps 1–4 of the module docs).
@@ -788,51 +799,50 @@ pub(crate) fn map_step(
     })
 }
 
-/// Runs the damped fixed-point iteration from `start` on a prepared training set.
-fn fixed_point(prm: &AdaptiveParams, prep: &Prepared, start: (f64, f64)) -> Result<FixedPoint> {
+/// Damped steps before `solve` switches to Newton ([`super::solver`]): a fixed point the damped
+/// iteration reaches quickly is kept as it is; one it has not reached by then (a slow or
+/// oscillating iteration, as in the mixed phase) is finished by Newton from the last iterate.
+pub const DAMPED_BEFORE_NEWTON: usize = 25;
+
+/// Runs the fixed-point iteration from `start` on a prepared training set: damped steps, then
+/// safeguarded Newton on G(b, c) − (b, c) within the remaining `max_iter`.
+pub(crate) fn fixed_point(
+    prm: &AdaptiveParams,
+    prep: &Prepared,
+    start: (f64, f64),
+) -> Result<FixedPoint> {
     let model = prm.model(prep.train.len())?;
-    let n_sa2 = prm.n as f64 * prm.s_a2;
-    let (mut b, mut c) = start;
-    let mut last_step = f64::INFINITY;
-    // Near a fold the undamped map can overshoot and cycle; the damping is reduced whenever a
-    // step fails to shrink.
-    let mut damping = prm.damping;
-    for it in 1..=prm.max_iter {
-        let MapStep {
-            next: (nb, nc),
-            alpha,
-            log_det,
-        } = map_step(prm, &model, prep, (b, c))?;
-        let step = (nb - b).abs().max((nc - c).abs());
-        if step < prm.tol {
-            let post = overlap_posterior(&model, nb, nc)?;
-            return Ok(FixedPoint {
-                bc: (nb, nc),
-                post,
-                alpha,
-                log_det,
-                iterations: it,
-                converged: true,
-                last_step: step,
-            });
+    let g = |bc: (f64, f64)| map_step(prm, &model, prep, bc).map(|s| s.next);
+    let damped_iter = prm.max_iter.min(DAMPED_BEFORE_NEWTON);
+    let first = damped_fixed_point(&g, start, prm.damping, damped_iter, prm.tol)?;
+    let run = if first.converged || prm.max_iter <= damped_iter {
+        first
+    } else {
+        let opts = NewtonOptions {
+            tol: prm.tol,
+            max_iter: prm.max_iter - damped_iter,
+            ..NewtonOptions::default()
+        };
+        let mut second = newton_fixed_point(&g, first.x, &opts)?;
+        second.iterations += first.iterations;
+        second.evaluations += first.evaluations;
+        if second.converged || second.residual <= first.residual {
+            second
+        } else {
+            first
         }
-        if step > 0.95 * last_step {
-            damping = (damping * 0.7).max(0.02);
-        }
-        last_step = step;
-        b += damping * (nb - b);
-        c += damping * (nc - c);
-    }
-    let post = overlap_posterior(&model, b, c)?;
-    let (alpha, log_det) = ridge_solve(prep.kernel(&post, n_sa2), prm.t, &prep.y)?;
+    };
+    let step = map_step(prm, &model, prep, run.x)?;
     Ok(FixedPoint {
-        bc: (b, c),
-        post,
-        alpha,
-        log_det,
-        iterations: prm.max_iter,
-        converged: false,
-        last_step,
+        bc: run.x,
+        post: overlap_posterior(&model, run.x.0, run.x.1)?,
+        alpha: step.alpha,
+        log_det: step.log_det,
+        iterations: run.iterations,
+        converged: run.converged,
+        last_step: run.residual,
+        method: run.method,
+        evaluations: run.evaluations + 1,
     })
 }
 
@@ -852,6 +862,8 @@ pub(crate) fn finish(
         iterations,
         converged,
         last_step,
+        method,
+        evaluations,
     } = fp;
     let p = prep.train.len();
     let n_sa2 = prm.n as f64 * prm.s_a2;
@@ -905,6 +917,9 @@ pub(crate) fn finish(
         iterations,
         converged,
         last_step,
+        solver: method,
+        map_evaluations: evaluations,
+        phase: phase_at_fixed_point(&model, (b, c), prm.eps, prm.n)?,
         covariance: Covariance {
             parallel: r,
             perpendicular: prm.sigma_w2 / (prm.d - 1) as f64,

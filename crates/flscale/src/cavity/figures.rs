@@ -169,3 +169,69 @@ pub fn sweep_chart(rep: &SweepReport, langevin: Option<&LangevinCurve>) -> LineC
         notes,
     }
 }
+
+/// The EK solutions along a path: the learned linear (1 − b) and cubic (1 − c/ε) fractions at
+/// D → ∞ and at the network's D, with the phase band (0 = GFL, ½ = GMFL-I, 1 = GMFL-II).
+pub fn continuum_chart(
+    points: &[super::continuum::PathPoint],
+    x_label: &str,
+    onset: Option<f64>,
+) -> LineChart {
+    use super::continuum::ContinuumSolution;
+    use super::sweep_over::phase_level;
+    // `limit`: the D → ∞ solution, else the finite-D one.
+    let curve = |limit: bool, f: &dyn Fn(&ContinuumSolution) -> f64| {
+        points
+            .iter()
+            .filter_map(|p| {
+                let s = if limit { &p.limit } else { &p.finite_d };
+                s.as_ref().map(|s| (p.x, f(s)))
+            })
+            .collect::<Vec<_>>()
+    };
+    let (lim, fin) = (true, false);
+    let mut notes = vec!["phase band: 0 = GFL, ½ = GMFL-I, 1 = GMFL-II".to_string()];
+    if let Some(x) = onset {
+        notes.push(format!("D → ∞ onset of the mixed phase at {x:.5}"));
+    }
+    LineChart {
+        title: "Equivalent-kernel solution: learned fractions and phase, D → ∞ and finite D".into(),
+        x_label: x_label.into(),
+        y_label: "1 − c/ε, 1 − b, phase level".into(),
+        log_x: false,
+        log_y: false,
+        series: vec![
+            Series::new(
+                "1 − c/ε, D → ∞",
+                curve(lim, &|s| s.cubic_fraction),
+                Mark::Line,
+            ),
+            Series::new(
+                "1 − c/ε, finite D",
+                curve(fin, &|s| s.cubic_fraction),
+                Mark::LinePoints,
+            ),
+            Series::new(
+                "1 − b, D → ∞",
+                curve(lim, &|s| s.linear_fraction),
+                Mark::Dashed,
+            ),
+            Series::new(
+                "1 − b, finite D",
+                curve(fin, &|s| s.linear_fraction),
+                Mark::Points,
+            ),
+            Series::new(
+                "phase band, D → ∞",
+                curve(lim, &|s| phase_level(s.label)),
+                Mark::Points,
+            ),
+            Series::new(
+                "phase band, finite D",
+                curve(fin, &|s| phase_level(s.label)),
+                Mark::Points,
+            ),
+        ],
+        notes,
+    }
+}

@@ -29,7 +29,9 @@ use super::adaptive::{
     finish, map_step, overlap_posterior, AdaptiveParams, Branch, FixedPoint, FreeEnergy, Points,
     Prepared,
 };
+use super::phase_at::PhaseAtFixedPoint;
 use super::roots2d::{find_roots, Rect, RootSettings, Unresolved};
+use super::solver::Method;
 use crate::error::{Error, Result};
 
 /// Relative margin of the default search rectangle beyond [`map_range`] (so that no fixed point
@@ -150,6 +152,8 @@ pub struct FixedPointSolution {
     pub max_stable_damping: Option<f64>,
     /// Grid cells whose Newton run ended here.
     pub cells: usize,
+    /// The phase at this fixed point ([`super::phase_at`]).
+    pub phase: PhaseAtFixedPoint,
 }
 
 /// Where `solve`'s damped iteration from one start ended, and which enumerated fixed point that is.
@@ -333,6 +337,8 @@ pub fn fixed_points(prm: &AdaptiveParams, opts: &FixedPointOptions) -> Result<Fi
                 iterations: root.newton_steps,
                 converged: true,
                 last_step: root.residual,
+                method: Method::Newton,
+                evaluations: 0,
             };
             let sol = finish(prm, &prep, &test, Branch::Unaligned, fp)?;
             // ∂G = ∂g + I.
@@ -358,6 +364,7 @@ pub fn fixed_points(prm: &AdaptiveParams, opts: &FixedPointOptions) -> Result<Fi
                 stable_undamped,
                 max_stable_damping,
                 cells: root.cells,
+                phase: sol.phase,
             })
         })
         .collect::<Result<_>>()?;

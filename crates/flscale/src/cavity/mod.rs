@@ -16,6 +16,11 @@
 //!   (blog §"Match the residual to the network's prediction"), both branches, sweeps over P.
 //! * [`fixed_points`]: every fixed point of the adaptive-kernel map at one P, by a grid of
 //!   sign changes and Newton ([`roots2d`]), with the Jacobian's eigenvalues (stability).
+//! * [`phase_at`]: the phase at one solution (wells, side-well mass, u/u_coexist, the label
+//!   GFL / GMFL-I / GMFL-II of Rubin, Seroussi & Ringel 2024).
+//! * [`solver`]: the damped iteration and safeguarded Newton for fixed points of the map.
+//! * [`continuum`]: the equivalent-kernel self-consistency at finite D and at D → ∞ (fixed
+//!   invariants u, κ), the mixed phase and its onset along a path.
 //! * [`cubic`]: the cubic kernel power λ3 and the fixed-kernel vs adaptive sample scales
 //!   (blog §"Direction learning reduces the sample count").
 //! * [`langevin`]: the Langevin engine's R(P) read from a results store, for the overlay.
@@ -23,13 +28,17 @@
 
 pub mod adaptive;
 pub mod closed_forms;
+pub mod continuum;
 pub mod cubic;
 pub mod figures;
 pub mod fixed_points;
 pub mod langevin;
 pub mod phase;
+pub mod phase_at;
 pub mod potential;
 pub mod roots2d;
+pub mod solver;
+pub mod sweep_over;
 
 pub use adaptive::{
     solve, sweep_p, sweep_p_observed, AdaptiveParams, Branch, BranchSolution, SolveReport,
