@@ -269,7 +269,6 @@ const BAD_EXPERIMENT_FIELDS: &[(&str, &str)] = &[
     ("data.p", "1000000000"),
     ("data.n_test", "1000000000"),
     ("model.widths", "[1048576, 1048576]"),
-    ("model.widths", "[100000]"),
     ("sampler.chains", "1000000"),
     ("sampler.steps", "9223372036854775807"),
     ("sampler.steps", "2000000000"),
@@ -388,7 +387,7 @@ fn generate() -> Vec<Case> {
                 args.push(format!("{flag}={v}"));
                 cases.push(plain(args.clone()));
                 // The same value in the other spelling, with --json where the command has it.
-                if BAD_NUMBERS[..4].contains(v) || word_values(flag).first() == Some(v) {
+                if BAD_NUMBERS[0] == *v || word_values(flag).first() == Some(v) {
                     let mut spaced: Vec<String> = t.base.iter().map(|s| s.to_string()).collect();
                     spaced.push(flag.to_string());
                     spaced.push(v.to_string());
