@@ -8,7 +8,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod alloc;
 mod cmd;
+
+/// Every allocation goes through [`alloc::ExitOnFailure`]: an allocation that the resource
+/// estimates missed ends the process with exit code 1 and one sentence instead of SIGABRT.
+#[global_allocator]
+static GLOBAL: alloc::ExitOnFailure = alloc::ExitOnFailure;
 
 /// Predict and measure when and how neural networks learn features.
 ///
@@ -30,6 +36,13 @@ struct Cli {
     /// Only errors on stderr; hides progress bars.
     #[arg(short, long, global = true)]
     quiet: bool,
+    /// Memory a run may use, e.g. 8G, 500M, 16GiB (default: MemAvailable in /proc/meminfo).
+    /// A run whose estimate exceeds it is refused with exit code 2 (docs/limits.md).
+    #[arg(long, global = true, value_name = "SIZE")]
+    max_memory: Option<String>,
+    /// Run even when the work estimate exceeds 30 days at the assumed speed (docs/limits.md).
+    #[arg(long, global = true)]
+    yes: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -89,16 +102,40 @@ fn init_logging(verbose: u8, quiet: bool) {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Err(e) = cmd::args::check_numbers(&args) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            eprintln!(
+                "{}",
+                cmd::args::one_line_usage_error(&e.render().to_string())
+            );
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
+            // Help and version go to stdout with exit 0.
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::SUCCESS;
         }
     };
     init_logging(cli.verbose, cli.quiet);
-    let ctx = cmd::Ctx { quiet: cli.quiet };
+    let max_memory = match cli.max_memory.as_deref().map(flscale::limits::parse_memory) {
+        None => None,
+        Some(Ok(bytes)) => Some(bytes),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = cmd::Ctx {
+        quiet: cli.quiet,
+        max_memory,
+        yes: cli.yes,
+    };
     let result = match cli.command {
         Command::Predict(a) => cmd::predict::run(a, &ctx),
         Command::Energy(a) => cmd::energy::run(a, &ctx),

@@ -13,6 +13,7 @@
 //! * [`kernels`]: closed-form NNGP kernels and kernel feature propagation (App. C.5).
 //! * [`sim`]: Bayesian networks sampled by Langevin dynamics (App. A.1, F).
 //! * [`experiment`]: sweeps, the results store, P\* extraction, exponent fits, paper figures.
+//! * [`limits`]: resource estimates (memory, work) and the caps on search spaces.
 //! * [`plot`]: figures (SVG/PNG) with a font the crate carries.
 //!
 //! ## Notation (paper §2, spec 00)
@@ -34,6 +35,7 @@ pub mod experiment;
 pub mod hermite;
 pub mod kernels;
 pub mod ldt;
+pub mod limits;
 pub mod patterns;
 pub mod plot;
 pub mod scaling;

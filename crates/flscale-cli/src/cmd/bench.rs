@@ -95,6 +95,22 @@ pub fn run(args: BenchArgs, ctx: &Ctx) -> Result<()> {
     if args.repeats == 0 || args.steps == Some(0) {
         return Err(Error::invalid("--repeats and --steps must be at least 1"));
     }
+    // One Fig. 2 ensemble step is 3 GFLOP at E = 300 (about 40 steps/s on the build machine):
+    // 10⁵ steps or 100 repeats are already an hour.
+    if let Some(steps) = args.steps {
+        flscale::limits::check_cap(
+            "--steps",
+            steps,
+            100_000,
+            "10^5 Fig. 2 steps are about an hour",
+        )?;
+    }
+    flscale::limits::check_cap(
+        "--repeats",
+        args.repeats,
+        100,
+        "each repeat times every case again",
+    )?;
     if args.sampling {
         return run_sampling(&args, ctx);
     }
@@ -175,6 +191,14 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             args.sampling_chains
         )));
     }
+    // The setting becomes an experiment file, whose integers are TOML's (i64).
+    if args.seed > i64::MAX as u64 {
+        return Err(Error::invalid(format!(
+            "--seed {} is not allowed; it must be at most {} (sampler.seed of an experiment file is a TOML integer)",
+            args.seed,
+            i64::MAX
+        )));
+    }
     let hmc_steps = match (args.hmc_steps, args.no_mala) {
         (Some(l), true) if l > 0 => {
             return Err(Error::invalid(format!(
@@ -194,7 +218,7 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
     }
     if let Some(t) = args.collapsed_thin {
         let proposals = args.sampling_steps / hmc_steps.max(1);
-        if t == 0 || 4 * t > proposals {
+        if t == 0 || t.saturating_mul(4) > proposals {
             return Err(Error::invalid(format!(
                 "--collapsed-thin {t} is not allowed; it must be between 1 and a quarter of the collapsed run's {proposals} steps"
             )));

@@ -299,6 +299,7 @@ struct CubicArgs {
 
 /// Runs `flscale cavity`.
 pub fn run(args: CavityArgs, ctx: &Ctx) -> Result<()> {
+    validate_ranges(&args.command)?;
     match args.command {
         CavityCommand::Potential(a) => run_potential(a),
         CavityCommand::Phase(a) => run_phase(a),
@@ -935,4 +936,82 @@ fn run_cubic(a: CubicArgs) -> Result<()> {
         rep.rho_aligned, rep.lambda3_aligned, rep.p_cubic_aligned,
         rep.p_align, rep.u_coexist, rep.p_adaptive
     ))
+}
+
+/// The ranges in which the blog model's numbers stay inside f64 (issue 21, docs/limits.md):
+/// sizes D, N up to 10⁶, variances T, s_a², σ_w² in [10⁻¹², 10⁶], residual and target
+/// coefficients b, c, ε within ±10⁶, the overlap grid |ρ| ≤ 10³. Beyond them u = P²s_a²/(T²D)
+/// and the potential's exponentials overflow (`--rho-max 1e308` gave a NaN grid, `--d 1e-308`
+/// u = inf) or the fixed-point search runs for minutes (`fixed-points --s-a2 1e300`).
+fn validate_ranges(command: &CavityCommand) -> Result<()> {
+    use super::args::in_range;
+    const SIZE: (f64, f64) = (1.0, 1e6);
+    const VARIANCE: (f64, f64) = (1e-12, 1e6);
+    const COEFFICIENT: (f64, f64) = (-1e6, 1e6);
+    let why = "the blog model's range; docs/limits.md";
+    let residual = |r: &ResidualArgs| -> Result<()> {
+        in_range("--sigma-w2", r.sigma_w2, VARIANCE.0, VARIANCE.1, why)?;
+        in_range("--b", r.b, COEFFICIENT.0, COEFFICIENT.1, why)?;
+        in_range("--c", r.c, COEFFICIENT.0, COEFFICIENT.1, why)
+    };
+    let finite_model = |d: f64, n: f64, t: f64, s_a2: Option<f64>| -> Result<()> {
+        in_range("--d", d, SIZE.0, SIZE.1, why)?;
+        in_range("--n", n, SIZE.0, SIZE.1, why)?;
+        in_range("--t", t, VARIANCE.0, VARIANCE.1, why)?;
+        match s_a2 {
+            Some(v) => in_range("--s-a2", v, VARIANCE.0, VARIANCE.1, why),
+            None => Ok(()),
+        }
+    };
+    // The adaptive-kernel iteration's overlap posterior sharpens with s_a²/T² (u = P²s_a²/(T²D)):
+    // at P = 40 a ratio of 4·10⁶ takes seconds per solve, 4·10⁸ over a minute.
+    let model = |m: &ModelArgs| -> Result<()> {
+        finite_model(m.d as f64, m.n as f64, m.t, m.s_a2)?;
+        let s_a2 = m.s_a2.unwrap_or(1.0 / m.n.max(1) as f64);
+        let ratio = s_a2 / (m.t * m.t);
+        if ratio > 1e6 {
+            return Err(Error::invalid(format!(
+                "--s-a2 {s_a2} with --t {} is not allowed; s_a²/T² = {ratio:.1e} must be at most 1e6, beyond which the adaptive-kernel iteration takes minutes (docs/limits.md)",
+                m.t
+            )));
+        }
+        in_range("--sigma-w2", m.sigma_w2, VARIANCE.0, VARIANCE.1, why)?;
+        // ε = 10⁶ made the iteration run for over a minute; the blog's ε is 0.3.
+        in_range("--eps", m.eps, -10.0, 10.0, why)
+    };
+    match command {
+        CavityCommand::Potential(a) => {
+            residual(&a.residual)?;
+            finite_model(a.d, a.n, a.t, a.s_a2)?;
+            in_range("--rho-max", a.rho_max, 1e-6, 1e3, why)?;
+            for &u in &a.u {
+                in_range("--u", u, -1e12, 1e12, why)?;
+            }
+            for &p in &a.p {
+                in_range("--p", p, 0.0, 1e9, why)?;
+            }
+            Ok(())
+        }
+        CavityCommand::Phase(a) => {
+            residual(&a.residual)?;
+            in_range("--d", a.d as f64, SIZE.0, SIZE.1, why)?;
+            in_range("--c-min", a.c_min, COEFFICIENT.0, COEFFICIENT.1, why)?;
+            in_range("--c-max", a.c_max, COEFFICIENT.0, COEFFICIENT.1, why)
+        }
+        CavityCommand::Solve(a) => model(&a.model),
+        CavityCommand::SweepP(a) => model(&a.model),
+        CavityCommand::FixedPoints(a) => {
+            model(&a.model)?;
+            for &v in a.b_range.iter().chain(&a.c_range) {
+                in_range("--b-range/--c-range", v, COEFFICIENT.0, COEFFICIENT.1, why)?;
+            }
+            Ok(())
+        }
+        CavityCommand::Cubic(a) => {
+            residual(&a.residual)?;
+            finite_model(a.d, a.n, a.t, a.s_a2)
+        }
+        #[allow(unreachable_patterns)]
+        _ => Ok(()),
+    }
 }

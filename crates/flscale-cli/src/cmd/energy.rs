@@ -15,7 +15,8 @@ use super::{out, out_json, Ctx};
 
 Expressions: products, quotients, powers with rational exponents (d^(1/3), d^1.5), sums,
 sqrt(...); numbers are constants and drop out. Every symbol that is not --free needs a value
-in --at (d itself is the base).")]
+in --at (d itself is the base). At most 6 free parameters (the exact minimisation grows about
+8× per parameter; docs/limits.md).")]
 pub struct EnergyArgs {
     /// The energy, e.g. "M*d + N/M".
     #[arg(value_name = "EXPR")]
@@ -36,6 +37,12 @@ pub struct EnergyArgs {
 
 /// Runs `flscale energy`.
 pub fn run(args: EnergyArgs, _ctx: &Ctx) -> Result<()> {
+    flscale::limits::check_cap(
+        "the number of --free parameters",
+        args.free.len(),
+        flscale::limits::MAX_ENERGY_FREE,
+        "the exact minimisation grows about 8× per free parameter: 7 take half a minute",
+    )?;
     let problem = EnergyProblem {
         expr: args.expr.clone(),
         free: args.free.clone(),

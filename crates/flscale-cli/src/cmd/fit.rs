@@ -62,6 +62,10 @@ pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
 
 /// Runs `flscale fit`.
 pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
+    // A wrong preset name is the user's to fix: say so before any fit can fail on the data.
+    if let Some(p) = &args.preset {
+        flscale::patterns::arch::Architecture::from_preset(p).map_err(|e| e.context("--preset"))?;
+    }
     let mut data = super::pstar::load(
         &args.store.dir,
         args.store.threshold,

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use flscale::{Error, Result};
 
+pub mod args;
 pub mod bench;
 pub mod cavity;
 pub mod emit;
@@ -11,6 +12,7 @@ pub mod energy;
 pub mod fit;
 pub mod kernel;
 pub mod ldt;
+pub mod limits;
 pub mod merge;
 pub mod plot;
 pub mod predict;
@@ -28,11 +30,16 @@ pub mod sweep;
 pub struct Ctx {
     /// `-q`: no progress bars, no informational output on stderr.
     pub quiet: bool,
+    /// `--max-memory` in bytes; None: MemAvailable of /proc/meminfo.
+    pub max_memory: Option<f64>,
+    /// `--yes`: run even when the work estimate is above the confirmation threshold.
+    pub yes: bool,
 }
 
 /// Writes `text` to stdout. A closed pipe (`flscale … | head`) is not an error: the reader
 /// has what it wanted, so the output simply stops.
 pub fn out(text: &str) -> Result<()> {
+    args::refuse_non_finite(text)?;
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())

@@ -123,6 +123,29 @@ pub fn parse_range(range: &str) -> Result<(Q, Q)> {
     Ok((parse_exponent(lo)?, parse_exponent(hi)?))
 }
 
+/// Refuses a scale name (of `--at` or `--phase`) that the architecture's regime does not
+/// list, naming the ones it has; `d` is the base and always known.
+fn check_scale(arch: &Architecture, option: &str, name: &str) -> Result<()> {
+    if name == flscale::scaling::energy::BASE || arch.regime.get(name).is_some() {
+        return Ok(());
+    }
+    let known: Vec<&str> = arch
+        .regime
+        .iter()
+        .map(|(s, _)| s)
+        .filter(|s| *s != flscale::scaling::energy::BASE)
+        .collect();
+    Err(Error::invalid(format!(
+        "{option} names the scale '{name}', which {} does not have; its scales are {}",
+        arch.title,
+        if known.is_empty() {
+            "d only".to_string()
+        } else {
+            format!("d, {}", known.join(", "))
+        }
+    )))
+}
+
 /// Runs `flscale predict`.
 pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
     let arch = match (&args.preset, &args.file) {
@@ -136,6 +159,9 @@ pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
     };
     let mut regime = arch.regime.clone();
     if let Some(at) = &args.at {
+        for part in at.split(',').filter_map(|p| p.split_once('=')) {
+            check_scale(&arch, "--at", part.0.trim())?;
+        }
         regime
             .apply_assignments(at)
             .map_err(|e| e.context("--at"))?;
@@ -162,6 +188,23 @@ pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
+    for axis in &axes {
+        check_scale(&arch, "--phase", axis)?;
+    }
+    if axes.len() == 2 {
+        if args.grid < 2 {
+            return Err(Error::invalid(format!(
+                "--grid = {} is not allowed; a phase map needs at least 2 points per axis",
+                args.grid
+            )));
+        }
+        flscale::limits::check_cap(
+            "--grid",
+            args.grid,
+            flscale::limits::MAX_PHASE_GRID,
+            "the map solves every pattern's LP in each of grid² cells; 200² is about a minute",
+        )?;
+    }
     match axes.as_slice() {
         [axis] => {
             let line = phase_line(&arch, &regime, axis, lo, hi)?;

@@ -24,7 +24,10 @@ diverged.\n\n\
 [sampler] method = \"collapsed\" integrates the readout out exactly and samples the hidden\n\
 weights only; mala = true adds a Metropolis accept/reject to every step (acceptance rate in\n\
 diagnostics.acceptance_rate), hmc_steps = L (FCN, with mala) makes every step an HMC proposal\n\
-of L leapfrog steps. Which to use when: docs/langevin.md, \"When to use which\"."
+of L leapfrog steps. Which to use when: docs/langevin.md, \"When to use which\".\n\n\
+Before it starts, the run's memory and work are estimated (docs/limits.md): a run that does\n\
+not fit in MemAvailable (or --max-memory SIZE) is refused with exit code 2 and the sizes to\n\
+reduce; one estimated above 30 days of work needs --yes."
 )]
 pub struct SampleArgs {
     /// The experiment file (TOML: [model], [data], [target], [sampler], optional [priors]).
@@ -45,6 +48,9 @@ pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
     let text = read_file(&args.experiment)?;
     let source = args.experiment.display().to_string();
     let cfg = ExperimentConfig::from_toml(&text, &source)?;
+    flscale::limits::check_steps(cfg.sampler.steps).map_err(|e| e.context(&source))?;
+    flscale::limits::check_experiment_values(&cfg).map_err(|e| e.context(&source))?;
+    super::limits::check(&flscale::limits::sample(&cfg), &source, ctx)?;
     std::fs::create_dir_all(&args.out).map_err(|e| {
         Error::invalid(format!(
             "cannot create output directory {}: {e}",

@@ -186,8 +186,13 @@ fn progress_observer(ctx: &Ctx) -> BarObserver {
 pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     let text = read_file(&args.experiment)?;
     let source = args.experiment.display().to_string();
+    check_grid_size(&text, &source)?;
     let sweep = Sweep::from_toml(&text, &source, args.quick)?;
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
+    validate_analysis(&sweep)?;
+    if args.emit_slurm.is_none() {
+        check_resources(&sweep, shard, ctx)?;
+    }
     if let Some(n) = args.emit_slurm {
         let path = super::emit::emit(&args, &sweep, &text, n)?;
         return out(&format!(
@@ -339,4 +344,135 @@ fn refine_pstar(
         s += "still bracketed (P at integer resolution, or --max-rounds reached): see the notes above\n";
     }
     out(&s)
+}
+
+/// Counts the grid (the product of the `[sweep]` lists) before it is expanded, and refuses
+/// grids above [`flscale::limits::MAX_SWEEP_POINTS`]: expanding builds and validates one
+/// configuration per point, so a typo such as a list of 10⁶ seeds would take a minute and a GB
+/// before anything is said. The counting is a lower bound when `--quick` lengthens lists,
+/// which `[quick]` tables do not do in practice.
+fn check_grid_size(text: &str, source: &str) -> Result<()> {
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        // Syntax errors are reported by the sweep's own parser, with line and column.
+        return Ok(());
+    };
+    let Some(toml::Value::Table(sweep)) = doc.get("sweep") else {
+        return Ok(());
+    };
+    fn lists(t: &toml::Table, count: &mut usize) {
+        for (k, v) in t {
+            match v {
+                toml::Value::Table(inner) if k != "follow" => lists(inner, count),
+                toml::Value::Array(values) => *count = count.saturating_mul(values.len()),
+                _ => {}
+            }
+        }
+    }
+    let mut count = 1usize;
+    lists(sweep, &mut count);
+    flscale::limits::check_cap(
+        &format!("{source}: the grid's number of points"),
+        count,
+        flscale::limits::MAX_SWEEP_POINTS,
+        "every point is a run directory, and the grid is expanded and validated before it runs; split it into several sweeps",
+    )
+}
+
+/// Checks `[analysis]` against the grid before any run starts (issue 21 item 5): the
+/// observable, the variables `x` and `group` (coordinates of every grid point), the default fit
+/// and the engine prediction, so that a typo is not found only after the whole grid has run.
+fn validate_analysis(sweep: &Sweep) -> Result<()> {
+    use flscale::experiment::analysis::{coordinate, predicted_exponent};
+    use flscale::experiment::store::{RunData, CHAIN_OBSERVABLES};
+    let a = &sweep.analysis;
+    let ctx = |field: &str| format!("{}: analysis.{field}", sweep.source);
+    let observable_ok = |o: &str| CHAIN_OBSERVABLES.contains(&o) || o == "outliers_layer1";
+    if !observable_ok(&a.observable) {
+        return Err(Error::invalid(format!(
+            "{} = \"{}\" is not allowed; it must be one of {}, outliers_layer1",
+            ctx("observable"),
+            a.observable,
+            CHAIN_OBSERVABLES.join(", ")
+        )));
+    }
+    let points: Vec<RunData> = sweep
+        .runs
+        .iter()
+        .map(|r| RunData {
+            index: r.index,
+            id: r.id.clone(),
+            coords: r.coordinates(),
+            summary: serde_json::Value::Null,
+            chains: Vec::new(),
+            histogram: Vec::new(),
+            probe_histograms: Default::default(),
+            equilibrated: None,
+        })
+        .collect();
+    let check_variable = |field: &str, name: &str| -> Result<()> {
+        if points.iter().all(|p| coordinate(p, name).is_some()) {
+            return Ok(());
+        }
+        let known: Vec<String> = points
+            .first()
+            .map(|p| p.coords.keys().cloned().collect())
+            .unwrap_or_default();
+        Err(Error::invalid(format!(
+            "{} = \"{name}\" is not allowed; it is not a coordinate of every grid point (available: {})",
+            ctx(field),
+            known.join(", ")
+        )))
+    };
+    check_variable("x", &a.x)?;
+    check_variable("group", &a.group)?;
+    if let Some(fit) = &a.fit {
+        check_variable("fit.x", &fit.x)?;
+        if fit.y != "pstar" && !observable_ok(&fit.y) {
+            return Err(Error::invalid(format!(
+                "{} = \"{}\" is not allowed; it must be \"pstar\" or one of {}, outliers_layer1",
+                ctx("fit.y"),
+                fit.y,
+                CHAIN_OBSERVABLES.join(", ")
+            )));
+        }
+    }
+    if let Some(p) = &a.predict {
+        // Only the user's mistakes stop the sweep; an engine finding (no aligning pattern) is
+        // reported by `flscale fit` as before.
+        if let Err(e @ Error::InvalidInput(_)) = predicted_exponent(p) {
+            return Err(e.context(ctx("predict")));
+        }
+    }
+    Ok(())
+}
+
+/// The resource check of every grid point of this shard (docs/limits.md): `sampler.steps`
+/// against its cap, the memory of the largest point against the machine's limit (points run
+/// one after another), and the work of all of them together.
+fn check_resources(sweep: &Sweep, shard: Option<(usize, usize)>, ctx: &Ctx) -> Result<()> {
+    let (i, n) = shard.unwrap_or((0, 1));
+    let mut total = flscale::limits::Estimate::default();
+    let mut largest: Option<(flscale::limits::Estimate, String)> = None;
+    for r in sweep.shard(i, n) {
+        let what = format!("{} at grid point {}", sweep.source, r.id);
+        flscale::limits::check_steps(r.config.sampler.steps).map_err(|e| e.context(&what))?;
+        flscale::limits::check_experiment_values(&r.config).map_err(|e| e.context(&what))?;
+        let e = flscale::limits::sample(&r.config);
+        total.flops += e.flops;
+        if largest.as_ref().is_none_or(|(l, _)| e.bytes() > l.bytes()) {
+            total.work_sizes = e.work_sizes.clone();
+            largest = Some((e, what));
+        }
+    }
+    let Some((largest, what)) = largest else {
+        return Ok(());
+    };
+    let (limit, source) = super::limits::memory_limit(ctx);
+    largest.check_memory(&what, limit, source)?;
+    total.memory = largest.memory;
+    super::limits::check(
+        &total,
+        &format!("{} (this shard's runs together)", sweep.source),
+        ctx,
+    )
 }

@@ -163,13 +163,8 @@ impl PropagateConfig {
         size("n1", self.n1, 2, 50_000)?;
         size("n2", self.n2, 2, 50_000)?;
         size("p", self.p, 4, 50_000)?;
-        // The largest live arrays: φ₁ and φ₁Zᵀ (P×N), Z (N₂×N₁), and the N×N (or P×P when
-        // N ≥ P) matrix being decomposed, one per concurrent D point.
-        let side = |n: usize| if n < self.p { n } else { self.p };
-        let doubles = self.p * (self.n1 + 2 * self.n2 + self.d)
-            + self.n1 * self.n2
-            + 4 * (side(self.n1).pow(2) + side(self.n2).pow(2));
-        let gib = doubles as f64 * 8.0 / (1u64 << 30) as f64;
+        let bytes = crate::limits::kernel_propagate_bytes(self.d, self.n1, self.n2, self.p);
+        let gib = bytes / (1u64 << 30) as f64;
         if gib > 24.0 {
             return Err(Error::invalid(format!(
                 "sizes d = {}, n1 = {}, n2 = {}, p = {} need about {gib:.0} GiB; reduce them to stay below 24 GiB",

@@ -1,0 +1,588 @@
+//! Resource estimates and the caps on search spaces (issue 21).
+//!
+//! Every run is sized before it starts: [`sample`] counts the memory of a Langevin ensemble
+//! (the arrays the engine allocates, named term by term) and its floating-point work, so that
+//! a run that cannot fit is refused with the estimate and the sizes to reduce instead of
+//! aborting half-way with "memory allocation failed". The functions are pure: the caller
+//! (the CLI) supplies the memory limit, read from `/proc/meminfo` or `--max-memory`.
+//!
+//! The counts follow the engine's own allocations (`sim/sampler.rs` `ChainBlock`,
+//! `sim/model.rs` `Workspace`, `sim/observables.rs` `ChainAccumulator`, `sim/collapsed.rs`)
+//! and are upper bounds in spirit: a term the engine allocates once per thread is counted for
+//! [`CONCURRENT_CHAINS`] chains whatever the thread count, so the verdict does not depend on
+//! `RAYON_NUM_THREADS`.
+
+use crate::error::{Error, Result};
+use crate::sim::config::{ExperimentConfig, ModelKind, Precision, SamplerMethod, Start};
+
+/// Chains whose forward/backward workspaces are live at once (blocks of chains run in
+/// parallel; `sim/sampler.rs` keeps a block's P × B·N₁ activations near 1 MiB, so B is a few
+/// chains to a few dozen). Counting 64 bounds any thread count the build machines have.
+pub const CONCURRENT_CHAINS: usize = 64;
+
+/// `sampler.steps` above this is refused: at the engine's best measured speed (about 10⁵
+/// ensemble steps per second for the smallest models, BENCHMARKS.md) 10⁹ steps are already
+/// hours, and every `thin`-th step adds a stored measurement per chain.
+pub const MAX_STEPS: usize = 1_000_000_000;
+
+/// Floating-point rate assumed when converting work into time: about a third of the 2-core
+/// build machine's measured f32 GEMM rate (≈ 180 GFLOP/s, BENCHMARKS.md "Fig. 2 speed"), since
+/// small problems and f64 run slower.
+pub const ASSUMED_FLOPS_PER_SECOND: f64 = 5e10;
+
+/// Work above which a run is refused unless the user confirms it (`--yes`): 30 days at
+/// [`ASSUMED_FLOPS_PER_SECOND`]. Typos (an extra three zeros on `steps` or `chains`) land here.
+pub const MAX_UNCONFIRMED_FLOPS: f64 = ASSUMED_FLOPS_PER_SECOND * 86_400.0 * 30.0;
+
+/// Work above which the CLI prints the estimate before starting (about ten minutes).
+pub const ANNOUNCE_FLOPS: f64 = ASSUMED_FLOPS_PER_SECOND * 600.0;
+
+/// Grid points per axis of `predict --phase N1,N2 --grid` (the map solves one LP per pattern
+/// per cell: 200² cells are 40 000 predictions, about a minute for the FCN presets).
+pub const MAX_PHASE_GRID: usize = 200;
+
+/// Free parameters of `flscale energy`: the exact minimisation enumerates the vertices of the
+/// LP's feasible set over every choice of active terms, which grows about 8× per parameter
+/// (issue 21: 31 s at 7 free parameters); 6 keeps every problem within a few seconds.
+pub const MAX_ENERGY_FREE: usize = 6;
+
+/// Grid points of a sweep: every point is a run directory with its own files, and the grid is
+/// expanded (one validated configuration per point) before the first run starts; 10⁵ points
+/// expand in a few seconds and a few hundred MB.
+pub const MAX_SWEEP_POINTS: usize = 100_000;
+
+/// Magnitudes accepted for the real numbers of an experiment file and of the command line:
+/// 10^±100. f64 reaches 10^±308, but the engine multiplies two or three of them (κ·T, η·∇U,
+/// σ²·d, s_a²·P²/T²), so values beyond 10^±100 end in ∞, 0 or NaN instead of an answer.
+pub const MAX_MAGNITUDE: f64 = 1e100;
+
+/// Refuses real-valued experiment fields outside [10⁻¹⁰⁰, 10¹⁰⁰] (κ, η, T, σ_l², target
+/// coefficients) and power-law exponents above 100 (k^−a underflows for every k > 1 beyond).
+pub fn check_experiment_values(cfg: &ExperimentConfig) -> Result<()> {
+    let positive = |name: String, v: f64| -> Result<()> {
+        if (1.0 / MAX_MAGNITUDE..=MAX_MAGNITUDE).contains(&v) {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!(
+                "{name} = {v:e} is not allowed; it must lie between 1e-100 and 1e100 (docs/limits.md)"
+            )))
+        }
+    };
+    let s = &cfg.sampler;
+    positive("sampler.kappa".into(), s.kappa)?;
+    positive("sampler.step".into(), s.step)?;
+    positive("sampler.temperature".into(), s.temperature)?;
+    for (i, &v) in cfg.priors.sigma2.iter().flatten().enumerate() {
+        positive(format!("priors.sigma2[{i}]"), v)?;
+    }
+    for (i, &(_, c)) in cfg.target.terms.iter().flatten().enumerate() {
+        if c != 0.0 {
+            positive(
+                format!("target.terms[{i}] coefficient (in magnitude)"),
+                c.abs(),
+            )?;
+        }
+    }
+    let a = cfg.data.power_law_exponent;
+    if a > 100.0 {
+        return Err(Error::invalid(format!(
+            "data.power_law_exponent = {a:e} is not allowed; it must be at most 100 (the spectrum k^-a underflows beyond)"
+        )));
+    }
+    Ok(())
+}
+
+/// One named part of a memory estimate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryTerm {
+    /// What the array holds, e.g. "training inputs (P × d)".
+    pub what: String,
+    /// Bytes (f64 so that absurd sizes do not overflow).
+    pub bytes: f64,
+    /// The configuration fields that make it large, e.g. "data.p, data.d".
+    pub sizes: String,
+}
+
+/// Memory and work of one computation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Estimate {
+    /// The parts of the memory, largest first.
+    pub memory: Vec<MemoryTerm>,
+    /// Floating-point operations of the whole run.
+    pub flops: f64,
+    /// The configuration fields that make the work large.
+    pub work_sizes: String,
+}
+
+impl Estimate {
+    /// Total bytes.
+    pub fn bytes(&self) -> f64 {
+        self.memory.iter().map(|t| t.bytes).sum()
+    }
+
+    fn add(&mut self, what: impl Into<String>, bytes: f64, sizes: &str) {
+        self.memory.push(MemoryTerm {
+            what: what.into(),
+            bytes,
+            sizes: sizes.to_string(),
+        });
+    }
+
+    fn sort(mut self) -> Self {
+        self.memory.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+        self
+    }
+
+    /// Refuses the run when its memory exceeds `limit_bytes` (`limit_source` says where the
+    /// limit came from, e.g. "MemAvailable in /proc/meminfo"), naming the estimate, its two
+    /// largest parts and the sizes to reduce.
+    pub fn check_memory(&self, what: &str, limit_bytes: f64, limit_source: &str) -> Result<()> {
+        let total = self.bytes();
+        if total <= limit_bytes {
+            return Ok(());
+        }
+        let parts: Vec<String> = self
+            .memory
+            .iter()
+            .take(2)
+            .map(|t| format!("{} {} (reduce {})", t.what, format_bytes(t.bytes), t.sizes))
+            .collect();
+        Err(Error::invalid(format!(
+            "{what} needs about {} of memory but {} is available ({limit_source}); the largest parts are {}",
+            format_bytes(total),
+            format_bytes(limit_bytes),
+            parts.join(" and ")
+        )))
+    }
+
+    /// Refuses work above [`MAX_UNCONFIRMED_FLOPS`] unless `confirmed` (`--yes`).
+    pub fn check_work(&self, what: &str, confirmed: bool) -> Result<()> {
+        if confirmed || self.flops <= MAX_UNCONFIRMED_FLOPS {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "{what} needs about {:.1e} floating-point operations, {} at {:.0} GFLOP/s; reduce {} or pass --yes to run it anyway",
+            self.flops,
+            format_duration(self.seconds()),
+            ASSUMED_FLOPS_PER_SECOND / 1e9,
+            self.work_sizes
+        )))
+    }
+
+    /// Estimated seconds at [`ASSUMED_FLOPS_PER_SECOND`].
+    pub fn seconds(&self) -> f64 {
+        self.flops / ASSUMED_FLOPS_PER_SECOND
+    }
+
+    /// One line announcing a long run, or None when it is short (below [`ANNOUNCE_FLOPS`]).
+    pub fn announcement(&self, what: &str) -> Option<String> {
+        (self.flops > ANNOUNCE_FLOPS).then(|| {
+            format!(
+                "{what}: about {:.1e} floating-point operations (roughly {} at {:.0} GFLOP/s) and {} of memory",
+                self.flops,
+                format_duration(self.seconds()),
+                ASSUMED_FLOPS_PER_SECOND / 1e9,
+                format_bytes(self.bytes())
+            )
+        })
+    }
+}
+
+/// "12.8 GB", "512 MB", "3 kB" (decimal units, as `free -h --si`).
+pub fn format_bytes(bytes: f64) -> String {
+    let units = [
+        (1e18, "EB"),
+        (1e15, "PB"),
+        (1e12, "TB"),
+        (1e9, "GB"),
+        (1e6, "MB"),
+        (1e3, "kB"),
+    ];
+    if !bytes.is_finite() {
+        return "more than 10^300 bytes".to_string();
+    }
+    for (scale, unit) in units {
+        if bytes >= scale {
+            return format!("{:.1} {unit}", bytes / scale);
+        }
+    }
+    format!("{bytes:.0} B")
+}
+
+/// "3 s", "12 min", "5.2 h", "41 days", "3.1e4 years".
+pub fn format_duration(seconds: f64) -> String {
+    if seconds < 120.0 {
+        format!("{seconds:.0} s")
+    } else if seconds < 7200.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else if seconds < 3.0 * 86_400.0 {
+        format!("{:.1} h", seconds / 3600.0)
+    } else if seconds < 3.0e7 {
+        format!("{:.0} days", seconds / 86_400.0)
+    } else {
+        format!("{:.1e} years", seconds / 3.15e7)
+    }
+}
+
+/// Parses a memory size: a number of bytes with an optional unit k, M, G, T (powers of 1000)
+/// or Ki, Mi, Gi, Ti (powers of 1024), optionally followed by B: `8G`, `500MB`, `16GiB`.
+pub fn parse_memory(text: &str) -> Result<f64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let unit = unit.strip_suffix(['B', 'b']).unwrap_or(unit);
+    let scale = match unit {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" | "m" => 1e6,
+        "G" | "g" => 1e9,
+        "T" | "t" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0f64.powi(2),
+        "Gi" => 1024.0f64.powi(3),
+        "Ti" => 1024.0f64.powi(4),
+        _ => f64::NAN,
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && scale.is_finite() && v * scale <= 1e18 => {
+            Ok(v * scale)
+        }
+        _ => Err(Error::invalid(format!(
+            "--max-memory {text} is not allowed; give a size such as 8G, 500M or 16GiB (at most 1000 PB)"
+        ))),
+    }
+}
+
+/// Parses `MemAvailable` (kB) out of the text of `/proc/meminfo`, in bytes.
+pub fn mem_available(meminfo: &str) -> Option<f64> {
+    meminfo.lines().find_map(|l| {
+        let rest = l.strip_prefix("MemAvailable:")?;
+        let kb: f64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kb * 1024.0)
+    })
+}
+
+/// Refuses `sampler.steps` above [`MAX_STEPS`].
+pub fn check_steps(steps: usize) -> Result<()> {
+    if steps > MAX_STEPS {
+        return Err(Error::invalid(format!(
+            "sampler.steps = {steps} is not allowed; it must be at most {MAX_STEPS} (10^9 steps are hours even for the smallest model; see docs/limits.md)"
+        )));
+    }
+    Ok(())
+}
+
+/// Sizes of one network as the engine sees them.
+struct NetSizes {
+    /// Parameters of one network.
+    params: f64,
+    /// Multiply–adds of one forward pass on one input.
+    macs: f64,
+    /// Activation entries of one forward pass on one input (kept for the backward pass).
+    activations: f64,
+    /// Dimension of the first-layer filters whose second moment each chain accumulates.
+    filter_dim: f64,
+    /// Input entries of one sample (d, or L·d tokens).
+    input_len: f64,
+}
+
+fn net_sizes(cfg: &ExperimentConfig) -> NetSizes {
+    let d = cfg.data.d as f64;
+    let widths: Vec<f64> = cfg.model.widths.iter().map(|&w| w as f64).collect();
+    match cfg.model.kind {
+        ModelKind::Fcn => {
+            // W¹ (N₁ × d), W^l (N_l × N_{l−1}), readout N_{L−1} (paper eq. 1).
+            let mut fan_in = d;
+            let mut params = 0.0;
+            for &n in &widths {
+                params += n * fan_in;
+                fan_in = n;
+            }
+            params += fan_in;
+            NetSizes {
+                params,
+                macs: params,
+                activations: widths.iter().sum::<f64>(),
+                filter_dim: d,
+                input_len: d,
+            }
+        }
+        ModelKind::Cnn => {
+            // N filters of S entries on N_w = d/S patches, readout N × N_w (App. E.1.2).
+            let s = cfg.model.patch.unwrap_or(cfg.data.d).max(1) as f64;
+            let n = widths.first().copied().unwrap_or(1.0);
+            let windows = (d / s).floor().max(1.0);
+            NetSizes {
+                params: n * s + n * windows,
+                macs: windows * n * s + n * windows,
+                activations: windows * n,
+                filter_dim: s,
+                input_len: d,
+            }
+        }
+        ModelKind::Attention => {
+            // H heads of A_h (d × d) and w_h (d) over L tokens (App. E.3): per head the scores
+            // x^a A x^b (L·d² + L²·d), the softmax (L²) and the values (L·d).
+            let h = cfg.model.heads.unwrap_or(1) as f64;
+            let l = cfg.data.tokens.unwrap_or(1) as f64;
+            NetSizes {
+                params: h * (d * d + d),
+                macs: h * (l * d * d + l * l * d + l * l + l * d),
+                activations: h * (l * d + l * l),
+                filter_dim: d,
+                input_len: l * d,
+            }
+        }
+    }
+}
+
+/// Memory and work of `flscale sample` on `cfg` (also one grid point of a sweep).
+pub fn sample(cfg: &ExperimentConfig) -> Estimate {
+    let s = &cfg.sampler;
+    let net = net_sizes(cfg);
+    let p = cfg.data.p as f64;
+    let n_test = cfg.data.n_test as f64;
+    let chains = s.chains as f64 * if s.start == Start::Both { 2.0 } else { 1.0 };
+    let float = match s.precision {
+        Precision::F32 => 4.0,
+        Precision::F64 => 8.0,
+    };
+    let live = chains.min(CONCURRENT_CHAINS as f64);
+    let measurements = (s.steps / s.thin.max(1)) as f64;
+    let mut e = Estimate::default();
+    // The data in f64 and in the sampler's precision (sim/data.rs, sim/run.rs).
+    e.add(
+        "training inputs (P × input)",
+        p * net.input_len * (8.0 + float),
+        "data.p, data.d, data.tokens",
+    );
+    e.add(
+        "test inputs (n_test × input)",
+        n_test * net.input_len * (8.0 + float),
+        "data.n_test, data.d, data.tokens",
+    );
+    // θ and ∇U per chain (ChainBlock); MALA keeps a proposal and its gradient, HMC a momentum.
+    let copies =
+        2.0 + if s.mala { 2.0 } else { 0.0 } + if s.hmc_steps.is_some() { 1.0 } else { 0.0 };
+    e.add(
+        "weights and gradients of every chain",
+        chains * net.params * copies * float,
+        "sampler.chains, model.widths, data.d",
+    );
+    e.add(
+        "residuals of every chain (P per chain)",
+        chains * p * float,
+        "sampler.chains, data.p",
+    );
+    // Forward/backward workspaces (h, σ(h), σ'(h) per layer) on the train and the test set.
+    e.add(
+        "activations of the chains computed at once",
+        live * (p.max(n_test)) * net.activations * 4.0 * float,
+        "data.p, data.n_test, model.widths",
+    );
+    // The d × d second moment Σ w wᵀ per chain of sim/observables.rs (ChainAccumulator::
+    // second_moment_matrix), kept for R's leading eigenvector. Issue 21 item 2 removes it;
+    // drop this term then.
+    e.add(
+        "the d × d weight second moment of every chain",
+        chains * net.filter_dim * net.filter_dim * 8.0,
+        "data.d or sampler.chains",
+    );
+    // The ρ histogram (HIST_BINS u64 counts) and the fixed bookkeeping of every chain: its
+    // RNG stream, divergence record, energies and per-chain result row (about 1 kB).
+    e.add(
+        "histograms and bookkeeping of every chain",
+        chains * (crate::sim::observables::HIST_BINS as f64 * 8.0 + 1024.0),
+        "sampler.chains",
+    );
+    e.add(
+        "summed test predictions of every chain",
+        chains * n_test * 8.0,
+        "sampler.chains, data.n_test",
+    );
+    // One stored measurement (≈ 80 bytes) per chain and measured step, and the trace rows.
+    e.add(
+        "stored measurements (every thin-th step, every chain)",
+        (chains + 1.0) * measurements * 80.0,
+        "sampler.steps or raise sampler.thin",
+    );
+    if s.method == SamplerMethod::Collapsed {
+        collapsed_terms(cfg, &mut e, chains, live);
+    }
+    // Forward + backward ≈ 3 passes of 2 flops per multiply–add on the training set, a test
+    // forward at every measurement (the Fig. 2 count of sim/bench.rs: 6·P·(d·N + N)).
+    let evals = s.steps as f64 * s.hmc_steps.unwrap_or(1) as f64;
+    e.flops =
+        chains * (evals * 6.0 * p.max(1.0) * net.macs + measurements * 2.0 * n_test * net.macs);
+    if s.method == SamplerMethod::Collapsed {
+        // The readout's Gaussian conditional: the N × N Gram on P features and its Cholesky
+        // factor at every step (sim/collapsed.rs).
+        let n = collapsed_width(cfg);
+        e.flops += chains * evals * (2.0 * p * n * n + n * n * n / 3.0);
+    }
+    e.work_sizes = "sampler.steps, sampler.chains, data.p, model.widths".to_string();
+    e.sort()
+}
+
+/// Width N of the layer whose readout the collapsed sampler integrates out.
+fn collapsed_width(cfg: &ExperimentConfig) -> f64 {
+    let m = &cfg.model;
+    match m.kind {
+        ModelKind::Fcn => m.widths.last().copied().unwrap_or(1) as f64,
+        ModelKind::Cnn => {
+            let s = m.patch.unwrap_or(cfg.data.d).max(1);
+            (m.widths.first().copied().unwrap_or(1) * (cfg.data.d / s).max(1)) as f64
+        }
+        ModelKind::Attention => (m.heads.unwrap_or(1) * cfg.data.d) as f64,
+    }
+}
+
+/// The collapsed sampler's per-chain arrays: the P × N features of the last hidden layer, the
+/// N × N Gram matrix and its Cholesky factor, and with `adapt_step` the block preconditioner
+/// (one fan-in × fan-in matrix per neuron, docs/langevin.md "Preconditioner").
+fn collapsed_terms(cfg: &ExperimentConfig, e: &mut Estimate, chains: f64, live: f64) {
+    let n = collapsed_width(cfg);
+    let p = cfg.data.p as f64;
+    e.add(
+        "readout features of the chains computed at once (P × N)",
+        live * p * n * 8.0,
+        "data.p, model.widths",
+    );
+    e.add(
+        "readout Gram matrices and Cholesky factors (N × N per chain)",
+        chains * 3.0 * n * n * 8.0,
+        "model.widths, sampler.chains",
+    );
+    let block = cfg.sampler.adapt_step
+        && cfg.model.kind == ModelKind::Fcn
+        && matches!(
+            cfg.sampler.preconditioner,
+            None | Some(crate::sim::config::Preconditioner::Block)
+        );
+    if block {
+        let w = &cfg.model.widths;
+        let fan_in = if w.len() >= 2 {
+            w[w.len() - 2]
+        } else {
+            cfg.data.d
+        } as f64;
+        e.add(
+            "block preconditioner (fan-in × fan-in per neuron and chain)",
+            chains * n * fan_in * fan_in * 8.0 * 2.0,
+            "model.widths, data.d, or set sampler.preconditioner = \"neuron\"",
+        );
+    }
+}
+
+/// Memory of `kernel propagate` in bytes (the formula of
+/// [`crate::kernels::PropagateConfig::validate`]): φ₁ and φ₁Zᵀ (P × N), Z (N₂ × N₁), and the
+/// N × N (or P × P when N ≥ P) matrix being decomposed, one per concurrent D point.
+pub fn kernel_propagate_bytes(d: usize, n1: usize, n2: usize, p: usize) -> f64 {
+    let (d, n1, n2, pf) = (d as f64, n1 as f64, n2 as f64, p as f64);
+    let side = |n: f64| n.min(pf);
+    8.0 * (pf * (n1 + 2.0 * n2 + d) + n1 * n2 + 4.0 * (side(n1).powi(2) + side(n2).powi(2)))
+}
+
+/// Refuses `count` above `cap`, naming the option, the value and the documented reason.
+pub fn check_cap(option: &str, count: usize, cap: usize, reason: &str) -> Result<()> {
+    if count > cap {
+        return Err(Error::invalid(format!(
+            "{option} = {count} is not allowed; it must be at most {cap} ({reason})"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn experiment(d: usize, chains: usize, p: usize) -> ExperimentConfig {
+        let text = format!(
+            "[model]\nkind = \"fcn\"\nwidths = [40]\n[data]\nd = {d}\np = {p}\nn_test = 100\n\
+             [target]\nhermite = 3\n[sampler]\nkappa = 0.1\nstep = 0.001\nsteps = 100\n\
+             burn_in = 50\nthin = 10\nchains = {chains}\nseed = 1\n"
+        );
+        ExperimentConfig::from_toml(&text, "t").expect("valid experiment")
+    }
+
+    fn term(e: &Estimate, starts: &str) -> f64 {
+        e.memory
+            .iter()
+            .find(|t| t.what.starts_with(starts))
+            .map(|t| t.bytes)
+            .unwrap_or(f64::NAN)
+    }
+
+    #[test]
+    fn the_d_squared_covariance_of_issue_21_is_counted() {
+        // Issue 21: d = 4000, chains = 100 keeps 100 × 4000² f64 = 12.8 GB of covariance.
+        let e = experiment(4000, 100, 50);
+        let est = sample(&e);
+        assert_eq!(term(&est, "the d × d"), 100.0 * 4000.0 * 4000.0 * 8.0);
+        assert!(
+            est.bytes() > 12.8e9 && est.bytes() < 13.5e9,
+            "{}",
+            est.bytes()
+        );
+        let err = est
+            .check_memory("this run", 8e9, "--max-memory")
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(msg.contains("12.") && msg.contains("GB"), "{msg}");
+        assert!(msg.contains("data.d or sampler.chains"), "{msg}");
+        assert!(est.check_memory("this run", 20e9, "x").is_ok());
+    }
+
+    #[test]
+    fn weights_and_work_follow_the_parameter_count() {
+        // FCN d = 50, N = 40: 50·40 + 40 = 2040 parameters; f32 θ and ∇U → 2040·2·4 bytes.
+        let est = sample(&experiment(50, 3, 200));
+        assert_eq!(term(&est, "weights"), 3.0 * 2040.0 * 2.0 * 4.0);
+        // 100 steps × 6·P·params + 10 measurements × 2·n_test·params, per chain.
+        let flops = 3.0 * (100.0 * 6.0 * 200.0 * 2040.0 + 10.0 * 2.0 * 100.0 * 2040.0);
+        assert_eq!(est.flops, flops);
+        assert!(est.check_work("x", false).is_ok());
+    }
+
+    #[test]
+    fn absurd_work_needs_confirmation() {
+        let mut e = experiment(100, 1000, 10_000);
+        e.sampler.steps = 1_000_000_000;
+        let est = sample(&e);
+        let err = est.check_work("this run", false).unwrap_err();
+        assert!(err.to_string().contains("--yes"), "{err}");
+        assert!(est.check_work("this run", true).is_ok());
+        assert!(check_steps(MAX_STEPS).is_ok());
+        assert!(check_steps(MAX_STEPS + 1).is_err());
+    }
+
+    #[test]
+    fn kernel_bytes_match_the_propagate_formula() {
+        // Fig. 5 sizes: d = 120, N1 = 2000, N2 = 1000, P = 6000.
+        let doubles = 6000 * (2000 + 2000 + 120) + 2000 * 1000 + 4 * (2000 * 2000 + 1000 * 1000);
+        assert_eq!(
+            kernel_propagate_bytes(120, 2000, 1000, 6000),
+            doubles as f64 * 8.0
+        );
+    }
+
+    #[test]
+    fn memory_sizes_parse_and_print() {
+        assert_eq!(parse_memory("8G").unwrap(), 8e9);
+        assert_eq!(parse_memory("500MB").unwrap(), 5e8);
+        assert_eq!(parse_memory("2GiB").unwrap(), 2.0 * 1024f64.powi(3));
+        for bad in ["", "G", "-1G", "1e400", "8X", "nan"] {
+            assert!(parse_memory(bad).is_err(), "{bad}");
+        }
+        assert_eq!(format_bytes(12.8e9), "12.8 GB");
+        assert_eq!(format_bytes(512.0), "512 B");
+        let meminfo = "MemTotal:       24000000 kB\nMemAvailable:   22000000 kB\n";
+        assert_eq!(mem_available(meminfo), Some(22000000.0 * 1024.0));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+    }
+}
