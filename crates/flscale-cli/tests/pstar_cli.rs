@@ -38,6 +38,12 @@ fn write_store(dir: &Path, analysis: serde_json::Value, points: &[(f64, f64, f64
         let rd = dir.join("runs").join(&id);
         std::fs::create_dir_all(&rd).unwrap();
         std::fs::write(rd.join("summary.json"), "{}\n").unwrap();
+        std::fs::write(rd.join("experiment.toml"), "[data]\nd = 4\n").unwrap();
+        std::fs::write(
+            rd.join("traces.csv"),
+            "step,burn_in,energy,alignment,test_mse,train_mse,r_overlap2,outliers\n",
+        )
+        .unwrap();
         let mut chains = String::from("chain,status,alignment,test_mse,r_overlap2,outliers,mu\n");
         for c in 0..6 {
             // ±1 % chain-to-chain spread, so the bootstrap has something to resample.

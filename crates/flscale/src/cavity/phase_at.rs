@@ -334,8 +334,10 @@ mod tests {
             "{} vs {reference}",
             w.side_mass
         );
-        // Curvatures 2A and 8A: Gaussian weights ∝ 1/√U'' give 1/3 (the side well counts ±).
-        assert!((w.side_mass - 1.0 / 3.0).abs() < 0.02);
+        // Laplace: on ρ ≥ 0 the centre is a half-Gaussian of curvature 2A, ½·√(2π/2A), the
+        // side well a whole one of curvature 8A, √(2π/8A) — the same weight, so mass ½
+        // (dense quadrature: 0.50003 at A = 40).
+        assert!((w.side_mass - 0.5).abs() < 0.01, "{}", w.side_mass);
         assert_eq!(label(&w, 1e-3), PhaseLabel::GmflI);
         // A tilted version: the side well rises, its mass drops below the floor.
         let tilted = wells(triple(a, 12.0), 0.05, 3.0).unwrap();

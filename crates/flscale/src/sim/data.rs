@@ -328,7 +328,7 @@ mod tests {
         }
         // Overlaps of a parity target are taken along its first parity direction, not along
         // the data set's random teacher vector.
-        let s = 0.5f64.sqrt();
+        let s = 1.0 / 2f64.sqrt();
         assert_eq!(data.teacher, vec![s, s, 0.0, 0.0]);
         let first = &crate::sim::observe::overlaps::parity_directions(2, 4)[0].1;
         assert_eq!(&data.teacher, first);
