@@ -338,7 +338,11 @@ mod tests {
         // side well a whole one of curvature 8A, √(2π/8A) — the same weight, so mass ½
         // (dense quadrature: 0.50003 at A = 40).
         assert!((w.side_mass - 0.5).abs() < 0.01, "{}", w.side_mass);
-        assert_eq!(label(&w, 1e-3), PhaseLabel::GmflI);
+        // Degenerate wells sit on the GMFL-I/II boundary (mass ½); a small tilt of the side
+        // well (+0.5: mass ≈ e^{−0.5}/(1 + e^{−0.5}) ≈ 0.38) is the mixed phase proper.
+        let mixed = wells(triple(a, 0.5), 0.05, 3.0).unwrap();
+        assert!(mixed.side_mass > 0.3 && mixed.side_mass < 0.45, "{}", mixed.side_mass);
+        assert_eq!(label(&mixed, 1e-3), PhaseLabel::GmflI);
         // A tilted version: the side well rises, its mass drops below the floor.
         let tilted = wells(triple(a, 12.0), 0.05, 3.0).unwrap();
         assert_eq!(tilted.minima.len(), 2);
