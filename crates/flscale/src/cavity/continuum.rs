@@ -357,11 +357,8 @@ pub fn solve_finite(inv: &Invariants, d: f64) -> Result<ContinuumSolution> {
     if run.is_none() && d > 150.0 {
         let mut at = start;
         let mut dk = 150.0f64;
-        loop {
-            match newton_at(inv, dk, at)? {
-                Some(r) => at = r.x,
-                None => break,
-            }
+        while let Some(r) = newton_at(inv, dk, at)? {
+            at = r.x;
             if dk >= d {
                 run = newton_at(inv, d, at)?;
                 break;

@@ -341,7 +341,11 @@ mod tests {
         // Degenerate wells sit on the GMFL-I/II boundary (mass ½); a small tilt of the side
         // well (+0.5: mass ≈ e^{−0.5}/(1 + e^{−0.5}) ≈ 0.38) is the mixed phase proper.
         let mixed = wells(triple(a, 0.5), 0.05, 3.0).unwrap();
-        assert!(mixed.side_mass > 0.3 && mixed.side_mass < 0.45, "{}", mixed.side_mass);
+        assert!(
+            mixed.side_mass > 0.3 && mixed.side_mass < 0.45,
+            "{}",
+            mixed.side_mass
+        );
         assert_eq!(label(&mixed, 1e-3), PhaseLabel::GmflI);
         // A tilted version: the side well rises, its mass drops below the floor.
         let tilted = wells(triple(a, 12.0), 0.05, 3.0).unwrap();

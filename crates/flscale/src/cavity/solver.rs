@@ -181,6 +181,9 @@ fn newton_step(j: [[f64; 2]; 2], f: (f64, f64), cap: f64) -> Option<(f64, f64)> 
     })
 }
 
+/// An accepted point (b, c) and the residual F there.
+type PointAndResidual = ((f64, f64), (f64, f64));
+
 /// The first of the steps t·d (t = 1, ½, … , 2⁻¹²) that lowers |F|₂ by the Armijo factor.
 fn backtrack<G>(
     g: &G,
@@ -188,7 +191,7 @@ fn backtrack<G>(
     fx: (f64, f64),
     d: (f64, f64),
     evals: &mut usize,
-) -> Result<Option<((f64, f64), (f64, f64))>>
+) -> Result<Option<PointAndResidual>>
 where
     G: Fn((f64, f64)) -> Result<(f64, f64)>,
 {

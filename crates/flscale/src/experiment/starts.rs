@@ -125,11 +125,11 @@ mod tests {
             "equilibrated": equilibrated,
             "equilibration": equilibrated.map(|e| serde_json::json!({"observables": [
                 {"name": "alignment", "cold": 0.4, "cold_err": 0.01, "hot": 0.41,
-                 "hot_err": 0.01, "z": -0.7071067811865476, "agree": true},
+                 "hot_err": 0.01, "z": -0.5, "agree": true},
                 {"name": "outliers_layer1", "cold": 2.77, "cold_err": 0.1, "hot": 3.32,
                  "hot_err": 0.1, "z": -3.8890872965260113, "agree": e},
                 {"name": "mu_e1+e2", "cold": 1.5, "cold_err": 0.1, "hot": 1.4,
-                 "hot_err": 0.1, "z": 0.7071067811865476, "agree": true},
+                 "hot_err": 0.1, "z": 0.25, "agree": true},
             ]})),
         });
         RunData {
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(agree[2 * rows + k], "");
         assert_eq!(z[k], Some(-3.8890872965260113));
         // μ of the summary is the first parity direction's.
-        assert_eq!(z[m], Some(0.7071067811865476));
+        assert_eq!(z[m], Some(0.25));
         let Some(Column::Text(eq)) = t.column("equilibrated") else {
             panic!("no equilibrated column")
         };
