@@ -654,25 +654,10 @@ mod tests {
                 coords.insert("d".to_string(), d);
                 coords.insert("p".to_string(), p);
                 coords.insert("n1".to_string(), d);
-                runs.push(RunData {
-                    index: runs.len(),
-                    id: format!("run-{:05}", runs.len()),
-                    coords,
-                    summary: serde_json::Value::Null,
-                    chains,
-                    histogram: Vec::new(),
-                    probe_histograms: BTreeMap::new(),
-                    equilibrated: None,
-                });
+                runs.push(RunData::synthetic(runs.len(), coords, chains));
             }
         }
-        StoreData {
-            manifest: serde_json::Value::Null,
-            analysis: Default::default(),
-            total: runs.len(),
-            include_unequilibrated: false,
-            runs,
-        }
+        StoreData::of_runs(runs)
     }
 
     fn query(x: &str, group: &str) -> PstarQuery {

@@ -353,25 +353,10 @@ mod tests {
                     ("p".to_string(), p),
                     ("seed".to_string(), seed as f64),
                 ]);
-                runs.push(RunData {
-                    index: runs.len(),
-                    id: format!("run-{:05}", runs.len()),
-                    coords,
-                    summary: serde_json::Value::Null,
-                    chains,
-                    histogram: Vec::new(),
-                    probe_histograms: BTreeMap::new(),
-                    equilibrated: None,
-                });
+                runs.push(RunData::synthetic(runs.len(), coords, chains));
             }
         }
-        StoreData {
-            manifest: serde_json::Value::Null,
-            analysis: Default::default(),
-            total: runs.len(),
-            include_unequilibrated: false,
-            runs,
-        }
+        StoreData::of_runs(runs)
     }
 
     fn query(falling: bool) -> PstarQuery {

@@ -797,6 +797,41 @@ pub fn machine() -> Json {
 }
 
 #[cfg(test)]
+impl RunData {
+    /// A run with these coordinates and chains and nothing else (analysis tests).
+    pub(crate) fn synthetic(
+        index: usize,
+        coords: BTreeMap<String, f64>,
+        chains: Vec<ChainValues>,
+    ) -> RunData {
+        RunData {
+            index,
+            id: format!("run-{index:05}"),
+            coords,
+            summary: Json::Null,
+            chains,
+            histogram: Vec::new(),
+            probe_histograms: BTreeMap::new(),
+            equilibrated: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl StoreData {
+    /// A store of `runs` without a manifest (analysis tests).
+    pub(crate) fn of_runs(runs: Vec<RunData>) -> StoreData {
+        StoreData {
+            manifest: Json::Null,
+            analysis: Default::default(),
+            total: runs.len(),
+            include_unequilibrated: false,
+            runs,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
