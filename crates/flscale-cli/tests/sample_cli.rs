@@ -108,6 +108,36 @@ fn same_seed_gives_byte_identical_json_for_one_and_two_threads() {
     assert!(v["steps_per_second"].as_f64().unwrap() > 0.0);
 }
 
+/// Issue 21 item 2: d = 4000 with 100 chains once kept a 4000 × 4000 second moment per chain
+/// (12.8 GB) and aborted; with the pooled sum it runs under a 3 GiB address-space limit (a real
+/// allocation limit, not the estimate), at a tiny P and step count, and still reports the
+/// leading direction.
+#[test]
+fn d_4000_with_100_chains_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "[model]\nkind = \"fcn\"\nactivation = \"erf\"\nwidths = [4]\n\
+                [data]\nd = 4000\np = 8\nn_test = 20\n[target]\nhermite = 1\n\
+                [sampler]\nkappa = 0.5\nstep = 1e-4\nsteps = 4\nburn_in = 2\nthin = 2\n\
+                chains = 100\nseed = 3\n";
+    let exp = write(dir.path(), "exp.toml", text);
+    let out = dir.path().join("run").display().to_string();
+    let r = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 3145728; exec \"$0\" --max-memory 2G \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_flscale"))
+        .args(["sample", &exp, "--out", &out, "--json"])
+        .output()
+        .expect("run flscale");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["chains_used"].as_u64(), Some(100));
+    let overlap = v["leading_direction_overlap"]
+        .as_f64()
+        .expect("a leading direction");
+    assert!((0.0..=1.0 + 1e-12).contains(&overlap), "{overlap}");
+}
+
 #[test]
 fn absurd_step_names_diverged_chains_exits_1_and_writes_no_nan() {
     let dir = tempfile::tempdir().unwrap();

@@ -111,9 +111,38 @@ fn preset_toml(name: String) -> PyResult<String> {
     preset_text(&name).map(str::to_string).map_err(to_py_err)
 }
 
-/// sample(source, kind) -> (summary JSON text, dict of numpy arrays).
+/// The memory check of `flscale sample` (issue 21, docs/limits.md): the run's estimate
+/// against `max_memory` ("8G", "500MB"; the CLI's `--max-memory`) or else `MemAvailable` of
+/// /proc/meminfo. The work check is the caller's: a Python call has no `--yes` to give.
+fn check_memory(cfg: &ExperimentConfig, max_memory: Option<&str>) -> flscale::Result<()> {
+    let (limit, source) = match max_memory {
+        Some(text) => (
+            flscale::limits::parse_memory(text).map_err(|_| {
+                Error::invalid(format!(
+                    "max_memory = {text:?} is not allowed; give a size such as \"8G\", \"500M\" or \"16GiB\""
+                ))
+            })?,
+            "max_memory",
+        ),
+        None => match std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .as_deref()
+            .and_then(flscale::limits::mem_available)
+        {
+            Some(bytes) => (
+                bytes,
+                "MemAvailable in /proc/meminfo; max_memory= sets another limit",
+            ),
+            None => return Ok(()),
+        },
+    };
+    flscale::limits::sample(cfg).check_memory("this experiment", limit, source)
+}
+
+/// sample(source, kind, max_memory) -> (summary JSON text, dict of numpy arrays).
 ///
 /// `kind` is "toml" (experiment TOML text) or "json" (a dict with the TOML file's structure).
+/// `max_memory` (None: MemAvailable) bounds the run's estimated memory ([`check_memory`]).
 /// The arrays: trace columns (`trace_step`, `trace_energy`, `trace_alignment`, `trace_test_mse`,
 /// `trace_r_overlap2`, `trace_outliers`, `trace_burn_in`), per-chain time averages
 /// (`chain_alignment`, `chain_test_mse`, `chain_r_overlap2`, `chain_outliers`; NaN marks a
@@ -124,6 +153,7 @@ fn sample<'py>(
     py: Python<'py>,
     source: String,
     kind: String,
+    max_memory: Option<String>,
 ) -> PyResult<(String, Bound<'py, PyDict>)> {
     // Ctrl-C: the sampler asks after every block of steps; the check briefly re-attaches to
     // the interpreter, and the KeyboardInterrupt it raises is handed back to the caller.
@@ -145,6 +175,7 @@ fn sample<'py>(
             _ => source.clone(),
         };
         let cfg = ExperimentConfig::from_toml(&text, "experiment")?;
+        check_memory(&cfg, max_memory.as_deref())?;
         run_experiment_interruptible(&cfg, &mut |_, _| {}, &interrupted)
     });
     if let Some(e) = pending.lock().ok().and_then(|mut slot| slot.take()) {

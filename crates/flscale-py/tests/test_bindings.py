@@ -126,6 +126,18 @@ def test_sample_bad_input():
         flscale.sample(bad)
 
 
+def test_sample_refuses_what_does_not_fit_before_it_runs():
+    # 100 chains at d = 10^6 (8·10^6 weights each): the weights and gradients are 6.4 GB.
+    huge = json.loads(json.dumps(SMALL))
+    huge["data"]["d"] = 1_000_000
+    huge["model"]["widths"] = [8]
+    huge["sampler"]["chains"] = 100
+    with pytest.raises(ValueError, match=r"needs about .* GB of memory but 4.0 GB is available \(max_memory\)"):
+        flscale.sample(huge, max_memory="4G")
+    with pytest.raises(ValueError, match="max_memory = .lots. is not allowed"):
+        flscale.sample(SMALL, max_memory="lots")
+
+
 def test_all_chains_diverged_is_a_runtime_error():
     bad = json.loads(json.dumps(SMALL))
     bad["sampler"]["step"] = 10.0

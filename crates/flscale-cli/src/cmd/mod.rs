@@ -51,6 +51,25 @@ pub fn out(text: &str) -> Result<()> {
     }
 }
 
+/// Writes lines to stdout as they are produced (a long listing is not built in memory first),
+/// with [`out`]'s rules: non-finite numbers refused, a closed pipe ends the output quietly.
+pub fn out_lines(lines: impl Iterator<Item = String>) -> Result<()> {
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in lines {
+        args::refuse_non_finite(&line)?;
+        match writeln!(stdout, "{line}") {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(Error::runtime(format!("cannot write to stdout: {e}"))),
+        }
+    }
+    match stdout.flush() {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::runtime(format!("cannot write to stdout: {e}"))),
+    }
+}
+
 /// Pretty-prints a JSON value on stdout, followed by a newline.
 pub fn out_json(value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)

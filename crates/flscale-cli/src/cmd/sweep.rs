@@ -205,24 +205,26 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
     }
     if args.dry_run {
         let (i, n) = shard.unwrap_or((0, 1));
-        let mut t = format!(
-            "{}: {} runs in the grid{}\n",
+        let shard_runs = sweep.shard(i, n);
+        let header = format!(
+            "{}: {} runs in the grid{}",
             source,
             sweep.runs.len(),
             if n > 1 {
-                format!(", {} in shard {i}/{n}", sweep.shard(i, n).len())
+                format!(", {} in shard {i}/{n}", shard_runs.len())
             } else {
                 String::new()
             }
         );
-        for r in sweep.shard(i, n) {
+        // The count comes first; the listing is streamed (issue 21 item 3).
+        let listing = shard_runs.into_iter().map(|r| {
             let c = &r.config;
-            t += &format!(
-                "{}  d={} p={} widths={:?} kappa={} seed={}\n",
+            format!(
+                "{}  d={} p={} widths={:?} kappa={} seed={}",
                 r.id, c.data.d, c.data.p, c.model.widths, c.sampler.kappa, c.sampler.seed
-            );
-        }
-        return out(&t);
+            )
+        });
+        return super::out_lines(std::iter::once(header).chain(listing));
     }
     if args.refine_pstar.is_some() && shard.is_some() {
         return Err(Error::invalid(

@@ -111,7 +111,8 @@ def preset_toml(name: str) -> str:
     return _native.preset_toml(name)
 
 
-def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"]) -> Dict[str, Any]:
+def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"],
+           max_memory: Optional[str] = None) -> Dict[str, Any]:
     """Sample a Bayesian network ensemble by Langevin dynamics (``flscale sample``).
 
     ``config`` is an experiment as a dict with the TOML file's structure, TOML text, or a path
@@ -122,6 +123,10 @@ def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"]) -> Dict[st
     ``outliers``), ``chains`` (dict of per-chain time averages; NaN marks a diverged chain),
     ``histogram`` (``edges``, ``counts`` of the first-layer overlaps) and
     ``mean_test_prediction``. The GIL is released while the chains run.
+
+    Before it runs, the experiment's memory is estimated as ``flscale sample`` does: above
+    ``max_memory`` (``"8G"``, ``"500MB"``; default: the machine's available memory) it raises
+    ``ValueError`` with the estimate and the sizes to reduce, instead of running out of memory.
 
     Example::
 
@@ -143,7 +148,7 @@ def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"]) -> Dict[st
         text, kind = config, "toml"
     else:
         raise ValueError(f"config must be a dict, TOML text or a path, not {type(config).__name__}")
-    summary_json, arrays = _native.sample(text, kind)
+    summary_json, arrays = _native.sample(text, kind, max_memory)
     out: Dict[str, Any] = json.loads(summary_json)
     out["trace"] = {k[len("trace_"):]: v for k, v in arrays.items() if k.startswith("trace_")}
     out["chains"] = {k[len("chain_"):]: v for k, v in arrays.items() if k.startswith("chain_")}

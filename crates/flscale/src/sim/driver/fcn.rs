@@ -10,6 +10,7 @@ use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::flat::ParamGroup;
 use crate::sim::num::real::Real;
+use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, ChainSnapshot};
 use crate::sim::observe::overlaps::{summarise, ChainProbe, Probe, ProbeAccumulator};
 
@@ -101,8 +102,9 @@ pub(crate) fn run_once<T: Real>(
     let threshold = 3.0 * sigma1.sqrt() / (d as f64).sqrt();
     let range = hist_range(sigma1, d);
     let mut acc: Vec<ChainAccumulator> = (0..s.chains)
-        .map(|_| ChainAccumulator::new(n_test, n_groups, d))
+        .map(|_| ChainAccumulator::new(n_test, n_groups))
         .collect();
+    let mut second_moment = PooledSecondMoment::new(d);
     let start = std::time::Instant::now();
     let mut window_start = (s.burn_in == 0).then_some(start);
     let mut t = 0;
@@ -147,6 +149,7 @@ pub(crate) fn run_once<T: Real>(
                 t > s.burn_in,
                 t,
                 &mut acc,
+                &mut second_moment,
                 &probe,
                 &mut probe_acc,
                 means.is_some().then_some(&mean_preds[..]),
@@ -179,7 +182,7 @@ pub(crate) fn run_once<T: Real>(
         p: ens.p,
         y_test: &data.y_test,
         teacher: &data.teacher,
-        filter_dim: d,
+        second_moment,
         steps_done: ens.steps_done,
     };
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
@@ -228,6 +231,7 @@ fn measure<T: Real>(
     sampling: bool,
     t: usize,
     acc: &mut [ChainAccumulator],
+    second_moment: &mut PooledSecondMoment,
     probe: &Probe,
     probe_acc: &mut [ProbeAccumulator],
     mean_preds: Option<&[Option<Vec<T>>]>,
@@ -259,11 +263,13 @@ fn measure<T: Real>(
                 f_test: f,
                 rhos: &rhos,
                 groups,
-                filters: Some((w1, d)),
                 energy: block.energy[c],
                 train_mse: (p > 0).then(|| block.sq_error[c] / p as f64),
             };
             acc[chain].record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
+            if sampling {
+                second_moment.add_rows(w1);
+            }
             if let Some(Some(f_mean)) = mean_preds.map(|m| &m[chain]) {
                 acc[chain].use_conditional_mean(f, f_mean, y_test, y_norm2);
             }

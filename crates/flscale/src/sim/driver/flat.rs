@@ -11,6 +11,7 @@ use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::flat::{FlatData, FlatModel};
 use crate::sim::num::real::Real;
+use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{finite, ChainAccumulator, ChainSnapshot};
 
 use super::result::RunResult;
@@ -100,8 +101,9 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         .map(|(_, k)| k)
         .unwrap_or(0);
     let mut acc: Vec<ChainAccumulator> = (0..s.chains)
-        .map(|_| ChainAccumulator::new(n_test, n_groups, filter_dim))
+        .map(|_| ChainAccumulator::new(n_test, n_groups))
         .collect();
+    let mut second_moment = PooledSecondMoment::new(filter_dim);
     let start = std::time::Instant::now();
     let mut steering = StepSteering::new(s.mala, false);
     let mut t = 0;
@@ -145,6 +147,11 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
                     t,
                     &mut acc[k],
                 );
+                if t > s.burn_in {
+                    if let Some((rows, _)) = ens.model.filters(&ens.chains[k].theta) {
+                        second_moment.add_rows(rows);
+                    }
+                }
                 if let Some(Some(f_mean)) = mean_preds.as_ref().map(|m| &m[k]) {
                     acc[k].use_conditional_mean(f, f_mean, &data.y_test, y_norm2);
                 }
@@ -166,7 +173,7 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         p: ens.p,
         y_test: &data.y_test,
         teacher: &data.teacher,
-        filter_dim,
+        second_moment,
         steps_done: ens.steps_done,
     };
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
@@ -211,7 +218,6 @@ fn measure_chain<T: Real, M: FlatModel<T>>(
         f_test: f,
         rhos: &rhos,
         groups,
-        filters: ens.model.filters(&chain.theta),
         energy: chain.energy,
         train_mse: (ens.p > 0).then(|| chain.sq_error / ens.p as f64),
     };

@@ -5,6 +5,7 @@ use crate::sim::config::{ExperimentConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::Divergence;
 use crate::sim::model::flat::ParamGroup;
 use crate::sim::num::real::Real;
+use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{
     finite, integrated_autocorrelation_time, mean_and_error, ChainAccumulator, GroupStats,
     Measurement, HIST_BINS,
@@ -29,8 +30,9 @@ pub(crate) struct EnsembleOutcome<'a> {
     pub y_test: &'a [f64],
     /// The direction the leading eigenvector of the filters' second moment is compared with.
     pub teacher: &'a [f64],
-    /// Length of one filter (first-layer row); 0 where there are none (no leading direction).
-    pub filter_dim: usize,
+    /// The filters' second moment pooled over chains and samples (disabled where there are no
+    /// filters or they are too long; then no leading direction).
+    pub second_moment: PooledSecondMoment,
     /// Steps taken.
     pub steps_done: usize,
 }
@@ -160,30 +162,10 @@ pub(crate) fn finish<T: Real>(
             }
         })
         .collect();
-    let leading_direction_overlap = if alive.is_empty() || samples == 0 || ens.filter_dim == 0 {
+    let leading_direction_overlap = if alive.is_empty() || samples == 0 {
         None
     } else {
-        let d = ens.filter_dim;
-        let mut m = vec![0.0; d * d];
-        for &k in &alive {
-            for (a, b) in m.iter_mut().zip(&acc[k].second_moment_matrix) {
-                *a += b;
-            }
-        }
-        for i in 0..d {
-            for j in 0..i {
-                m[i * d + j] = m[j * d + i];
-            }
-        }
-        leading_eigenvector(&m, d)
-            .map(|v| {
-                v.iter()
-                    .zip(ens.teacher)
-                    .map(|(a, b)| a * b)
-                    .sum::<f64>()
-                    .abs()
-            })
-            .and_then(finite)
+        ens.second_moment.leading_direction_overlap(ens.teacher)
     };
     let mut counts = vec![0u64; HIST_BINS];
     let mut outside = 0;
@@ -294,49 +276,5 @@ pub(crate) fn finish<T: Real>(
         sampling_seconds: 0.0,
         steps: ens.steps_done,
         final_state: Vec::new(),
-    }
-}
-
-/// Leading eigenvector of a symmetric positive semi-definite d × d matrix by power
-/// iteration from a fixed start (deterministic).
-fn leading_eigenvector(m: &[f64], d: usize) -> Option<Vec<f64>> {
-    let mut v: Vec<f64> = (0..d).map(|i| 1.0 + 0.01 * i as f64).collect();
-    for _ in 0..2000 {
-        let mut w: Vec<f64> = (0..d)
-            .map(|i| (0..d).map(|j| m[i * d + j] * v[j]).sum())
-            .collect();
-        let norm = w.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if !(norm > 0.0 && norm.is_finite()) {
-            return None;
-        }
-        for x in &mut w {
-            *x /= norm;
-        }
-        let change: f64 = w.iter().zip(&v).map(|(a, b)| (a - b).abs()).sum();
-        v = w;
-        if change < 1e-12 {
-            break;
-        }
-    }
-    Some(v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::leading_eigenvector;
-
-    #[test]
-    fn power_iteration_finds_the_top_direction() {
-        // M = I + 3 u uᵀ with u = (0, 0.6, 0.8).
-        let u = [0.0, 0.6, 0.8];
-        let m: Vec<f64> = (0..9)
-            .map(|k| {
-                let (i, j) = (k / 3, k % 3);
-                (i == j) as u8 as f64 + 3.0 * u[i] * u[j]
-            })
-            .collect();
-        let v = leading_eigenvector(&m, 3).unwrap();
-        let overlap: f64 = v.iter().zip(&u).map(|(a, b)| a * b).sum();
-        assert!((overlap.abs() - 1.0).abs() < 1e-9, "{v:?}");
     }
 }

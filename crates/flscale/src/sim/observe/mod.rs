@@ -2,6 +2,7 @@
 //! overlaps and probes.
 
 pub mod equilibration;
+pub mod leading_direction;
 pub mod observables;
 pub mod overlaps;
 pub mod side_peak;

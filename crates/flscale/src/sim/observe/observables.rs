@@ -47,15 +47,15 @@ pub struct ChainAccumulator {
     pub virial_sum: Vec<f64>,
     /// Σ over samples and entries of θ, θ², θ⁴ per group.
     pub moments: Vec<[f64; 3]>,
-    /// Σ over samples of Σ_i w_i w_iᵀ (d × d) for the leading direction of E[wwᵀ].
-    pub second_moment_matrix: Vec<f64>,
     /// Number of samples after burn-in.
     pub samples: usize,
 }
 
 impl ChainAccumulator {
-    /// Empty accumulator for `n_test` test points, `groups` parameter groups, dimension d.
-    pub fn new(n_test: usize, groups: usize, d: usize) -> Self {
+    /// Empty accumulator for `n_test` test points and `groups` parameter groups. Its size does
+    /// not grow with d: the first-layer second moment is pooled over chains
+    /// ([`crate::sim::observe::leading_direction`]).
+    pub fn new(n_test: usize, groups: usize) -> Self {
         ChainAccumulator {
             series: Vec::new(),
             f_test_sum: vec![0.0; n_test],
@@ -63,7 +63,6 @@ impl ChainAccumulator {
             hist_outside: 0,
             virial_sum: vec![0.0; groups],
             moments: vec![[0.0; 3]; groups],
-            second_moment_matrix: vec![0.0; d * d],
             samples: 0,
         }
     }
@@ -78,8 +77,6 @@ pub struct ChainSnapshot<'a, T> {
     pub rhos: &'a [f64],
     /// Per parameter group: its entries and the virial θ_g·∇_g U.
     pub groups: Vec<(&'a [T], f64)>,
-    /// First-layer rows (row length) whose second moment E[wwᵀ] is accumulated; None if none.
-    pub filters: Option<(&'a [T], usize)>,
     /// U at the last gradient evaluation.
     pub energy: f64,
     /// Training MSE at the last gradient evaluation (None when P = 0).
@@ -89,8 +86,8 @@ pub struct ChainSnapshot<'a, T> {
 impl ChainAccumulator {
     /// Records a chain's measurement at step t — A_f = ⟨f, y⟩/⟨y, y⟩ (paper §3, `y_norm2` =
     /// ⟨y, y⟩), test MSE, R = mean ρ², outliers |ρ| > `threshold` (App. F.0.1) — and, after
-    /// burn-in (`sampling`), the sums of the predictions, the ρ histogram over ±`range`, the
-    /// per-group moments and virials and Σ_i w_i w_iᵀ of the filters.
+    /// burn-in (`sampling`), the sums of the predictions, the ρ histogram over ±`range` and the
+    /// per-group moments and virials.
     #[allow(clippy::too_many_arguments)]
     pub fn record<T: Real>(
         &mut self,
@@ -148,17 +145,6 @@ impl ChainAccumulator {
             }
             for j in 0..3 {
                 self.moments[g][j] += m[j];
-            }
-        }
-        // Σ_i w_i w_iᵀ (upper triangle, mirrored when the run is summarised).
-        if let Some((rows, dim)) = chain.filters {
-            for row in rows.chunks_exact(dim) {
-                for i in 0..dim {
-                    let wi = row[i].f64();
-                    for j in i..dim {
-                        self.second_moment_matrix[i * dim + j] += wi * row[j].f64();
-                    }
-                }
             }
         }
     }
