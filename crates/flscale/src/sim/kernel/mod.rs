@@ -2,3 +2,4 @@
 //! the plain or the collapsed FCN posterior, with an optional preconditioner.
 
 pub mod mala;
+pub mod tempering;
