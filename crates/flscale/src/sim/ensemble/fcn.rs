@@ -16,23 +16,15 @@
 
 use std::sync::Mutex;
 
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::Likelihood;
+pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
 use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
 use crate::sim::model::likelihood::residuals;
+use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::real::Real;
-
-/// Why and when a chain was stopped.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Divergence {
-    /// Global step (1-based) at which it was detected.
-    pub step: usize,
-    /// "non-finite energy" or "energy exploded (U = …)".
-    pub reason: String,
-}
 
 /// B consecutive chains that are advanced together.
 #[derive(Debug, Clone)]
@@ -121,33 +113,10 @@ impl<T> Drop for PooledScratch<'_, T> {
     }
 }
 
-/// Chains per block. The cache rule: enough chains to make the block's first-layer GEMM wide,
-/// few enough that a block's P × B·N₁ activation matrix stays within ~1 MiB (the L2 of the
-/// build machine; see `shared/bench/README.md`). Measured at the Fig. 2 size (P·N₁ = 64000,
-/// f32) on that machine, single-threaded CPU time per E = 300 step: B = 1: 2.17 s, B = 4:
-/// 1.85 s, B = 8: 1.83 s per 33 steps — B = 4 is what this rule picks there.
-/// The balance rule: rayon hands whole blocks to the threads, so E = 30 in blocks of 4
-/// (7 × 4 + 2) leaves one of two cores with 16 chains and the other with 14. The largest
-/// B ≤ the cache bound, and at least half of it, that cuts E into an even number of equal
-/// blocks is taken instead (E = 30 → 10 × 3, E = 300 → 100 × 3; both B = 3 and B = 4 execute
-/// 77 M instructions per E = 30 step, callgrind); if there is none, the cache bound.
-/// Depends only on the problem size and E, so the blocking — and the numbers — do not depend
-/// on the thread count; each chain's numbers do not depend on B either (the GEMMs sum over
-/// the same k in the same order for every block width).
+/// Chains per block of an FCN: the rule of [`block_size_for`] with the block's first-layer
+/// activations, P × N₁ floats per chain, as its buffers.
 pub fn block_size(model: &FcnModel, p: usize, bytes_per_float: usize, chains: usize) -> usize {
-    let per_chain = p.max(1) * model.widths[0] * bytes_per_float;
-    let cache_bound = (1024 * 1024 / per_chain).clamp(1, 8);
-    (cache_bound.div_ceil(2)..=cache_bound)
-        .rev()
-        .find(|&b| chains % b == 0 && (chains / b) % 2 == 0)
-        .unwrap_or(cache_bound)
-}
-
-/// The RNG stream of chain k: key from the seed, stream k (rand_chacha's 64-bit stream id).
-pub fn chain_rng(seed: u64, chain: usize) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(chain as u64);
-    rng
+    block_size_for(p.max(1) * model.widths[0] * bytes_per_float, chains)
 }
 
 impl<T: Real> Ensemble<T> {
@@ -629,31 +598,15 @@ impl<T: Real> ChainBlock<T> {
             let mut energy = self.data_loss[c];
             for g in 0..model.n_groups() {
                 let n = model.group_len(g);
-                let inv_v = 1.0 / model.prior_var[g];
-                let inv_v_t = T::of(inv_v);
                 let theta = &self.params[g][c * n..(c + 1) * n];
                 let grad = &mut self.grads[g][c * n..(c + 1) * n];
-                let mut sq = 0.0;
-                let mut vir = 0.0;
-                for (gi, &ti) in grad.iter_mut().zip(theta) {
-                    *gi += ti * inv_v_t;
-                    sq += (ti * ti).f64();
-                    vir += (ti * *gi).f64();
-                }
-                energy += 0.5 * sq * inv_v;
-                self.virial[c][g] = vir;
+                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var[g]);
+                energy += prior;
+                self.virial[c][g] = virial;
             }
             self.energy[c] = energy;
-            if !energy.is_finite() || energy > threshold {
-                let reason = if energy.is_finite() {
-                    format!("energy exploded (U = {energy:.3e})")
-                } else {
-                    "non-finite energy".to_string()
-                };
-                self.diverged[c] = Some(Divergence {
-                    step: global_step,
-                    reason,
-                });
+            if let Some(divergence) = Divergence::check(energy, None, threshold, global_step) {
+                self.diverged[c] = Some(divergence);
                 for g in 0..model.n_groups() {
                     let n = model.group_len(g);
                     self.params[g][c * n..(c + 1) * n].fill(T::zero());

@@ -7,7 +7,7 @@
 //! by group from the prior and its noise group by group, entry by entry, in the same order as
 //! the FCN sampler, so a CNN with one patch retraces the FCN chain exactly.
 //!
-//! Chains are advanced in blocks of consecutive chains ([`flat_block_size`], fixed by the
+//! Chains are advanced in blocks of consecutive chains ([`block_size_for`], fixed by the
 //! problem size and E), blocks in parallel with rayon. The data terms of a block's chains are
 //! evaluated together ([`FlatModel::data_gradient_block`]): the CNN's first layer reads the
 //! same patch matrix for every chain, so the block's filters side by side make one GEMM, as
@@ -31,8 +31,10 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use crate::sim::ensemble::fcn::{chain_rng, Divergence, Dynamics};
+use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
+use crate::sim::ensemble::fcn::Dynamics;
 use crate::sim::model::collapsed_flat::{self, CollapsedWork};
+use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::model::flat::{FlatModel, ParamGroup};
 use crate::sim::num::real::Real;
 
@@ -85,22 +87,6 @@ fn sampled_ranges(
         .flatten()
 }
 
-/// Chains per block: the FCN sampler's rule ([`crate::sim::ensemble::fcn::block_size`]) for a model
-/// whose chains take `per_chain` bytes of the block's buffers — as many as keep the block's
-/// buffers within ~1 MiB (at most 8), preferring a size that cuts E into an even number of
-/// equal blocks (the two cores get equal work). One chain per block when `per_chain` is 0.
-/// Depends on the problem size and E only, never on the thread count.
-pub fn flat_block_size(per_chain: usize, chains: usize) -> usize {
-    if per_chain == 0 {
-        return 1;
-    }
-    let cache_bound = (1024 * 1024 / per_chain).clamp(1, 8);
-    (cache_bound.div_ceil(2)..=cache_bound)
-        .rev()
-        .find(|&b| chains % b == 0 && (chains / b) % 2 == 0)
-        .unwrap_or(cache_bound)
-}
-
 /// What every step of every chain reads: the training set, the dynamics, the divergence
 /// threshold and the variant of the sampler.
 struct StepContext<'a, T> {
@@ -147,7 +133,7 @@ pub struct FlatEnsemble<T: Real, M> {
     pub p: usize,
     /// The chains, in chain order.
     pub chains: Vec<FlatChain<T>>,
-    /// Chains evaluated together (consecutive chains; [`flat_block_size`] unless set). Each
+    /// Chains evaluated together (consecutive chains; [`block_size_for`] unless set). Each
     /// chain's numbers do not depend on it (test `cnn_blocks_do_not_change_the_chains`).
     pub block: usize,
     /// κ, η, T.
@@ -176,7 +162,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
     ) -> Self {
         let groups = model.groups().to_vec();
         let n = model.n_params();
-        let block = flat_block_size(model.chain_bytes(y.len(), std::mem::size_of::<T>()), chains);
+        let block = block_size_for(model.chain_bytes(y.len(), std::mem::size_of::<T>()), chains);
         let chains = (0..chains)
             .map(|k| {
                 let mut rng = chain_rng(seed, k);
@@ -628,17 +614,10 @@ impl<T: Real> FlatChain<T> {
             if collapsed && g == last {
                 continue;
             }
-            let inv_v = 1.0 / grp.prior_var;
-            let inv_v_t = T::of(inv_v);
-            let mut sq = 0.0;
-            let mut vir = 0.0;
-            for (gi, &ti) in self.grad[range.clone()].iter_mut().zip(&self.theta[range]) {
-                *gi += ti * inv_v_t;
-                sq += (ti * ti).f64();
-                vir += (ti * *gi).f64();
-            }
-            energy += 0.5 * sq * inv_v;
-            self.virial[g] = vir;
+            let (theta, grad) = (&self.theta[range.clone()], &mut self.grad[range]);
+            let (prior, virial) = add_gaussian_prior(theta, grad, grp.prior_var);
+            energy += prior;
+            self.virial[g] = virial;
         }
         self.energy = energy;
     }
@@ -646,22 +625,9 @@ impl<T: Real> FlatChain<T> {
     /// Stops the chain if its evaluation failed or its energy is non-finite or beyond
     /// `threshold`; true if stopped.
     fn check(&mut self, threshold: f64, global_step: usize) -> bool {
-        let energy = self.energy;
-        if self.failure.is_none() && energy.is_finite() && energy <= threshold {
-            return false;
-        }
-        let reason = if let Some(failure) = self.failure.take() {
-            failure
-        } else if energy.is_finite() {
-            format!("energy exploded (U = {energy:.3e})")
-        } else {
-            "non-finite energy".to_string()
-        };
-        self.diverged = Some(Divergence {
-            step: global_step,
-            reason,
-        });
-        true
+        let failure = self.failure.take();
+        self.diverged = Divergence::check(self.energy, failure.as_deref(), threshold, global_step);
+        self.diverged.is_some()
     }
 
     /// θ ← θ − η∇U(θ) + √(2ηT)·ξ on the sampled groups (paper App. A.1), the noise drawn group

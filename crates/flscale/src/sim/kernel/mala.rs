@@ -46,6 +46,7 @@ use crate::sim::config::{Likelihood, Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::fcn::{FcnModel, Scratch};
+use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::real::Real;
 
 /// Per-block state: the saved current point while a proposal is judged, acceptance counts.
@@ -671,18 +672,11 @@ impl<T: Real> Context<'_, T> {
                     continue;
                 }
                 let n = model.group_len(g);
-                let inv_v = 1.0 / model.prior_var[g];
-                let inv_v_t = T::of(inv_v);
                 let theta = &block.params[g][c * n..(c + 1) * n];
                 let grad = &mut block.grads[g][c * n..(c + 1) * n];
-                let (mut sq, mut vir) = (0.0, 0.0);
-                for (gi, &ti) in grad.iter_mut().zip(theta) {
-                    *gi += ti * inv_v_t;
-                    sq += (ti * ti).f64();
-                    vir += (ti * *gi).f64();
-                }
-                block.energy[c] += 0.5 * sq * inv_v;
-                block.virial[c][g] = vir;
+                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var[g]);
+                block.energy[c] += prior;
+                block.virial[c][g] = virial;
             }
         }
     }
@@ -710,17 +704,10 @@ impl<T: Real> Context<'_, T> {
             if block.diverged[c].is_some() {
                 continue;
             }
-            let u = block.energy[c];
-            let reason = if let Some(f) = &work.failure[c] {
-                f.clone()
-            } else if !u.is_finite() {
-                "non-finite energy".to_string()
-            } else if u > threshold {
-                format!("energy exploded (U = {u:.3e})")
-            } else {
-                continue;
-            };
-            self.stop(block, c, step, reason);
+            let failure = work.failure[c].as_deref();
+            if let Some(divergence) = Divergence::check(block.energy[c], failure, threshold, step) {
+                self.stop(block, c, step, divergence.reason);
+            }
         }
     }
 

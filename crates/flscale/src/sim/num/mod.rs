@@ -1,7 +1,9 @@
 //! Numerical building blocks shared by every model and kernel: the working precision
-//! ([`Real`]) and the run-time instruction-set dispatch ([`simd::vectorized`]).
+//! ([`Real`]), the run-time instruction-set dispatch ([`simd::vectorized`]) and small dense
+//! linear algebra ([`linalg`]).
 
 pub mod f32math;
+pub mod linalg;
 pub mod real;
 pub mod simd;
 
