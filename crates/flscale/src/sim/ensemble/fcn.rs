@@ -20,6 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::Likelihood;
+use crate::sim::kernel::langevin::langevin_move;
 pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
 use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
 use crate::sim::model::likelihood::residuals;
@@ -621,9 +622,7 @@ impl<T: Real> ChainBlock<T> {
                 let n = model.group_len(g);
                 let theta = &mut self.params[g][c * n..(c + 1) * n];
                 let grad = &self.grads[g][c * n..(c + 1) * n];
-                for (ti, &gi) in theta.iter_mut().zip(grad) {
-                    *ti = *ti - eta * gi + noise * T::standard_normal(rng);
-                }
+                langevin_move(theta, grad, eta, noise, rng);
             }
         }
     }

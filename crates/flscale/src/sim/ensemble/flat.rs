@@ -33,6 +33,9 @@ use rayon::prelude::*;
 
 use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
 use crate::sim::ensemble::fcn::Dynamics;
+use crate::sim::kernel::langevin::{
+    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts,
+};
 use crate::sim::model::collapsed_flat::{self, CollapsedWork};
 use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::model::flat::{FlatModel, ParamGroup};
@@ -637,9 +640,8 @@ impl<T: Real> FlatChain<T> {
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
         for range in sampled_ranges(model.groups(), at.collapsed) {
-            for (ti, &gi) in self.theta[range.clone()].iter_mut().zip(&self.grad[range]) {
-                *ti = *ti - eta * gi + noise * T::standard_normal(&mut self.rng);
-            }
+            let (theta, grad) = (&mut self.theta[range.clone()], &self.grad[range]);
+            langevin_move(theta, grad, eta, noise, &mut self.rng);
         }
     }
 
@@ -675,21 +677,30 @@ impl<T: Real> FlatChain<T> {
         let eta = at.dynamics.step;
         let (mut forward_sq, mut backward_sq) = (0.0, 0.0);
         for range in sampled_ranges(model.groups(), at.collapsed) {
-            for i in range {
-                let (old, new) = (saved.theta[i].f64(), self.theta[i].f64());
-                let f = new - old + eta * saved.grad[i].f64();
-                let r = old - new + eta * self.grad[i].f64();
-                forward_sq += f * f;
-                backward_sq += r * r;
-            }
+            add_proposal_norms(
+                &saved.theta[range.clone()],
+                &self.theta[range.clone()],
+                &saved.grad[range.clone()],
+                &self.grad[range],
+                eta,
+                1.0,
+                &mut forward_sq,
+                &mut backward_sq,
+            );
         }
         let temperature = at.dynamics.temperature;
-        let log_alpha = -(self.energy - saved.energy) / temperature
-            - (backward_sq - forward_sq) / (4.0 * eta * temperature);
+        let log_alpha = mala_log_alpha(
+            self.energy,
+            saved.energy,
+            forward_sq,
+            backward_sq,
+            eta,
+            temperature,
+        );
         let u: f64 = self.rng.random();
         self.proposed += 1;
         let evaluated = self.failure.take().is_none() && self.energy.is_finite();
-        if evaluated && log_alpha.is_finite() && u.ln() < log_alpha {
+        if evaluated && metropolis_accepts(log_alpha, u) {
             self.accepted += 1;
             return;
         }

@@ -44,6 +44,9 @@ use rayon::prelude::*;
 
 use crate::sim::config::{Likelihood, Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
+use crate::sim::kernel::langevin::{
+    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts,
+};
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::fcn::{FcnModel, Scratch};
 use crate::sim::model::prior::add_gaussian_prior;
@@ -927,7 +930,7 @@ impl<T: Real> Context<'_, T> {
                 -(block.energy[c] + kinetic_new - state.saved_energy[c] - kinetic[c]) / temperature;
             let u: f64 = block.rngs[c].random();
             state.proposed[c] += 1;
-            if moving[c] && log_alpha.is_finite() && u.ln() < log_alpha {
+            if moving[c] && metropolis_accepts(log_alpha, u) {
                 state.accepted[c] += 1;
             } else if moving[c] {
                 self.restore(block, state, c);
@@ -974,6 +977,15 @@ impl<T: Real> Context<'_, T> {
         let nn = n_in * n_in;
         let part = |c: usize, i: usize| (c * n_pc + i) * nn..(c * n_pc + i + 1) * nn;
         let blockwise = |g: usize| g == g_pc && !metric.factor.is_empty();
+        // Consecutive weights of group g (of n per chain) that share one scalar M: a neuron's
+        // fan-in in the preconditioned group, the whole group elsewhere.
+        let same_metric_run = |g: usize, n: usize| {
+            if g == g_pc && !precond.is_empty() {
+                n_in.max(1)
+            } else {
+                n.max(1)
+            }
+        };
         let mut tmp = vec![0.0; n_in];
         let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
         let noise_scale = (2.0 * eta * temperature).sqrt();
@@ -1013,16 +1025,12 @@ impl<T: Real> Context<'_, T> {
                     }
                     continue;
                 }
-                let mut last_m = f64::NAN;
-                let (mut drift, mut noise) = (T::zero(), T::zero());
-                for (i, (ti, &gi)) in theta.iter_mut().zip(grad).enumerate() {
-                    let m = m_of(g, c, i);
-                    if m != last_m {
-                        last_m = m;
-                        drift = T::of(eta * m);
-                        noise = T::of((2.0 * eta * temperature * m).sqrt());
-                    }
-                    *ti = *ti - drift * gi + noise * T::standard_normal(rng);
+                let run = same_metric_run(g, n);
+                for (i, (ti, gi)) in theta.chunks_mut(run).zip(grad.chunks(run)).enumerate() {
+                    let m = m_of(g, c, i * run);
+                    let drift = T::of(eta * m);
+                    let noise = T::of((2.0 * eta * temperature * m).sqrt());
+                    langevin_move(ti, gi, drift, noise, rng);
                 }
             }
         }
@@ -1078,22 +1086,29 @@ impl<T: Real> Context<'_, T> {
                     }
                     continue;
                 }
-                for i in 0..n {
-                    let m = m_of(g, c, i);
-                    let (o, w) = (old[i].f64(), new[i].f64());
-                    let f = w - o + eta * m * old_grad[i].f64();
-                    let r = o - w + eta * m * new_grad[i].f64();
-                    forward_sq += f * f / m;
-                    backward_sq += r * r / m;
+                let run = same_metric_run(g, n);
+                for start in (0..n).step_by(run) {
+                    let r = start..(start + run).min(n);
+                    add_proposal_norms(
+                        &old[r.clone()],
+                        &new[r.clone()],
+                        &old_grad[r.clone()],
+                        &new_grad[r],
+                        eta,
+                        m_of(g, c, start),
+                        &mut forward_sq,
+                        &mut backward_sq,
+                    );
                 }
             }
             let energy = block.energy[c];
-            let log_alpha = -(energy - state.saved_energy[c]) / temperature
-                - (backward_sq - forward_sq) / (4.0 * eta * temperature);
+            let saved_energy = state.saved_energy[c];
+            let log_alpha =
+                mala_log_alpha(energy, saved_energy, forward_sq, backward_sq, eta, temperature);
             let u: f64 = block.rngs[c].random();
             state.proposed[c] += 1;
             let finite = state.work.failure[c].is_none() && energy.is_finite();
-            if finite && log_alpha.is_finite() && u.ln() < log_alpha {
+            if finite && metropolis_accepts(log_alpha, u) {
                 state.accepted[c] += 1;
                 continue;
             }
