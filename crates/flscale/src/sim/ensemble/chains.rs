@@ -77,10 +77,19 @@ mod tests {
         let at = |u: f64, f: Option<&str>| Divergence::check(u, f, 10.0, 7).map(|d| d.reason);
         assert_eq!(at(1.0, None), None);
         assert_eq!(at(10.0, None), None);
-        assert_eq!(at(11.0, None).as_deref(), Some("energy exploded (U = 1.100e1)"));
+        assert_eq!(
+            at(11.0, None).as_deref(),
+            Some("energy exploded (U = 1.100e1)")
+        );
         assert_eq!(at(f64::NAN, None).as_deref(), Some("non-finite energy"));
-        assert_eq!(at(f64::INFINITY, None).as_deref(), Some("non-finite energy"));
-        assert_eq!(at(1.0, Some("A not positive definite")).as_deref(), Some("A not positive definite"));
+        assert_eq!(
+            at(f64::INFINITY, None).as_deref(),
+            Some("non-finite energy")
+        );
+        assert_eq!(
+            at(1.0, Some("A not positive definite")).as_deref(),
+            Some("A not positive definite")
+        );
         assert_eq!(Divergence::check(f64::NAN, None, 10.0, 7).unwrap().step, 7);
     }
 }

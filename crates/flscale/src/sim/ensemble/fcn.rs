@@ -20,8 +20,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::Likelihood;
-use crate::sim::kernel::langevin::langevin_move;
 pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
+use crate::sim::kernel::langevin::langevin_move;
 use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
 use crate::sim::model::likelihood::residuals;
 use crate::sim::model::prior::add_gaussian_prior;

@@ -37,8 +37,8 @@ use crate::sim::kernel::langevin::{
     add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts,
 };
 use crate::sim::model::collapsed_flat::{self, CollapsedWork};
-use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::model::flat::{FlatModel, ParamGroup};
+use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::real::Real;
 
 /// One chain: its parameters, gradient, stream and status.

@@ -65,7 +65,8 @@ pub fn mala_log_alpha(
     eta: f64,
     temperature: f64,
 ) -> f64 {
-    -(energy_new - energy_old) / temperature - (backward_sq - forward_sq) / (4.0 * eta * temperature)
+    -(energy_new - energy_old) / temperature
+        - (backward_sq - forward_sq) / (4.0 * eta * temperature)
 }
 
 /// The Metropolis–Hastings test: accept when log u < log α for a uniform u ∈ [0, 1); a
