@@ -25,6 +25,7 @@ use crate::sim::kernel::langevin::langevin_move;
 use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
 use crate::sim::model::likelihood::residuals;
 use crate::sim::model::prior::add_gaussian_prior;
+use crate::sim::num::power::largest_positive_eigenvalues;
 use crate::sim::num::real::Real;
 
 /// B consecutive chains that are advanced together.
@@ -377,126 +378,96 @@ impl<T: Real> ChainBlock<T> {
         let b = self.len;
         let groups = model.n_groups();
         let saved = self.params.clone();
-        // Start vector: deterministic, alternating signs, zero in skipped groups.
-        let mut v: Vec<Vec<f64>> = (0..groups)
-            .map(|g| {
-                (0..saved[g].len())
-                    .map(|i| {
-                        if skip[g] {
-                            0.0
-                        } else if i % 2 == 0 {
-                            1.0
-                        } else {
-                            -0.7
-                        }
-                    })
-                    .collect()
+        // Chain c's parameters as one vector, groups in order (the flat engine's layout):
+        // group g's entry i sits at offsets[g] + i.
+        let offsets: Vec<usize> = (0..groups)
+            .scan(0, |at, g| {
+                let here = *at;
+                *at += model.group_len(g);
+                Some(here)
             })
             .collect();
-        let start = v.clone();
-        let mut lambda: Vec<f64> = vec![0.0; b];
-        // Power iteration finds the eigenvalue of largest magnitude. Where that is negative
-        // (a non-convex energy, e.g. the collapsed one), a second round on H − λI (shift per
-        // chain) finds the largest positive eigenvalue, the one that limits the step.
-        let mut shift = vec![0.0; b];
-        for round in 0..2 {
-            if round == 1 {
-                if lambda.iter().all(|&l| l >= 0.0 || !l.is_finite()) {
-                    break;
-                }
-                for (sh, &l) in shift.iter_mut().zip(&lambda) {
-                    *sh = if l < 0.0 { l } else { 0.0 };
-                }
-                v = start.clone();
+        let per_chain: usize = (0..groups).map(|g| model.group_len(g)).sum();
+        // Start vector: alternating signs over the chain's vector, zero in skipped groups.
+        let start: Vec<f64> = (0..groups)
+            .flat_map(|g| {
+                let offset = offsets[g];
+                (0..model.group_len(g)).map(move |i| {
+                    if skip[g] {
+                        0.0
+                    } else if (offset + i) % 2 == 0 {
+                        1.0
+                    } else {
+                        -0.7
+                    }
+                })
+            })
+            .collect();
+        // ε per chain from |θ| over all its parameters.
+        let eps: Vec<f64> = (0..b)
+            .map(|c| {
+                let norm_sq = (0..groups)
+                    .flat_map(|g| {
+                        let n = model.group_len(g);
+                        saved[g][c * n..(c + 1) * n].iter()
+                    })
+                    .map(|a| a.f64().powi(2))
+                    .sum::<f64>();
+                1e-3 * (norm_sq.sqrt() + 1e-3)
+            })
+            .collect();
+        let hessian_times = |vs: &[Vec<f64>]| -> Vec<Vec<f64>> {
+            // u = Kv, in the block's layout, is the direction in parameter space.
+            let mut u: Vec<Vec<f64>> = (0..groups)
+                .map(|g| {
+                    let n = model.group_len(g);
+                    (0..b * n).map(|j| vs[j / n][offsets[g] + j % n]).collect()
+                })
+                .collect();
+            if let Some(k) = metric {
+                k(&mut u, false);
             }
-            for _ in 0..iters {
-                // Normalise v per chain; ε per chain.
-                let mut eps = vec![0.0; b];
-                for c in 0..b {
-                    let mut nv = 0.0;
-                    let mut nt = 0.0;
-                    for g in 0..groups {
-                        let n = model.group_len(g);
-                        nv += v[g][c * n..(c + 1) * n].iter().map(|a| a * a).sum::<f64>();
-                        nt += saved[g][c * n..(c + 1) * n]
-                            .iter()
-                            .map(|a| a.f64().powi(2))
-                            .sum::<f64>();
-                    }
-                    let nv = nv.sqrt().max(1e-300);
-                    for g in 0..groups {
-                        let n = model.group_len(g);
-                        for a in &mut v[g][c * n..(c + 1) * n] {
-                            *a /= nv;
-                        }
-                    }
-                    eps[c] = 1e-3 * (nt.sqrt() + 1e-3);
-                }
-                // u = Kv is the direction in parameter space.
-                let mut u = v.clone();
-                if let Some(k) = metric {
-                    k(&mut u, false);
-                }
-                let mut grad_at = |sign: f64, this: &mut Self| -> Vec<Vec<f64>> {
-                    for g in 0..groups {
-                        let n = model.group_len(g);
-                        for (i, t) in this.params[g].iter_mut().enumerate() {
-                            *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * u[g][i]);
-                        }
-                    }
-                    data_gradient(this);
-                    this.grads
-                        .iter()
-                        .map(|g| g.iter().map(|a| a.f64()).collect())
-                        .collect()
-                };
-                let plus = grad_at(1.0, self);
-                let minus = grad_at(-1.0, self);
-                // Hu (data by finite differences, prior exactly), then Kᵀ(Hu) − shift·v.
-                let mut hv: Vec<Vec<f64>> = u;
+            let mut grad_at = |sign: f64| -> Vec<Vec<f64>> {
                 for g in 0..groups {
                     let n = model.group_len(g);
-                    for i in 0..hv[g].len() {
-                        hv[g][i] = if skip[g] {
-                            0.0
-                        } else {
-                            (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
-                                + hv[g][i] / model.prior_var[g]
-                        };
+                    for (i, t) in self.params[g].iter_mut().enumerate() {
+                        *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * u[g][i]);
                     }
                 }
-                if let Some(k) = metric {
-                    k(&mut hv, true);
+                data_gradient(self);
+                self.grads
+                    .iter()
+                    .map(|g| g.iter().map(|a| a.f64()).collect())
+                    .collect()
+            };
+            let plus = grad_at(1.0);
+            let minus = grad_at(-1.0);
+            // Hu (data by finite differences, prior exactly), then Kᵀ(Hu).
+            for g in 0..groups {
+                let n = model.group_len(g);
+                for (i, h) in u[g].iter_mut().enumerate() {
+                    *h = (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
+                        + *h / model.prior_var[g];
                 }
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    for i in 0..hv[g].len() {
-                        hv[g][i] = if skip[g] {
-                            0.0
-                        } else {
-                            hv[g][i] - shift[i / n.max(1)] * v[g][i]
-                        };
-                    }
-                }
-                for (c, l) in lambda.iter_mut().enumerate() {
-                    *l = (0..groups)
-                        .map(|g| {
-                            let n = model.group_len(g);
-                            (c * n..(c + 1) * n)
-                                .map(|i| v[g][i] * hv[g][i])
-                                .sum::<f64>()
-                        })
-                        .sum();
-                }
-                v = hv;
             }
-        }
+            if let Some(k) = metric {
+                k(&mut u, true);
+            }
+            (0..b)
+                .map(|c| {
+                    let mut hv = vec![0.0; per_chain];
+                    for g in (0..groups).filter(|&g| !skip[g]) {
+                        let n = model.group_len(g);
+                        hv[offsets[g]..offsets[g] + n].copy_from_slice(&u[g][c * n..(c + 1) * n]);
+                    }
+                    hv
+                })
+                .collect()
+        };
+        let mut lambda = largest_positive_eigenvalues(hessian_times, &vec![start; b], iters);
         self.params = saved;
-        for (l, sh) in lambda.iter_mut().zip(&shift) {
-            *l += sh;
-        }
         for (c, l) in lambda.iter_mut().enumerate() {
-            if self.diverged[c].is_some() || !l.is_finite() {
+            if self.diverged[c].is_some() {
                 *l = 0.0;
             }
         }

@@ -39,6 +39,7 @@ use crate::sim::kernel::langevin::{
 use crate::sim::model::collapsed_flat::{self, CollapsedWork};
 use crate::sim::model::flat::{FlatModel, ParamGroup};
 use crate::sim::model::prior::add_gaussian_prior;
+use crate::sim::num::power::largest_positive_eigenvalues;
 use crate::sim::num::real::Real;
 
 /// One chain: its parameters, gradient, stream and status.
@@ -404,7 +405,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                 let eps = 1e-3 * (norm_theta + 1e-3);
                 let mut shifted = chain.theta.clone();
                 let mut grad = vec![T::zero(); n];
-                let hessian_times = |v: &[f64]| -> Vec<f64> {
+                let mut hessian_times = |v: &[f64]| -> Vec<f64> {
                     let mut grad_at = |sign: f64| -> Vec<f64> {
                         for ((s, t), vi) in shifted.iter_mut().zip(&chain.theta).zip(v) {
                             *s = T::of(t.f64() + sign * eps * vi);
@@ -430,48 +431,10 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                         })
                         .collect()
                 };
-                largest_positive_eigenvalue(hessian_times, &v, iters)
+                let hessian_times = |vs: &[Vec<f64>]| vec![hessian_times(&vs[0])];
+                largest_positive_eigenvalues(hessian_times, &[v], iters)[0]
             })
             .collect()
-    }
-}
-
-/// The largest positive eigenvalue of a symmetric operator given as a product `hv(v)`, by
-/// `iters` power iterations from `start` (0 when none is found or the estimate is not finite).
-/// Power iteration converges to the eigenvalue of largest magnitude; where that is negative
-/// (a non-convex energy, e.g. the collapsed one away from a minimum) a second round on
-/// H − λI from the same start finds the largest positive eigenvalue, the one that limits a
-/// Langevin step (the FCN sampler's estimator, `Ensemble::lambda_max`, does the same per block).
-pub(crate) fn largest_positive_eigenvalue(
-    mut hv: impl FnMut(&[f64]) -> Vec<f64>,
-    start: &[f64],
-    iters: usize,
-) -> f64 {
-    let mut power = |shift: f64| -> f64 {
-        let mut v = start.to_vec();
-        let mut lambda = 0.0;
-        for _ in 0..iters {
-            let norm = v.iter().map(|a| a * a).sum::<f64>().sqrt().max(1e-300);
-            v.iter_mut().for_each(|a| *a /= norm);
-            let mut w = hv(&v);
-            if shift != 0.0 {
-                for (wi, vi) in w.iter_mut().zip(&v) {
-                    *wi -= shift * vi;
-                }
-            }
-            lambda = v.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>() + shift;
-            v = w;
-        }
-        lambda
-    };
-    let mut lambda = power(0.0);
-    if lambda.is_finite() && lambda < 0.0 {
-        lambda = power(lambda);
-    }
-    if lambda.is_finite() {
-        lambda.max(0.0)
-    } else {
-        0.0
     }
 }
 
@@ -709,51 +672,5 @@ impl<T: Real> FlatChain<T> {
         self.energy = saved.energy;
         self.sq_error = saved.sq_error;
         self.virial.copy_from_slice(&saved.virial);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// Q·diag(eigenvalues)·Qᵀ with Q a fixed rotation mixing all three axes.
-    fn symmetric_with_eigenvalues(eigenvalues: [f64; 3]) -> [[f64; 3]; 3] {
-        let (c1, s1) = (0.3f64.cos(), 0.3f64.sin());
-        let (c2, s2) = (1.1f64.cos(), 1.1f64.sin());
-        let rx = [[1.0, 0.0, 0.0], [0.0, c1, -s1], [0.0, s1, c1]];
-        let rz = [[c2, -s2, 0.0], [s2, c2, 0.0], [0.0, 0.0, 1.0]];
-        let mut q = [[0.0; 3]; 3];
-        for i in 0..3 {
-            for j in 0..3 {
-                q[i][j] = (0..3).map(|k| rz[i][k] * rx[k][j]).sum();
-            }
-        }
-        let mut h = [[0.0; 3]; 3];
-        for i in 0..3 {
-            for j in 0..3 {
-                h[i][j] = (0..3).map(|k| q[i][k] * eigenvalues[k] * q[j][k]).sum();
-            }
-        }
-        h
-    }
-
-    #[test]
-    fn largest_positive_eigenvalue_survives_a_dominant_negative_one() {
-        let start = [1.0, -0.7, 1.0];
-        for (eigenvalues, expected) in [
-            ([-10.0, 3.0, 1.0], 3.0),
-            ([5.0, 2.0, -1.0], 5.0),
-            ([-4.0, -2.0, -1.0], 0.0),
-        ] {
-            let h = symmetric_with_eigenvalues(eigenvalues);
-            let hv = |v: &[f64]| -> Vec<f64> {
-                (0..3)
-                    .map(|i| (0..3).map(|j| h[i][j] * v[j]).sum())
-                    .collect()
-            };
-            let lambda = super::largest_positive_eigenvalue(hv, &start, 300);
-            assert!(
-                (lambda - expected).abs() < 1e-9,
-                "eigenvalues {eigenvalues:?}: got {lambda}, expected {expected}"
-            );
-        }
     }
 }
