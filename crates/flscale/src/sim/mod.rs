@@ -3,20 +3,23 @@
 //!
 //! Module map (one folder per role; the issue-16 layout):
 //!
-//! * [`config`]: the experiment TOML (`[model]`, `[data]`, `[target]`, `[sampler]`, `[priors]`).
+//! * [`config`]: the experiment TOML (`[model]`, `[data]`, `[target]`, `[sampler]`, `[priors]`);
+//!   the types in `config/mod.rs`, parsing and the cross-field checks in `config/validate.rs`.
 //! * [`data`]: Gaussian / power-law inputs, teacher, Hermite and parity targets.
 //! * [`num`]: the working precision [`num::Real`] (f32/f64), the one run-time ISA dispatch
-//!   ([`num::simd`]), the f32 erf/exp/softmax loops ([`num::f32math`]).
-//! * [`model`]: activations and likelihoods; the FCN of any depth with analytic gradients and
+//!   ([`num::simd`]), the f32 erf/exp/softmax loops ([`num::f32math`]), the small Cholesky and
+//!   its solves ([`num::linalg`]).
+//! * [`model`]: activations, likelihoods and the Gaussian prior term ([`model::prior`]); the FCN of any depth with analytic gradients and
 //!   blocked GEMMs ([`model::fcn`]); the flat-parameter interface ([`model::flat`]) of the CNN
 //!   with non-overlapping patches ([`model::cnn`], App. E.1.2) and the softmax attention layer
 //!   ([`model::attention`], App. E.3); the collapsed posterior, readout integrated out, of the
 //!   FCN ([`model::collapsed`]) and of the flat models ([`model::collapsed_flat`]).
 //! * [`ensemble`]: the chains — the FCN's blocks of chains with their unadjusted Langevin step
 //!   ([`ensemble::fcn`]) and the flat models' ensemble ([`ensemble::flat`]); per-chain RNG
-//!   streams, block sizes, divergence records.
-//! * [`kernel`]: MALA and HMC, on the plain or the collapsed FCN posterior, with an optional
-//!   preconditioner ([`kernel::mala`]).
+//!   streams, block sizes and divergence records shared by both ([`ensemble::chains`]).
+//! * [`kernel`]: the Langevin move and the MALA ratio of every engine ([`kernel::langevin`]);
+//!   MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or the collapsed FCN
+//!   posterior, with an optional preconditioner ([`kernel::metric`]).
 //! * [`adapt`]: burn-in step-size adaptation (η·λ_max target, acceptance steering).
 //! * [`driver`]: one experiment from configuration to summary — entry points
 //!   ([`driver::run`], [`run_experiment`]), the FCN's and the flat models' loops, cold/hot
@@ -39,8 +42,8 @@
 //!
 //! Shape choices against the issue's sketch: `adapt` is one file (two small items); the
 //! still-separate FCN and flat engines each have their file in `ensemble/` and `driver/`
-//! (step 3 of issue 16 merges them); HMC and the preconditioner stay in `kernel/mala.rs`
-//! until the `Kernel` trait (step 2) separates them.
+//! (step 3 of issue 16 merges them); HMC and the preconditioner stay FCN-only files
+//! in `kernel/` beside MALA until the `Kernel` trait (step 2) makes them kernels of their own.
 //!
 //! Reproducibility: chain k draws everything from ChaCha8 stream (seed, k) and chains are
 //! blocked independently of the thread count, so results are bit-identical for any

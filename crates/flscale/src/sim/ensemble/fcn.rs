@@ -16,23 +16,17 @@
 
 use std::sync::Mutex;
 
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::Likelihood;
+pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
+use crate::sim::kernel::langevin::langevin_move;
 use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
 use crate::sim::model::likelihood::residuals;
+use crate::sim::model::prior::add_gaussian_prior;
+use crate::sim::num::power::largest_positive_eigenvalues;
 use crate::sim::num::real::Real;
-
-/// Why and when a chain was stopped.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Divergence {
-    /// Global step (1-based) at which it was detected.
-    pub step: usize,
-    /// "non-finite energy" or "energy exploded (U = …)".
-    pub reason: String,
-}
 
 /// B consecutive chains that are advanced together.
 #[derive(Debug, Clone)]
@@ -121,33 +115,10 @@ impl<T> Drop for PooledScratch<'_, T> {
     }
 }
 
-/// Chains per block. The cache rule: enough chains to make the block's first-layer GEMM wide,
-/// few enough that a block's P × B·N₁ activation matrix stays within ~1 MiB (the L2 of the
-/// build machine; see `shared/bench/README.md`). Measured at the Fig. 2 size (P·N₁ = 64000,
-/// f32) on that machine, single-threaded CPU time per E = 300 step: B = 1: 2.17 s, B = 4:
-/// 1.85 s, B = 8: 1.83 s per 33 steps — B = 4 is what this rule picks there.
-/// The balance rule: rayon hands whole blocks to the threads, so E = 30 in blocks of 4
-/// (7 × 4 + 2) leaves one of two cores with 16 chains and the other with 14. The largest
-/// B ≤ the cache bound, and at least half of it, that cuts E into an even number of equal
-/// blocks is taken instead (E = 30 → 10 × 3, E = 300 → 100 × 3; both B = 3 and B = 4 execute
-/// 77 M instructions per E = 30 step, callgrind); if there is none, the cache bound.
-/// Depends only on the problem size and E, so the blocking — and the numbers — do not depend
-/// on the thread count; each chain's numbers do not depend on B either (the GEMMs sum over
-/// the same k in the same order for every block width).
+/// Chains per block of an FCN: the rule of [`block_size_for`] with the block's first-layer
+/// activations, P × N₁ floats per chain, as its buffers.
 pub fn block_size(model: &FcnModel, p: usize, bytes_per_float: usize, chains: usize) -> usize {
-    let per_chain = p.max(1) * model.widths[0] * bytes_per_float;
-    let cache_bound = (1024 * 1024 / per_chain).clamp(1, 8);
-    (cache_bound.div_ceil(2)..=cache_bound)
-        .rev()
-        .find(|&b| chains % b == 0 && (chains / b) % 2 == 0)
-        .unwrap_or(cache_bound)
-}
-
-/// The RNG stream of chain k: key from the seed, stream k (rand_chacha's 64-bit stream id).
-pub fn chain_rng(seed: u64, chain: usize) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(chain as u64);
-    rng
+    block_size_for(p.max(1) * model.widths[0] * bytes_per_float, chains)
 }
 
 impl<T: Real> Ensemble<T> {
@@ -407,126 +378,96 @@ impl<T: Real> ChainBlock<T> {
         let b = self.len;
         let groups = model.n_groups();
         let saved = self.params.clone();
-        // Start vector: deterministic, alternating signs, zero in skipped groups.
-        let mut v: Vec<Vec<f64>> = (0..groups)
-            .map(|g| {
-                (0..saved[g].len())
-                    .map(|i| {
-                        if skip[g] {
-                            0.0
-                        } else if i % 2 == 0 {
-                            1.0
-                        } else {
-                            -0.7
-                        }
-                    })
-                    .collect()
+        // Chain c's parameters as one vector, groups in order (the flat engine's layout):
+        // group g's entry i sits at offsets[g] + i.
+        let offsets: Vec<usize> = (0..groups)
+            .scan(0, |at, g| {
+                let here = *at;
+                *at += model.group_len(g);
+                Some(here)
             })
             .collect();
-        let start = v.clone();
-        let mut lambda: Vec<f64> = vec![0.0; b];
-        // Power iteration finds the eigenvalue of largest magnitude. Where that is negative
-        // (a non-convex energy, e.g. the collapsed one), a second round on H − λI (shift per
-        // chain) finds the largest positive eigenvalue, the one that limits the step.
-        let mut shift = vec![0.0; b];
-        for round in 0..2 {
-            if round == 1 {
-                if lambda.iter().all(|&l| l >= 0.0 || !l.is_finite()) {
-                    break;
-                }
-                for (sh, &l) in shift.iter_mut().zip(&lambda) {
-                    *sh = if l < 0.0 { l } else { 0.0 };
-                }
-                v = start.clone();
+        let per_chain: usize = (0..groups).map(|g| model.group_len(g)).sum();
+        // Start vector: alternating signs over the chain's vector, zero in skipped groups.
+        let start: Vec<f64> = (0..groups)
+            .flat_map(|g| {
+                let offset = offsets[g];
+                (0..model.group_len(g)).map(move |i| {
+                    if skip[g] {
+                        0.0
+                    } else if (offset + i) % 2 == 0 {
+                        1.0
+                    } else {
+                        -0.7
+                    }
+                })
+            })
+            .collect();
+        // ε per chain from |θ| over all its parameters.
+        let eps: Vec<f64> = (0..b)
+            .map(|c| {
+                let norm_sq = (0..groups)
+                    .flat_map(|g| {
+                        let n = model.group_len(g);
+                        saved[g][c * n..(c + 1) * n].iter()
+                    })
+                    .map(|a| a.f64().powi(2))
+                    .sum::<f64>();
+                1e-3 * (norm_sq.sqrt() + 1e-3)
+            })
+            .collect();
+        let hessian_times = |vs: &[Vec<f64>]| -> Vec<Vec<f64>> {
+            // u = Kv, in the block's layout, is the direction in parameter space.
+            let mut u: Vec<Vec<f64>> = (0..groups)
+                .map(|g| {
+                    let n = model.group_len(g);
+                    (0..b * n).map(|j| vs[j / n][offsets[g] + j % n]).collect()
+                })
+                .collect();
+            if let Some(k) = metric {
+                k(&mut u, false);
             }
-            for _ in 0..iters {
-                // Normalise v per chain; ε per chain.
-                let mut eps = vec![0.0; b];
-                for c in 0..b {
-                    let mut nv = 0.0;
-                    let mut nt = 0.0;
-                    for g in 0..groups {
-                        let n = model.group_len(g);
-                        nv += v[g][c * n..(c + 1) * n].iter().map(|a| a * a).sum::<f64>();
-                        nt += saved[g][c * n..(c + 1) * n]
-                            .iter()
-                            .map(|a| a.f64().powi(2))
-                            .sum::<f64>();
-                    }
-                    let nv = nv.sqrt().max(1e-300);
-                    for g in 0..groups {
-                        let n = model.group_len(g);
-                        for a in &mut v[g][c * n..(c + 1) * n] {
-                            *a /= nv;
-                        }
-                    }
-                    eps[c] = 1e-3 * (nt.sqrt() + 1e-3);
-                }
-                // u = Kv is the direction in parameter space.
-                let mut u = v.clone();
-                if let Some(k) = metric {
-                    k(&mut u, false);
-                }
-                let mut grad_at = |sign: f64, this: &mut Self| -> Vec<Vec<f64>> {
-                    for g in 0..groups {
-                        let n = model.group_len(g);
-                        for (i, t) in this.params[g].iter_mut().enumerate() {
-                            *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * u[g][i]);
-                        }
-                    }
-                    data_gradient(this);
-                    this.grads
-                        .iter()
-                        .map(|g| g.iter().map(|a| a.f64()).collect())
-                        .collect()
-                };
-                let plus = grad_at(1.0, self);
-                let minus = grad_at(-1.0, self);
-                // Hu (data by finite differences, prior exactly), then Kᵀ(Hu) − shift·v.
-                let mut hv: Vec<Vec<f64>> = u;
+            let mut grad_at = |sign: f64| -> Vec<Vec<f64>> {
                 for g in 0..groups {
                     let n = model.group_len(g);
-                    for i in 0..hv[g].len() {
-                        hv[g][i] = if skip[g] {
-                            0.0
-                        } else {
-                            (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
-                                + hv[g][i] / model.prior_var[g]
-                        };
+                    for (i, t) in self.params[g].iter_mut().enumerate() {
+                        *t = T::of(saved[g][i].f64() + sign * eps[i / n.max(1)] * u[g][i]);
                     }
                 }
-                if let Some(k) = metric {
-                    k(&mut hv, true);
+                data_gradient(self);
+                self.grads
+                    .iter()
+                    .map(|g| g.iter().map(|a| a.f64()).collect())
+                    .collect()
+            };
+            let plus = grad_at(1.0);
+            let minus = grad_at(-1.0);
+            // Hu (data by finite differences, prior exactly), then Kᵀ(Hu).
+            for g in 0..groups {
+                let n = model.group_len(g);
+                for (i, h) in u[g].iter_mut().enumerate() {
+                    *h = (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
+                        + *h / model.prior_var[g];
                 }
-                for g in 0..groups {
-                    let n = model.group_len(g);
-                    for i in 0..hv[g].len() {
-                        hv[g][i] = if skip[g] {
-                            0.0
-                        } else {
-                            hv[g][i] - shift[i / n.max(1)] * v[g][i]
-                        };
-                    }
-                }
-                for (c, l) in lambda.iter_mut().enumerate() {
-                    *l = (0..groups)
-                        .map(|g| {
-                            let n = model.group_len(g);
-                            (c * n..(c + 1) * n)
-                                .map(|i| v[g][i] * hv[g][i])
-                                .sum::<f64>()
-                        })
-                        .sum();
-                }
-                v = hv;
             }
-        }
+            if let Some(k) = metric {
+                k(&mut u, true);
+            }
+            (0..b)
+                .map(|c| {
+                    let mut hv = vec![0.0; per_chain];
+                    for g in (0..groups).filter(|&g| !skip[g]) {
+                        let n = model.group_len(g);
+                        hv[offsets[g]..offsets[g] + n].copy_from_slice(&u[g][c * n..(c + 1) * n]);
+                    }
+                    hv
+                })
+                .collect()
+        };
+        let mut lambda = largest_positive_eigenvalues(hessian_times, &vec![start; b], iters);
         self.params = saved;
-        for (l, sh) in lambda.iter_mut().zip(&shift) {
-            *l += sh;
-        }
         for (c, l) in lambda.iter_mut().enumerate() {
-            if self.diverged[c].is_some() || !l.is_finite() {
+            if self.diverged[c].is_some() {
                 *l = 0.0;
             }
         }
@@ -629,31 +570,15 @@ impl<T: Real> ChainBlock<T> {
             let mut energy = self.data_loss[c];
             for g in 0..model.n_groups() {
                 let n = model.group_len(g);
-                let inv_v = 1.0 / model.prior_var[g];
-                let inv_v_t = T::of(inv_v);
                 let theta = &self.params[g][c * n..(c + 1) * n];
                 let grad = &mut self.grads[g][c * n..(c + 1) * n];
-                let mut sq = 0.0;
-                let mut vir = 0.0;
-                for (gi, &ti) in grad.iter_mut().zip(theta) {
-                    *gi += ti * inv_v_t;
-                    sq += (ti * ti).f64();
-                    vir += (ti * *gi).f64();
-                }
-                energy += 0.5 * sq * inv_v;
-                self.virial[c][g] = vir;
+                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var[g]);
+                energy += prior;
+                self.virial[c][g] = virial;
             }
             self.energy[c] = energy;
-            if !energy.is_finite() || energy > threshold {
-                let reason = if energy.is_finite() {
-                    format!("energy exploded (U = {energy:.3e})")
-                } else {
-                    "non-finite energy".to_string()
-                };
-                self.diverged[c] = Some(Divergence {
-                    step: global_step,
-                    reason,
-                });
+            if let Some(divergence) = Divergence::check(energy, None, threshold, global_step) {
+                self.diverged[c] = Some(divergence);
                 for g in 0..model.n_groups() {
                     let n = model.group_len(g);
                     self.params[g][c * n..(c + 1) * n].fill(T::zero());
@@ -668,9 +593,7 @@ impl<T: Real> ChainBlock<T> {
                 let n = model.group_len(g);
                 let theta = &mut self.params[g][c * n..(c + 1) * n];
                 let grad = &self.grads[g][c * n..(c + 1) * n];
-                for (ti, &gi) in theta.iter_mut().zip(grad) {
-                    *ti = *ti - eta * gi + noise * T::standard_normal(rng);
-                }
+                langevin_move(theta, grad, eta, noise, rng);
             }
         }
     }

@@ -7,7 +7,7 @@
 //! by group from the prior and its noise group by group, entry by entry, in the same order as
 //! the FCN sampler, so a CNN with one patch retraces the FCN chain exactly.
 //!
-//! Chains are advanced in blocks of consecutive chains ([`flat_block_size`], fixed by the
+//! Chains are advanced in blocks of consecutive chains ([`block_size_for`], fixed by the
 //! problem size and E), blocks in parallel with rayon. The data terms of a block's chains are
 //! evaluated together ([`FlatModel::data_gradient_block`]): the CNN's first layer reads the
 //! same patch matrix for every chain, so the block's filters side by side make one GEMM, as
@@ -31,9 +31,15 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use crate::sim::ensemble::fcn::{chain_rng, Divergence, Dynamics};
+use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
+use crate::sim::ensemble::fcn::Dynamics;
+use crate::sim::kernel::langevin::{
+    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts,
+};
 use crate::sim::model::collapsed_flat::{self, CollapsedWork};
 use crate::sim::model::flat::{FlatModel, ParamGroup};
+use crate::sim::model::prior::add_gaussian_prior;
+use crate::sim::num::power::largest_positive_eigenvalues;
 use crate::sim::num::real::Real;
 
 /// One chain: its parameters, gradient, stream and status.
@@ -85,22 +91,6 @@ fn sampled_ranges(
         .flatten()
 }
 
-/// Chains per block: the FCN sampler's rule ([`crate::sim::ensemble::fcn::block_size`]) for a model
-/// whose chains take `per_chain` bytes of the block's buffers — as many as keep the block's
-/// buffers within ~1 MiB (at most 8), preferring a size that cuts E into an even number of
-/// equal blocks (the two cores get equal work). One chain per block when `per_chain` is 0.
-/// Depends on the problem size and E only, never on the thread count.
-pub fn flat_block_size(per_chain: usize, chains: usize) -> usize {
-    if per_chain == 0 {
-        return 1;
-    }
-    let cache_bound = (1024 * 1024 / per_chain).clamp(1, 8);
-    (cache_bound.div_ceil(2)..=cache_bound)
-        .rev()
-        .find(|&b| chains % b == 0 && (chains / b) % 2 == 0)
-        .unwrap_or(cache_bound)
-}
-
 /// What every step of every chain reads: the training set, the dynamics, the divergence
 /// threshold and the variant of the sampler.
 struct StepContext<'a, T> {
@@ -147,7 +137,7 @@ pub struct FlatEnsemble<T: Real, M> {
     pub p: usize,
     /// The chains, in chain order.
     pub chains: Vec<FlatChain<T>>,
-    /// Chains evaluated together (consecutive chains; [`flat_block_size`] unless set). Each
+    /// Chains evaluated together (consecutive chains; [`block_size_for`] unless set). Each
     /// chain's numbers do not depend on it (test `cnn_blocks_do_not_change_the_chains`).
     pub block: usize,
     /// κ, η, T.
@@ -176,7 +166,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
     ) -> Self {
         let groups = model.groups().to_vec();
         let n = model.n_params();
-        let block = flat_block_size(model.chain_bytes(y.len(), std::mem::size_of::<T>()), chains);
+        let block = block_size_for(model.chain_bytes(y.len(), std::mem::size_of::<T>()), chains);
         let chains = (0..chains)
             .map(|k| {
                 let mut rng = chain_rng(seed, k);
@@ -415,7 +405,7 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                 let eps = 1e-3 * (norm_theta + 1e-3);
                 let mut shifted = chain.theta.clone();
                 let mut grad = vec![T::zero(); n];
-                let hessian_times = |v: &[f64]| -> Vec<f64> {
+                let mut hessian_times = |v: &[f64]| -> Vec<f64> {
                     let mut grad_at = |sign: f64| -> Vec<f64> {
                         for ((s, t), vi) in shifted.iter_mut().zip(&chain.theta).zip(v) {
                             *s = T::of(t.f64() + sign * eps * vi);
@@ -441,48 +431,10 @@ impl<T: Real, M: FlatModel<T>> FlatEnsemble<T, M> {
                         })
                         .collect()
                 };
-                largest_positive_eigenvalue(hessian_times, &v, iters)
+                let hessian_times = |vs: &[Vec<f64>]| vec![hessian_times(&vs[0])];
+                largest_positive_eigenvalues(hessian_times, &[v], iters)[0]
             })
             .collect()
-    }
-}
-
-/// The largest positive eigenvalue of a symmetric operator given as a product `hv(v)`, by
-/// `iters` power iterations from `start` (0 when none is found or the estimate is not finite).
-/// Power iteration converges to the eigenvalue of largest magnitude; where that is negative
-/// (a non-convex energy, e.g. the collapsed one away from a minimum) a second round on
-/// H − λI from the same start finds the largest positive eigenvalue, the one that limits a
-/// Langevin step (the FCN sampler's estimator, `Ensemble::lambda_max`, does the same per block).
-pub(crate) fn largest_positive_eigenvalue(
-    mut hv: impl FnMut(&[f64]) -> Vec<f64>,
-    start: &[f64],
-    iters: usize,
-) -> f64 {
-    let mut power = |shift: f64| -> f64 {
-        let mut v = start.to_vec();
-        let mut lambda = 0.0;
-        for _ in 0..iters {
-            let norm = v.iter().map(|a| a * a).sum::<f64>().sqrt().max(1e-300);
-            v.iter_mut().for_each(|a| *a /= norm);
-            let mut w = hv(&v);
-            if shift != 0.0 {
-                for (wi, vi) in w.iter_mut().zip(&v) {
-                    *wi -= shift * vi;
-                }
-            }
-            lambda = v.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>() + shift;
-            v = w;
-        }
-        lambda
-    };
-    let mut lambda = power(0.0);
-    if lambda.is_finite() && lambda < 0.0 {
-        lambda = power(lambda);
-    }
-    if lambda.is_finite() {
-        lambda.max(0.0)
-    } else {
-        0.0
     }
 }
 
@@ -628,17 +580,10 @@ impl<T: Real> FlatChain<T> {
             if collapsed && g == last {
                 continue;
             }
-            let inv_v = 1.0 / grp.prior_var;
-            let inv_v_t = T::of(inv_v);
-            let mut sq = 0.0;
-            let mut vir = 0.0;
-            for (gi, &ti) in self.grad[range.clone()].iter_mut().zip(&self.theta[range]) {
-                *gi += ti * inv_v_t;
-                sq += (ti * ti).f64();
-                vir += (ti * *gi).f64();
-            }
-            energy += 0.5 * sq * inv_v;
-            self.virial[g] = vir;
+            let (theta, grad) = (&self.theta[range.clone()], &mut self.grad[range]);
+            let (prior, virial) = add_gaussian_prior(theta, grad, grp.prior_var);
+            energy += prior;
+            self.virial[g] = virial;
         }
         self.energy = energy;
     }
@@ -646,22 +591,9 @@ impl<T: Real> FlatChain<T> {
     /// Stops the chain if its evaluation failed or its energy is non-finite or beyond
     /// `threshold`; true if stopped.
     fn check(&mut self, threshold: f64, global_step: usize) -> bool {
-        let energy = self.energy;
-        if self.failure.is_none() && energy.is_finite() && energy <= threshold {
-            return false;
-        }
-        let reason = if let Some(failure) = self.failure.take() {
-            failure
-        } else if energy.is_finite() {
-            format!("energy exploded (U = {energy:.3e})")
-        } else {
-            "non-finite energy".to_string()
-        };
-        self.diverged = Some(Divergence {
-            step: global_step,
-            reason,
-        });
-        true
+        let failure = self.failure.take();
+        self.diverged = Divergence::check(self.energy, failure.as_deref(), threshold, global_step);
+        self.diverged.is_some()
     }
 
     /// θ ← θ − η∇U(θ) + √(2ηT)·ξ on the sampled groups (paper App. A.1), the noise drawn group
@@ -671,9 +603,8 @@ impl<T: Real> FlatChain<T> {
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
         for range in sampled_ranges(model.groups(), at.collapsed) {
-            for (ti, &gi) in self.theta[range.clone()].iter_mut().zip(&self.grad[range]) {
-                *ti = *ti - eta * gi + noise * T::standard_normal(&mut self.rng);
-            }
+            let (theta, grad) = (&mut self.theta[range.clone()], &self.grad[range]);
+            langevin_move(theta, grad, eta, noise, &mut self.rng);
         }
     }
 
@@ -709,21 +640,30 @@ impl<T: Real> FlatChain<T> {
         let eta = at.dynamics.step;
         let (mut forward_sq, mut backward_sq) = (0.0, 0.0);
         for range in sampled_ranges(model.groups(), at.collapsed) {
-            for i in range {
-                let (old, new) = (saved.theta[i].f64(), self.theta[i].f64());
-                let f = new - old + eta * saved.grad[i].f64();
-                let r = old - new + eta * self.grad[i].f64();
-                forward_sq += f * f;
-                backward_sq += r * r;
-            }
+            add_proposal_norms(
+                &saved.theta[range.clone()],
+                &self.theta[range.clone()],
+                &saved.grad[range.clone()],
+                &self.grad[range],
+                eta,
+                1.0,
+                &mut forward_sq,
+                &mut backward_sq,
+            );
         }
         let temperature = at.dynamics.temperature;
-        let log_alpha = -(self.energy - saved.energy) / temperature
-            - (backward_sq - forward_sq) / (4.0 * eta * temperature);
+        let log_alpha = mala_log_alpha(
+            self.energy,
+            saved.energy,
+            forward_sq,
+            backward_sq,
+            eta,
+            temperature,
+        );
         let u: f64 = self.rng.random();
         self.proposed += 1;
         let evaluated = self.failure.take().is_none() && self.energy.is_finite();
-        if evaluated && log_alpha.is_finite() && u.ln() < log_alpha {
+        if evaluated && metropolis_accepts(log_alpha, u) {
             self.accepted += 1;
             return;
         }
@@ -732,51 +672,5 @@ impl<T: Real> FlatChain<T> {
         self.energy = saved.energy;
         self.sq_error = saved.sq_error;
         self.virial.copy_from_slice(&saved.virial);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// Q·diag(eigenvalues)·Qᵀ with Q a fixed rotation mixing all three axes.
-    fn symmetric_with_eigenvalues(eigenvalues: [f64; 3]) -> [[f64; 3]; 3] {
-        let (c1, s1) = (0.3f64.cos(), 0.3f64.sin());
-        let (c2, s2) = (1.1f64.cos(), 1.1f64.sin());
-        let rx = [[1.0, 0.0, 0.0], [0.0, c1, -s1], [0.0, s1, c1]];
-        let rz = [[c2, -s2, 0.0], [s2, c2, 0.0], [0.0, 0.0, 1.0]];
-        let mut q = [[0.0; 3]; 3];
-        for i in 0..3 {
-            for j in 0..3 {
-                q[i][j] = (0..3).map(|k| rz[i][k] * rx[k][j]).sum();
-            }
-        }
-        let mut h = [[0.0; 3]; 3];
-        for i in 0..3 {
-            for j in 0..3 {
-                h[i][j] = (0..3).map(|k| q[i][k] * eigenvalues[k] * q[j][k]).sum();
-            }
-        }
-        h
-    }
-
-    #[test]
-    fn largest_positive_eigenvalue_survives_a_dominant_negative_one() {
-        let start = [1.0, -0.7, 1.0];
-        for (eigenvalues, expected) in [
-            ([-10.0, 3.0, 1.0], 3.0),
-            ([5.0, 2.0, -1.0], 5.0),
-            ([-4.0, -2.0, -1.0], 0.0),
-        ] {
-            let h = symmetric_with_eigenvalues(eigenvalues);
-            let hv = |v: &[f64]| -> Vec<f64> {
-                (0..3)
-                    .map(|i| (0..3).map(|j| h[i][j] * v[j]).sum())
-                    .collect()
-            };
-            let lambda = super::largest_positive_eigenvalue(hv, &start, 300);
-            assert!(
-                (lambda - expected).abs() < 1e-9,
-                "eigenvalues {eigenvalues:?}: got {lambda}, expected {expected}"
-            );
-        }
     }
 }

@@ -33,6 +33,10 @@
 //! proposal costs L gradient evaluations; a chain whose energy cannot be evaluated along the
 //! trajectory is put back at its start at once and its proposal rejected.
 //!
+//! The HMC trajectory and its test are in [`crate::sim::kernel::hmc`], the preconditioner in
+//! [`crate::sim::kernel::metric`], the move and the MALA ratio shared with the other engine in
+//! [`crate::sim::kernel::langevin`].
+//!
 //! The plain posterior without MALA keeps the sampler's own fused step
 //! ([`Ensemble::advance`]); this module is used when `sampler.method = "collapsed"` or
 //! `sampler.mala = true`.
@@ -44,130 +48,38 @@ use rayon::prelude::*;
 
 use crate::sim::config::{Likelihood, Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
+use crate::sim::kernel::langevin::{
+    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts,
+};
+use crate::sim::kernel::metric::{lower_times_by_columns, lower_transposed_times, Metric};
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::fcn::{FcnModel, Scratch};
+use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::real::Real;
 
 /// Per-block state: the saved current point while a proposal is judged, acceptance counts.
 #[derive(Debug)]
-struct BlockState<T> {
-    evaluated: bool,
-    saved_params: Vec<Vec<T>>,
-    saved_grads: Vec<Vec<T>>,
-    saved_energy: Vec<f64>,
-    saved_sq_error: Vec<f64>,
-    saved_virial: Vec<Vec<f64>>,
-    proposed: Vec<u64>,
-    accepted: Vec<u64>,
-    work: CollapsedWork<T>,
+pub(super) struct BlockState<T> {
+    pub(super) evaluated: bool,
+    pub(super) saved_params: Vec<Vec<T>>,
+    pub(super) saved_grads: Vec<Vec<T>>,
+    pub(super) saved_energy: Vec<f64>,
+    pub(super) saved_sq_error: Vec<f64>,
+    pub(super) saved_virial: Vec<Vec<f64>>,
+    pub(super) proposed: Vec<u64>,
+    pub(super) accepted: Vec<u64>,
+    pub(super) work: CollapsedWork<T>,
     /// The preconditioner of the last hidden layer.
-    metric: Metric,
+    pub(super) metric: Metric,
     /// Sum over the averaged adaptations of the curvature estimates (b·N scalars g_i or
     /// b·N blocks v·G_i, as [`collapsed::neuron_curvature`] and
     /// [`collapsed::neuron_curvature_blocks`] return them) and their number.
-    curvature_sum: Vec<f64>,
-    curvature_count: usize,
+    pub(super) curvature_sum: Vec<f64>,
+    pub(super) curvature_count: usize,
     /// HMC: the momentum u = Kᵀp per group (f64, the layout of `params`) and a work vector of
     /// the same shape; empty until the first HMC step.
-    momentum: Vec<Vec<f64>>,
-    kick: Vec<Vec<f64>>,
-}
-
-/// The constant preconditioner M of one block's last hidden layer (identity elsewhere and
-/// while its fields are empty). See [`Kernel::adapt_preconditioner`].
-#[derive(Debug, Default)]
-struct Metric {
-    /// `Preconditioner::Neuron`: M_i per chain and neuron (b·N, chain-major).
-    scalar: Vec<f64>,
-    /// `Preconditioner::Block`: per chain and neuron (b·N blocks of n_in × n_in, row-major,
-    /// lower triangular) the Cholesky factor L of M_i⁻¹ = v·G_i = LLᵀ, for
-    /// |r|²_{M_i⁻¹} = |Lᵀr|². Empty unless blockwise.
-    factor: Vec<f64>,
-    /// L⁻¹ (same layout): M_i = L⁻ᵀL⁻¹, so the drift is M_i∇U = L⁻ᵀ(L⁻¹∇U) and the noise
-    /// L⁻ᵀξ has covariance M_i — two triangular products per neuron, no M_i formed.
-    inv_factor: Vec<f64>,
-    /// (L⁻¹)ᵀ (same layout): the columns of L⁻¹ as contiguous rows, so that L⁻¹x is a sum of
-    /// scaled rows, which vectorises (a row-by-row dot product is a sequential reduction).
-    inv_factor_transposed: Vec<f64>,
-    /// L⁻¹ of every neuron of the block interleaved for [`Metric::apply`]: for each entry
-    /// (a, b), b ≤ a, of the lower triangle (row by row), the b·N neurons' values side by
-    /// side, so that one entry's product runs across all neurons at once (contiguous, full
-    /// vector width) instead of along a row of length ≤ n_in.
-    inv_factor_lanes: Vec<f64>,
-}
-
-/// y = Lx for a lower-triangular n × n L given as `lt` = Lᵀ (row-major, upper triangular),
-/// as Σ_j x_j·(column j of L) = Σ_j x_j·(row j of Lᵀ): contiguous rows, no reduction.
-#[inline(always)]
-fn lower_times_by_columns(lt: &[f64], x: &[f64], y: &mut [f64]) {
-    let n = x.len();
-    y.fill(0.0);
-    for (j, &xj) in x.iter().enumerate() {
-        for (yi, lji) in y[j..].iter_mut().zip(&lt[j * n + j..(j + 1) * n]) {
-            *yi += xj * lji;
-        }
-    }
-}
-
-/// y = Lᵀx for a lower-triangular n × n row-major L, as Σ_j x_j·(row j of L) (contiguous
-/// rows).
-#[inline(always)]
-fn lower_transposed_times(l: &[f64], x: &[f64], y: &mut [f64]) {
-    let n = x.len();
-    y.fill(0.0);
-    for (j, &xj) in x.iter().enumerate() {
-        for (yi, lij) in y[..=j].iter_mut().zip(&l[j * n..j * n + j + 1]) {
-            *yi += xj * lij;
-        }
-    }
-}
-
-impl Metric {
-    /// Applies K (`transpose` false) or Kᵀ (true) in place to a direction in the layout of a
-    /// block's `params`, with M = KKᵀ: K = diag(√M_i) for scalars, K = L⁻ᵀ for blocks.
-    #[inline(always)]
-    fn apply(&self, model: &FcnModel, v: &mut [Vec<f64>], transpose: bool) {
-        let g = model.widths.len() - 1;
-        let n_in = model.fan_in(g);
-        if !self.scalar.is_empty() {
-            for (i, a) in v[g].iter_mut().enumerate() {
-                *a *= self.scalar[i / n_in].sqrt();
-            }
-        } else if !self.inv_factor_lanes.is_empty() {
-            // y_k = Kᵀx_k = L_k⁻¹x_k or y_k = Kx_k = L_k⁻ᵀx_k for every neuron k of the block,
-            // entry by entry of L⁻¹ across the neurons (x and y transposed to n_in × K). Each
-            // y entry sums its products in the same order as a row-by-row product would.
-            let neurons = v[g].len() / n_in;
-            let mut xt = vec![0.0; n_in * neurons];
-            let mut yt = vec![0.0; n_in * neurons];
-            for (k, row) in v[g].chunks_exact(n_in).enumerate() {
-                for (j, &x) in row.iter().enumerate() {
-                    xt[j * neurons + k] = x;
-                }
-            }
-            let mut lanes = self.inv_factor_lanes.chunks_exact(neurons);
-            for a in 0..n_in {
-                for b in 0..=a {
-                    let m = lanes.next().expect("one lane row per lower-triangle entry");
-                    // Kᵀ: y_a += (L⁻¹)_ab x_b. K: y_b += (L⁻¹)_ab x_a.
-                    let (dst, src) = if transpose { (a, b) } else { (b, a) };
-                    let x = &xt[src * neurons..(src + 1) * neurons];
-                    for ((y, &mv), &xv) in yt[dst * neurons..(dst + 1) * neurons]
-                        .iter_mut()
-                        .zip(m)
-                        .zip(x)
-                    {
-                        *y += mv * xv;
-                    }
-                }
-            }
-            for (k, row) in v[g].chunks_exact_mut(n_in).enumerate() {
-                for (j, r) in row.iter_mut().enumerate() {
-                    *r = yt[j * neurons + k];
-                }
-            }
-        }
-    }
+    pub(super) momentum: Vec<Vec<f64>>,
+    pub(super) kick: Vec<Vec<f64>>,
 }
 
 /// The cached-gradient Langevin kernel of an ensemble (see the module doc).
@@ -611,22 +523,22 @@ impl<T: Real> Kernel<T> {
 }
 
 /// What a block step needs besides the block.
-struct Context<'a, T> {
-    model: &'a FcnModel,
-    x: &'a [T],
-    y: &'a [T],
-    p: usize,
-    dynamics: Dynamics,
-    method: SamplerMethod,
-    likelihood: Likelihood,
-    sampled: &'a [bool],
+pub(super) struct Context<'a, T> {
+    pub(super) model: &'a FcnModel,
+    pub(super) x: &'a [T],
+    pub(super) y: &'a [T],
+    pub(super) p: usize,
+    pub(super) dynamics: Dynamics,
+    pub(super) method: SamplerMethod,
+    pub(super) likelihood: Likelihood,
+    pub(super) sampled: &'a [bool],
 }
 
 impl<T: Real> Context<'_, T> {
     /// U, ∇U (prior included), training error and virial of every chain of the block at its
     /// current parameters. Returns per chain why U could not be evaluated.
     #[inline(always)]
-    fn evaluate(
+    pub(super) fn evaluate(
         &self,
         block: &mut ChainBlock<T>,
         scratch: &mut Scratch<T>,
@@ -671,25 +583,18 @@ impl<T: Real> Context<'_, T> {
                     continue;
                 }
                 let n = model.group_len(g);
-                let inv_v = 1.0 / model.prior_var[g];
-                let inv_v_t = T::of(inv_v);
                 let theta = &block.params[g][c * n..(c + 1) * n];
                 let grad = &mut block.grads[g][c * n..(c + 1) * n];
-                let (mut sq, mut vir) = (0.0, 0.0);
-                for (gi, &ti) in grad.iter_mut().zip(theta) {
-                    *gi += ti * inv_v_t;
-                    sq += (ti * ti).f64();
-                    vir += (ti * *gi).f64();
-                }
-                block.energy[c] += 0.5 * sq * inv_v;
-                block.virial[c][g] = vir;
+                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var[g]);
+                block.energy[c] += prior;
+                block.virial[c][g] = virial;
             }
         }
     }
 
     /// Stops chain `c`: records why, zeroes its weights so that the block's GEMMs stay finite.
     #[inline(always)]
-    fn stop(&self, block: &mut ChainBlock<T>, c: usize, step: usize, reason: String) {
+    pub(super) fn stop(&self, block: &mut ChainBlock<T>, c: usize, step: usize, reason: String) {
         block.diverged[c] = Some(Divergence { step, reason });
         for g in 0..self.model.n_groups() {
             let n = self.model.group_len(g);
@@ -699,7 +604,7 @@ impl<T: Real> Context<'_, T> {
 
     /// Divergence check after an unadjusted evaluation.
     #[inline(always)]
-    fn check(
+    pub(super) fn check(
         &self,
         block: &mut ChainBlock<T>,
         work: &CollapsedWork<T>,
@@ -710,24 +615,17 @@ impl<T: Real> Context<'_, T> {
             if block.diverged[c].is_some() {
                 continue;
             }
-            let u = block.energy[c];
-            let reason = if let Some(f) = &work.failure[c] {
-                f.clone()
-            } else if !u.is_finite() {
-                "non-finite energy".to_string()
-            } else if u > threshold {
-                format!("energy exploded (U = {u:.3e})")
-            } else {
-                continue;
-            };
-            self.stop(block, c, step, reason);
+            let failure = work.failure[c].as_deref();
+            if let Some(divergence) = Divergence::check(block.energy[c], failure, threshold, step) {
+                self.stop(block, c, step, divergence.reason);
+            }
         }
     }
 
     /// Saves every chain's current point (parameters, gradients, energy, training error,
     /// virial) for the Metropolis test to restore.
     #[inline(always)]
-    fn save(&self, block: &ChainBlock<T>, state: &mut BlockState<T>) {
+    pub(super) fn save(&self, block: &ChainBlock<T>, state: &mut BlockState<T>) {
         for g in 0..self.model.n_groups() {
             state.saved_params[g].copy_from_slice(&block.params[g]);
             state.saved_grads[g].copy_from_slice(&block.grads[g]);
@@ -741,7 +639,7 @@ impl<T: Real> Context<'_, T> {
 
     /// Puts chain `c` back at its saved point (a rejected proposal).
     #[inline(always)]
-    fn restore(&self, block: &mut ChainBlock<T>, state: &BlockState<T>, c: usize) {
+    pub(super) fn restore(&self, block: &mut ChainBlock<T>, state: &BlockState<T>, c: usize) {
         for g in 0..self.model.n_groups() {
             let n = self.model.group_len(g);
             let range = c * n..(c + 1) * n;
@@ -751,201 +649,6 @@ impl<T: Real> Context<'_, T> {
         block.energy[c] = state.saved_energy[c];
         block.sq_error[c] = state.saved_sq_error[c];
         block.virial[c].copy_from_slice(&state.saved_virial[c]);
-    }
-
-    /// u ← u − scale·ε_c·Kᵀ∇U for the sampled groups of every chain in `moving` (module doc).
-    #[inline(always)]
-    fn kick(
-        &self,
-        block: &ChainBlock<T>,
-        state: &mut BlockState<T>,
-        metric: &Metric,
-        eps: &[f64],
-        scale: f64,
-        moving: &[bool],
-    ) {
-        for (g, kick) in state.kick.iter_mut().enumerate() {
-            for (k, gv) in kick.iter_mut().zip(&block.grads[g]) {
-                *k = gv.f64();
-            }
-        }
-        metric.apply(self.model, &mut state.kick, true);
-        self.for_each_moving(&mut state.momentum, &state.kick, eps, moving, |u, k, e| {
-            *u -= scale * e * k;
-        });
-    }
-
-    /// θ ← θ + ε_c·Ku for the sampled groups of every chain in `moving` (module doc).
-    #[inline(always)]
-    fn drift(
-        &self,
-        block: &mut ChainBlock<T>,
-        state: &mut BlockState<T>,
-        metric: &Metric,
-        eps: &[f64],
-        moving: &[bool],
-    ) {
-        for (kick, u) in state.kick.iter_mut().zip(&state.momentum) {
-            kick.copy_from_slice(u);
-        }
-        metric.apply(self.model, &mut state.kick, false);
-        let model = self.model;
-        for g in 0..model.n_groups() {
-            if !self.sampled[g] {
-                continue;
-            }
-            let n = model.group_len(g);
-            for (c, &e) in eps.iter().enumerate() {
-                if !moving[c] {
-                    continue;
-                }
-                let range = c * n..(c + 1) * n;
-                for (t, k) in block.params[g][range.clone()]
-                    .iter_mut()
-                    .zip(&state.kick[g][range])
-                {
-                    *t = T::of(t.f64() + e * k);
-                }
-            }
-        }
-    }
-
-    /// Applies `f(x, y, ε_c)` to the entries of the sampled groups of every chain in `moving`.
-    #[inline(always)]
-    fn for_each_moving(
-        &self,
-        xs: &mut [Vec<f64>],
-        ys: &[Vec<f64>],
-        eps: &[f64],
-        moving: &[bool],
-        mut f: impl FnMut(&mut f64, f64, f64),
-    ) {
-        for g in 0..self.model.n_groups() {
-            if !self.sampled[g] {
-                continue;
-            }
-            let n = self.model.group_len(g);
-            for (c, &e) in eps.iter().enumerate() {
-                if !moving[c] {
-                    continue;
-                }
-                let range = c * n..(c + 1) * n;
-                for (x, &y) in xs[g][range.clone()].iter_mut().zip(&ys[g][range]) {
-                    f(x, y, e);
-                }
-            }
-        }
-    }
-
-    /// `steps` leapfrog steps of per-chain size ε_c from the current point and
-    /// `state.momentum` (module doc), for the chains in `moving`; a chain whose energy cannot
-    /// be evaluated or is not finite is put back at its saved point and dropped from
-    /// `moving` (its proposal is then rejected). Needs the gradient at the current point.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn leapfrog(
-        &self,
-        block: &mut ChainBlock<T>,
-        state: &mut BlockState<T>,
-        metric: &Metric,
-        eps: &[f64],
-        steps: usize,
-        moving: &mut [bool],
-        scratch: &mut Scratch<T>,
-    ) {
-        self.kick(block, state, metric, eps, 0.5, moving);
-        for l in 0..steps {
-            self.drift(block, state, metric, eps, moving);
-            self.evaluate(block, scratch, &mut state.work);
-            for c in 0..block.len {
-                let ok = state.work.failure[c].is_none() && block.energy[c].is_finite();
-                if moving[c] && !ok {
-                    moving[c] = false;
-                    self.restore(block, state, c);
-                }
-            }
-            let scale = if l + 1 == steps { 0.5 } else { 1.0 };
-            self.kick(block, state, metric, eps, scale, moving);
-        }
-    }
-
-    /// One HMC proposal of `steps` leapfrog steps per chain and its Metropolis test (module
-    /// doc).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn hmc_step(
-        &self,
-        block: &mut ChainBlock<T>,
-        state: &mut BlockState<T>,
-        metric: &Metric,
-        steps: usize,
-        threshold: f64,
-        global_step: usize,
-        scratch: &mut Scratch<T>,
-    ) {
-        let model = self.model;
-        let b = block.len;
-        if !state.evaluated {
-            self.evaluate(block, scratch, &mut state.work);
-            self.check(block, &state.work, threshold, global_step);
-            state.evaluated = true;
-        }
-        self.save(block, state);
-        if state.momentum.len() != model.n_groups() {
-            state.momentum = block.params.iter().map(|g| vec![0.0; g.len()]).collect();
-            state.kick = state.momentum.clone();
-        }
-        let temperature = self.dynamics.temperature;
-        let base = (2.0 * self.dynamics.step).sqrt();
-        let sqrt_t = temperature.sqrt();
-        let mut eps = vec![0.0; b];
-        let mut moving = vec![false; b];
-        let mut kinetic = vec![0.0; b];
-        for c in 0..b {
-            if block.diverged[c].is_some() {
-                continue;
-            }
-            moving[c] = true;
-            let rng = &mut block.rngs[c];
-            let jitter: f64 = rng.random();
-            eps[c] = base * (0.8 + 0.4 * jitter);
-            for g in 0..model.n_groups() {
-                let n = model.group_len(g);
-                let u = &mut state.momentum[g][c * n..(c + 1) * n];
-                if !self.sampled[g] {
-                    u.fill(0.0);
-                    continue;
-                }
-                for ui in u {
-                    *ui = sqrt_t * T::standard_normal(rng).f64();
-                    kinetic[c] += 0.5 * *ui * *ui;
-                }
-            }
-        }
-        self.leapfrog(block, state, metric, &eps, steps, &mut moving, scratch);
-        for c in 0..b {
-            if block.diverged[c].is_some() {
-                continue;
-            }
-            let mut kinetic_new = 0.0;
-            for g in 0..model.n_groups() {
-                let n = model.group_len(g);
-                kinetic_new += 0.5
-                    * state.momentum[g][c * n..(c + 1) * n]
-                        .iter()
-                        .map(|u| u * u)
-                        .sum::<f64>();
-            }
-            let log_alpha =
-                -(block.energy[c] + kinetic_new - state.saved_energy[c] - kinetic[c]) / temperature;
-            let u: f64 = block.rngs[c].random();
-            state.proposed[c] += 1;
-            if moving[c] && log_alpha.is_finite() && u.ln() < log_alpha {
-                state.accepted[c] += 1;
-            } else if moving[c] {
-                self.restore(block, state, c);
-            }
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -987,6 +690,15 @@ impl<T: Real> Context<'_, T> {
         let nn = n_in * n_in;
         let part = |c: usize, i: usize| (c * n_pc + i) * nn..(c * n_pc + i + 1) * nn;
         let blockwise = |g: usize| g == g_pc && !metric.factor.is_empty();
+        // Consecutive weights of group g (of n per chain) that share one scalar M: a neuron's
+        // fan-in in the preconditioned group, the whole group elsewhere.
+        let same_metric_run = |g: usize, n: usize| {
+            if g == g_pc && !precond.is_empty() {
+                n_in.max(1)
+            } else {
+                n.max(1)
+            }
+        };
         let mut tmp = vec![0.0; n_in];
         let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
         let noise_scale = (2.0 * eta * temperature).sqrt();
@@ -1026,16 +738,12 @@ impl<T: Real> Context<'_, T> {
                     }
                     continue;
                 }
-                let mut last_m = f64::NAN;
-                let (mut drift, mut noise) = (T::zero(), T::zero());
-                for (i, (ti, &gi)) in theta.iter_mut().zip(grad).enumerate() {
-                    let m = m_of(g, c, i);
-                    if m != last_m {
-                        last_m = m;
-                        drift = T::of(eta * m);
-                        noise = T::of((2.0 * eta * temperature * m).sqrt());
-                    }
-                    *ti = *ti - drift * gi + noise * T::standard_normal(rng);
+                let run = same_metric_run(g, n);
+                for (i, (ti, gi)) in theta.chunks_mut(run).zip(grad.chunks(run)).enumerate() {
+                    let m = m_of(g, c, i * run);
+                    let drift = T::of(eta * m);
+                    let noise = T::of((2.0 * eta * temperature * m).sqrt());
+                    langevin_move(ti, gi, drift, noise, rng);
                 }
             }
         }
@@ -1091,22 +799,35 @@ impl<T: Real> Context<'_, T> {
                     }
                     continue;
                 }
-                for i in 0..n {
-                    let m = m_of(g, c, i);
-                    let (o, w) = (old[i].f64(), new[i].f64());
-                    let f = w - o + eta * m * old_grad[i].f64();
-                    let r = o - w + eta * m * new_grad[i].f64();
-                    forward_sq += f * f / m;
-                    backward_sq += r * r / m;
+                let run = same_metric_run(g, n);
+                for start in (0..n).step_by(run) {
+                    let r = start..(start + run).min(n);
+                    add_proposal_norms(
+                        &old[r.clone()],
+                        &new[r.clone()],
+                        &old_grad[r.clone()],
+                        &new_grad[r],
+                        eta,
+                        m_of(g, c, start),
+                        &mut forward_sq,
+                        &mut backward_sq,
+                    );
                 }
             }
             let energy = block.energy[c];
-            let log_alpha = -(energy - state.saved_energy[c]) / temperature
-                - (backward_sq - forward_sq) / (4.0 * eta * temperature);
+            let saved_energy = state.saved_energy[c];
+            let log_alpha = mala_log_alpha(
+                energy,
+                saved_energy,
+                forward_sq,
+                backward_sq,
+                eta,
+                temperature,
+            );
             let u: f64 = block.rngs[c].random();
             state.proposed[c] += 1;
             let finite = state.work.failure[c].is_none() && energy.is_finite();
-            if finite && log_alpha.is_finite() && u.ln() < log_alpha {
+            if finite && metropolis_accepts(log_alpha, u) {
                 state.accepted[c] += 1;
                 continue;
             }

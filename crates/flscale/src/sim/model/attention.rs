@@ -628,16 +628,7 @@ precision = "f64"
     /// Cholesky factor (lower, row-major) of a small SPD matrix.
     fn cholesky(a: &[f64], n: usize) -> Vec<f64> {
         let mut l = vec![0.0; n * n];
-        for i in 0..n {
-            for j in 0..=i {
-                let s: f64 = (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum();
-                l[i * n + j] = if i == j {
-                    (a[i * n + i] - s).sqrt()
-                } else {
-                    (a[i * n + j] - s) / l[j * n + j]
-                };
-            }
-        }
+        assert!(crate::sim::num::linalg::cholesky(a, &mut l, n));
         l
     }
 

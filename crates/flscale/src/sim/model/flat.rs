@@ -64,7 +64,7 @@ pub trait FlatModel<T: Real>: Sync {
     fn hot_start(&self, theta: &mut [T], teacher: &[f64]);
 
     /// Bytes of one chain's share of a chain block's work buffers on `p` inputs, which sizes
-    /// the blocks ([`flat_block_size`]); 0 where the model evaluates its chains one at a time
+    /// the blocks ([`crate::sim::ensemble::chains::block_size_for`]); 0 where the model evaluates its chains one at a time
     /// (one chain per block).
     fn chain_bytes(&self, _p: usize, _bytes_per_float: usize) -> usize {
         0

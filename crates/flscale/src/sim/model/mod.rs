@@ -10,5 +10,6 @@ pub mod collapsed_flat;
 pub mod fcn;
 pub mod flat;
 pub mod likelihood;
+pub mod prior;
 
 pub use fcn::FcnModel;

@@ -1,7 +1,10 @@
 //! Numerical building blocks shared by every model and kernel: the working precision
-//! ([`Real`]) and the run-time instruction-set dispatch ([`simd::vectorized`]).
+//! ([`Real`]), the run-time instruction-set dispatch ([`simd::vectorized`]) and small dense
+//! linear algebra ([`linalg`]) and the λ_max power iteration ([`power`]).
 
 pub mod f32math;
+pub mod linalg;
+pub mod power;
 pub mod real;
 pub mod simd;
 

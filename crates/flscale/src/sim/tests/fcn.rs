@@ -9,6 +9,7 @@ use crate::sim::driver::run::run_experiment;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
+use crate::sim::num::linalg;
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -81,29 +82,17 @@ sigma2 = [1.0, 0.5, 2.0]
     }
 }
 
-/// Cholesky factor L (lower, row-major) of a small SPD matrix.
+/// Cholesky factor L (lower, row-major) of a small SPD matrix ([`linalg::cholesky`]).
 fn cholesky(a: &[f64], n: usize) -> Vec<f64> {
     let mut l = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..=i {
-            let s: f64 = (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum();
-            if i == j {
-                l[i * n + i] = (a[i * n + i] - s).sqrt();
-            } else {
-                l[i * n + j] = (a[i * n + j] - s) / l[j * n + j];
-            }
-        }
-    }
+    assert!(linalg::cholesky(a, &mut l, n), "not positive definite");
     l
 }
 
-/// Solves L z = b (forward substitution).
+/// Solves L z = b (forward substitution, [`linalg::solve_lower`]).
 fn solve_lower(l: &[f64], b: &[f64], n: usize) -> Vec<f64> {
-    let mut z = vec![0.0; n];
-    for i in 0..n {
-        let s: f64 = (0..i).map(|k| l[i * n + k] * z[k]).sum();
-        z[i] = (b[i] - s) / l[i * n + i];
-    }
+    let mut z = b.to_vec();
+    linalg::solve_lower(l, &mut z, n);
     z
 }
 

@@ -3,3 +3,4 @@
 mod collapsed;
 mod fcn;
 mod flat;
+mod hmc;

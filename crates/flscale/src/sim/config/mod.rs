@@ -1,0 +1,393 @@
+//! The experiment file of `flscale sample` (spec 02; the same tables are reused by sweeps,
+//! spec 03): typed, `deny_unknown_fields`, every field documented, validated with messages
+//! that name the field, the bad value and what is allowed.
+//!
+//! ```toml
+//! [model]
+//! kind = "fcn"              # fcn | cnn | attention
+//! activation = "erf"        # erf | relu | tanh | linear | poly (default erf; not used by attention)
+//! widths = [40]             # hidden widths N_1 … N_{L−1} (cnn: [N] channels; attention: omit)
+//! parametrization = "standard"   # or "mean-field"
+//! # patch = 5              # cnn only: patch size S (d = N_w·S, N_w non-overlapping patches)
+//! # heads = 2              # attention only: number of heads H
+//! [data]
+//! d = 40
+//! p = 1600
+//! n_test = 4000
+//! # tokens = 16             # attention only: context length L (each input is L × d)
+//! [target]
+//! hermite = 3               # or terms = [[1, 1.0], [3, 0.3]], or parity = 2,
+//!                           # or cubic_tokens = true (attention; see [`TargetConfig`])
+//! [sampler]
+//! kappa = 1.0
+//! step = 1e-4
+//! steps = 20000
+//! burn_in = 10000
+//! thin = 100
+//! chains = 30
+//! seed = 1
+//! method = "plain"          # or "collapsed" (readout integrated out); optional
+//! mala = false              # Metropolis-adjusted steps; optional
+//! # hmc_steps = 10          # fcn + mala only: HMC, L leapfrog steps per proposal
+//! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
+//! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
+//! sigma2 = [1.0, 1.0]
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::sim::model::activation::Activation;
+
+/// A whole experiment: model, data, target, sampler settings and priors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentConfig {
+    /// The network whose posterior is sampled.
+    pub model: ModelConfig,
+    /// Inputs: dimension, train and test sizes, input covariance, teacher.
+    pub data: DataConfig,
+    /// The target function of the teacher feature Φ* = w*·x.
+    pub target: TargetConfig,
+    /// Langevin settings: ridge κ, step, lengths, ensemble size, seed.
+    pub sampler: SamplerConfig,
+    /// Prior variances σ_l² (optional table; every σ_l² defaults to 1).
+    #[serde(default)]
+    pub priors: PriorsConfig,
+}
+
+/// Which architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Fully connected network of any depth (paper eq. 1).
+    Fcn,
+    /// CNN with non-overlapping patches (paper App. E.1.2; [`crate::sim::model::cnn`]).
+    Cnn,
+    /// Softmax attention layer with H heads over L tokens (paper App. E.3;
+    /// [`crate::sim::model::attention`]).
+    Attention,
+}
+
+/// Readout prior scaling (spec 00).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Parametrization {
+    /// Readout prior variance σ_L²/N_{L−1}.
+    Standard,
+    /// Readout prior variance σ_L²/N_{L−1}².
+    MeanField,
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Architecture: "fcn", "cnn" (non-overlapping patches, App. E.1.2) or "attention"
+    /// (softmax attention, App. E.3).
+    pub kind: ModelKind,
+    /// Hidden-layer activation: erf | relu | tanh | linear | poly (σ = 1 + h + h²); default
+    /// erf. The attention model has no such activation (its non-linearity is the softmax).
+    #[serde(default = "default_activation")]
+    pub activation: Activation,
+    /// Hidden widths N_1 … N_{L−1}; `[40]` is a two-layer network with 40 hidden neurons.
+    /// CNN: exactly one entry, the number of channels N. Attention: leave it out.
+    #[serde(default)]
+    pub widths: Vec<usize>,
+    /// "standard" (default) or "mean-field" readout scaling.
+    #[serde(default = "default_parametrization")]
+    pub parametrization: Parametrization,
+    /// Layer normalisation of the input of every hidden layer l ≥ 2 (paper App. C.5, Fig. 6):
+    /// per input, over the N_{l−1} neurons, LN(a) = (a − mean)/√(variance + 10⁻⁶), no learned
+    /// gain or bias; the readout sees the un-normalised activations (default false).
+    #[serde(default)]
+    pub layernorm: bool,
+    /// CNN only: the patch size S. The input x ∈ R^d is cut into N_w = d/S non-overlapping
+    /// patches x_i of S consecutive coordinates (S must divide d).
+    #[serde(default)]
+    pub patch: Option<usize>,
+    /// Attention only: the number of heads H.
+    #[serde(default)]
+    pub heads: Option<usize>,
+}
+
+fn default_activation() -> Activation {
+    Activation::Erf
+}
+
+fn default_parametrization() -> Parametrization {
+    Parametrization::Standard
+}
+
+/// Input distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Covariance {
+    /// x ~ 𝒩(0, I_d).
+    Isotropic,
+    /// x ~ 𝒩(0, Σ), Σ = diag(k^{−a}), k = 1 … d, a = `power_law_exponent` (paper uses 1.1);
+    /// for the CNN k = 1 … S within every patch, for attention k = 1 … d within every token.
+    PowerLaw,
+}
+
+/// How the teacher direction w* is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Teacher {
+    /// A uniformly random unit vector drawn from the seed.
+    Random,
+    /// w* = e_1.
+    E1,
+}
+
+/// `[data]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    /// Input dimension d.
+    pub d: usize,
+    /// Training-set size P (0 samples the prior).
+    pub p: usize,
+    /// Size of the independent test set on which alignment and test MSE are measured
+    /// (default 2000).
+    #[serde(default = "default_n_test")]
+    pub n_test: usize,
+    /// "isotropic" (default) or "power-law".
+    #[serde(default = "default_covariance")]
+    pub covariance: Covariance,
+    /// Exponent a of the power-law spectrum k^{−a} (default 1.1, the paper's value).
+    #[serde(default = "default_power_law_exponent")]
+    pub power_law_exponent: f64,
+    /// "random" (default) or "e1".
+    #[serde(default = "default_teacher")]
+    pub teacher: Teacher,
+    /// Attention only: the context length L. Each input is a sequence X of L tokens
+    /// x^a ~ 𝒩(0, I_d), stored as L × d.
+    #[serde(default)]
+    pub tokens: Option<usize>,
+}
+
+fn default_n_test() -> usize {
+    2000
+}
+fn default_covariance() -> Covariance {
+    Covariance::Isotropic
+}
+fn default_power_law_exponent() -> f64 {
+    1.1
+}
+fn default_teacher() -> Teacher {
+    Teacher::Random
+}
+
+/// `[target]`: exactly one of `hermite`, `terms`, `parity`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetConfig {
+    /// y = Ĥe_m(Φ*) = He_m(Φ*)/√(m!) (unit variance).
+    #[serde(default)]
+    pub hermite: Option<usize>,
+    /// y = Σ c_m He_m(Φ*) for pairs [m, c_m], with the probabilists' He_m as the blog writes
+    /// them (He1 + 0.3·He3 is `[[1, 1.0], [3, 0.3]]`).
+    #[serde(default)]
+    pub terms: Option<Vec<(usize, f64)>>,
+    /// y = sign(Π_{j≤k} x_j) (paper App. E.2), labels ±1.
+    #[serde(default)]
+    pub parity: Option<usize>,
+    /// The attention model's cubic token target (paper App. E.3; the only target of
+    /// `model.kind = "attention"`): y(X) = (1/L)·(Σ_a x^a_1)·(Σ_b x^b_2 x^b_3), unit variance
+    /// for Gaussian tokens. It is the term that one attention entry (A_h)_12 together with
+    /// a readout spike (w_h)_3 produces in the expansion of the softmax around uniform
+    /// attention (App. E.3, the specialising pattern q_sp.); see [`crate::sim::model::attention`].
+    #[serde(default)]
+    pub cubic_tokens: bool,
+    /// Rescale y to unit variance under the data measure (default false; `hermite` targets
+    /// already have unit variance).
+    #[serde(default)]
+    pub normalize: bool,
+}
+
+/// Floating-point precision of the sampler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    /// Single precision (default; twice the throughput).
+    F32,
+    /// Double precision.
+    F64,
+}
+
+/// `[sampler]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplerConfig {
+    /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1). With
+    /// `likelihood = "cross-entropy"` it divides the cross-entropy instead,
+    /// π ∝ exp(−Σ_μ log(1 + e^{−y_μ f(x_μ)})/κ)·prior: κ = 1 is the Bayesian posterior of the
+    /// logistic likelihood, κ < 1 weighs the data more (a temperature of the data term alone).
+    pub kappa: f64,
+    /// "gaussian" (default; the regression posterior of App. A.1) or "cross-entropy" (the
+    /// two-class cross-entropy of App. A.2 with labels y = ±1, i.e. softmax over the logits
+    /// (f/2, −f/2); needs a `target.parity` label).
+    #[serde(default = "default_likelihood")]
+    pub likelihood: Likelihood,
+    /// Langevin step η in θ ← θ − η∇U + √(2ηT)ξ.
+    pub step: f64,
+    /// Total number of steps, burn-in included.
+    pub steps: usize,
+    /// Steps discarded before observables are accumulated (must be < steps).
+    pub burn_in: usize,
+    /// Observables are measured every `thin` steps.
+    pub thin: usize,
+    /// Ensemble size E (independent chains: own initial weights and noise, same data).
+    pub chains: usize,
+    /// Seed of the data and of every chain's stream (chain k uses stream (seed, k)).
+    pub seed: u64,
+    /// Temperature T (default 1, which samples the Bayesian posterior).
+    #[serde(default = "default_temperature")]
+    pub temperature: f64,
+    /// "f32" (default) or "f64".
+    #[serde(default = "default_precision")]
+    pub precision: Precision,
+    /// Layers held at their initial (prior) values, numbered 1 … L (L = readout); e.g. `[1]`
+    /// freezes the first layer, which turns the readout posterior into Bayesian linear
+    /// regression on random features.
+    #[serde(default)]
+    pub frozen_layers: Vec<usize>,
+    /// Initial state: "cold" (default; weights drawn from the prior), "hot" (teacher-aligned:
+    /// every first-layer neuron's component along w* set to ±σ1, alternating signs, the rest
+    /// from the prior; the CNN's filters likewise, attention heads as in [`crate::sim::model::attention`]),
+    /// or "both" (two ensembles of `chains` chains each, from the same
+    /// streams; the summary reports the hot one beside the cold one and flags them "not
+    /// equilibrated" when they disagree beyond their errors — spec 02, "First-order
+    /// transitions cause hysteresis").
+    #[serde(default = "default_start")]
+    pub start: Start,
+    /// Step-size control (spec 02 (a)): during burn-in, at every measurement (every `thin`
+    /// steps, but at most about 200 times over the burn-in), estimate λ_max of the Hessian of U by power iteration on Hessian–vector
+    /// products (max over chains) and set η = min(`step`, 0.1/λ_max) — with `mala` (every
+    /// model) η = min(`step`, s/λ_max) with s starting at 1 and steered towards an acceptance
+    /// of 0.574, 0.7 with `hmc_steps` (docs/langevin.md, "MALA"); frozen after burn-in so that the sampled chain is a fixed
+    /// Markov kernel. Default false (η = `step` throughout).
+    #[serde(default)]
+    pub adapt_step: bool,
+    /// "plain" (default): Langevin on every weight. "collapsed" (spec 02 (b)): the readout
+    /// is integrated out exactly (its posterior given the hidden features is Gaussian),
+    /// Langevin runs on the hidden weights only and readouts are drawn exactly from their
+    /// conditional at every measurement; much less stiff when P/κ is large (docs/langevin.md).
+    /// For the CNN the readout W² and for attention the value vectors w_h are integrated out.
+    #[serde(default = "default_method")]
+    pub method: SamplerMethod,
+    /// Metropolis-adjusted Langevin (MALA, spec 02 (c)): every step is a proposal accepted
+    /// with the Metropolis–Hastings probability, which removes the O(η) bias of the
+    /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
+    #[serde(default)]
+    pub mala: bool,
+    /// FCN with `mala = true` only: Hamiltonian Monte Carlo instead of MALA (docs/langevin.md,
+    /// "HMC"): every step is one proposal made of L = `hmc_steps` leapfrog steps of size
+    /// ε = √(2η) with the sampler's metric (the collapsed preconditioner) as inverse mass
+    /// matrix, then one Metropolis test; a step therefore costs L gradient evaluations
+    /// (`steps`, `burn_in` and `thin` count proposals). L = 1 is MALA. With `adapt_step` the
+    /// acceptance is steered to 0.7 instead of 0.574. An integer ≥ 1; absent (default): MALA.
+    #[serde(default)]
+    pub hmc_steps: Option<usize>,
+    /// Collapsed sampler with `adapt_step` only: the constant preconditioner M of the last
+    /// hidden layer's weights, θ ← θ − ηM∇U + √(2ηT·M)ξ, set during burn-in (averaged over
+    /// its second half) and frozen after it (docs/langevin.md, "Preconditioner").
+    /// "block" (default): one n_in × n_in matrix per neuron, the inverse of its Gauss–Newton
+    /// block. "neuron": one scalar per neuron, its mean Gauss–Newton curvature (the default
+    /// before the block existed; mixes worse, BENCHMARKS.md). "none": M = I.
+    #[serde(default)]
+    pub preconditioner: Option<Preconditioner>,
+}
+
+/// The constant preconditioner of the collapsed sampler (see
+/// [`SamplerConfig::preconditioner`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preconditioner {
+    /// M = I.
+    None,
+    /// One scalar per neuron.
+    Neuron,
+    /// One fan-in × fan-in matrix per neuron.
+    Block,
+}
+
+impl Preconditioner {
+    /// The name in the experiment file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preconditioner::None => "none",
+            Preconditioner::Neuron => "neuron",
+            Preconditioner::Block => "block",
+        }
+    }
+}
+
+/// What the Langevin dynamics runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplerMethod {
+    /// Every weight, readout included.
+    Plain,
+    /// Hidden weights only; the readout integrated out and drawn exactly.
+    Collapsed,
+}
+
+fn default_method() -> SamplerMethod {
+    SamplerMethod::Plain
+}
+
+/// The likelihood of the data term (see [`crate::sim::model::likelihood`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Likelihood {
+    /// |f − y|²/(2κ) (App. A.1).
+    Gaussian,
+    /// Σ log(1 + e^{−y f})/κ with y = ±1 (App. A.2, E.2).
+    CrossEntropy,
+}
+
+fn default_likelihood() -> Likelihood {
+    Likelihood::Gaussian
+}
+
+/// Initial state of the chains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// From the prior.
+    Cold,
+    /// Teacher-aligned first layer.
+    Hot,
+    /// Both, compared.
+    Both,
+}
+
+fn default_start() -> Start {
+    Start::Cold
+}
+
+fn default_temperature() -> f64 {
+    1.0
+}
+fn default_precision() -> Precision {
+    Precision::F32
+}
+
+/// `[priors]`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorsConfig {
+    /// σ_l² for l = 1 … L (readout last). W^1 ~ 𝒩(0, σ1²/d), W^l ~ 𝒩(0, σ_l²/N_{l−1}),
+    /// readout ~ 𝒩(0, σ_L²/N_{L−1}) (standard) or 𝒩(0, σ_L²/N_{L−1}²) (mean-field). Omitted:
+    /// every σ_l² = 1.
+    #[serde(default)]
+    pub sigma2: Option<Vec<f64>>,
+}
+
+mod validate;
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,371 @@
+//! Parsing an experiment file and the checks across its fields: sizes, the target, the
+//! sampler's settings, and what belongs to one model kind only.
+
+use super::*;
+
+/// The largest sizes accepted, to turn typos (an extra zero or three) into an error instead
+/// of an out-of-memory abort.
+const MAX_DIM: usize = 1 << 20;
+const MAX_ELEMENTS: usize = 1 << 31;
+
+impl ExperimentConfig {
+    /// Parses and validates an experiment file's text. `source` names the file in errors.
+    pub fn from_toml(text: &str, source: &str) -> Result<Self> {
+        let cfg: ExperimentConfig =
+            toml::from_str(text).map_err(|e| crate::error::toml_error(source, text, &e))?;
+        cfg.validate().map_err(|e| e.context(source))?;
+        Ok(cfg)
+    }
+
+    /// As [`ExperimentConfig::from_toml`] for text the program generated from the user's
+    /// file (a sweep's grid point): a syntax or type error quotes the offending line rather
+    /// than a line number in text the user never saw. `where_` names the file and grid point.
+    pub fn from_generated_toml(text: &str, where_: &str) -> Result<Self> {
+        let cfg: ExperimentConfig = toml::from_str(text)
+            .map_err(|e| crate::error::generated_toml_error(where_, text, &e))?;
+        cfg.validate().map_err(|e| e.context(where_))?;
+        Ok(cfg)
+    }
+
+    /// Checks every field against what the engine supports.
+    pub fn validate(&self) -> Result<()> {
+        let m = &self.model;
+        self.validate_kind()?;
+        if m.widths.is_empty() && m.kind != ModelKind::Attention {
+            return Err(Error::invalid(
+                "model.widths = [] is not allowed; give at least one hidden width, e.g. [40]",
+            ));
+        }
+        for (i, &w) in m.widths.iter().enumerate() {
+            if w == 0 || w > MAX_DIM {
+                return Err(Error::invalid(format!(
+                    "model.widths[{i}] = {w} is not allowed; it must be between 1 and {MAX_DIM}"
+                )));
+            }
+        }
+        let d = &self.data;
+        if d.d == 0 || d.d > MAX_DIM {
+            return Err(Error::invalid(format!(
+                "data.d = {} is not allowed; it must be between 1 and {MAX_DIM}",
+                d.d
+            )));
+        }
+        if d.n_test == 0 {
+            return Err(Error::invalid(
+                "data.n_test = 0 is not allowed; it must be at least 1",
+            ));
+        }
+        for (name, rows) in [("data.p", d.p), ("data.n_test", d.n_test)] {
+            let widest =
+                m.widths.iter().copied().max().unwrap_or(1).max(d.d) * d.tokens.unwrap_or(1).max(1);
+            if rows.saturating_mul(widest) > MAX_ELEMENTS {
+                return Err(Error::invalid(format!(
+                    "{name} = {rows} is not allowed; {name} × max(d, widths) must stay below {MAX_ELEMENTS}"
+                )));
+            }
+        }
+        if !(d.power_law_exponent.is_finite() && d.power_law_exponent >= 0.0) {
+            return Err(Error::invalid(format!(
+                "data.power_law_exponent = {} is not allowed; it must be a finite number >= 0",
+                d.power_law_exponent
+            )));
+        }
+        self.validate_target()?;
+        let s = &self.sampler;
+        crate::error::require_positive("sampler.kappa", s.kappa)?;
+        crate::error::require_positive("sampler.step", s.step)?;
+        crate::error::require_positive("sampler.temperature", s.temperature)?;
+        if s.steps == 0 {
+            return Err(Error::invalid(
+                "sampler.steps = 0 is not allowed; it must be at least 1",
+            ));
+        }
+        if s.thin == 0 {
+            return Err(Error::invalid(
+                "sampler.thin = 0 is not allowed; it must be at least 1",
+            ));
+        }
+        if s.burn_in >= s.steps {
+            return Err(Error::invalid(format!(
+                "sampler.burn_in = {} is not allowed; it must be smaller than sampler.steps = {}",
+                s.burn_in, s.steps
+            )));
+        }
+        if s.steps - s.burn_in < s.thin {
+            return Err(Error::invalid(format!(
+                "sampler.thin = {} is not allowed; it must be at most sampler.steps − sampler.burn_in = {} so that at least one sample is taken",
+                s.thin,
+                s.steps - s.burn_in
+            )));
+        }
+        if s.chains == 0 || s.chains > 1_000_000 {
+            return Err(Error::invalid(format!(
+                "sampler.chains = {} is not allowed; it must be between 1 and 1000000",
+                s.chains
+            )));
+        }
+        if s.likelihood == Likelihood::CrossEntropy && self.target.parity.is_none() {
+            return Err(Error::invalid(
+                "sampler.likelihood = \"cross-entropy\" is not allowed with this [target]; it needs ±1 labels: set target.parity = k (App. E.2)",
+            ));
+        }
+        let layers = self.n_groups();
+        for (i, &l) in s.frozen_layers.iter().enumerate() {
+            if l == 0 || l > layers {
+                return Err(Error::invalid(format!(
+                    "sampler.frozen_layers[{i}] = {l} is not allowed; layers are numbered 1 … {layers} (readout = {layers})"
+                )));
+            }
+        }
+        if s.method == SamplerMethod::Collapsed {
+            if s.likelihood != Likelihood::Gaussian {
+                return Err(Error::invalid(
+                    "sampler.method = \"collapsed\" with sampler.likelihood = \"cross-entropy\" is not allowed; integrating the readout out exactly needs the Gaussian likelihood (the readout posterior is then Gaussian): use method = \"plain\"",
+                ));
+            }
+            if s.frozen_layers.contains(&layers) {
+                return Err(Error::invalid(format!(
+                    "sampler.method = \"collapsed\" with the readout (layer {layers}) in sampler.frozen_layers is not allowed; the collapsed sampler integrates the readout out, so it cannot be held fixed: use method = \"plain\" or unfreeze layer {layers}"
+                )));
+            }
+        }
+        if let Some(l) = s.hmc_steps {
+            if l == 0 || l > 10_000 {
+                return Err(Error::invalid(format!(
+                    "sampler.hmc_steps = {l} is not allowed; it is the number of leapfrog steps per HMC proposal, an integer between 1 and 10000"
+                )));
+            }
+            if !s.mala {
+                return Err(Error::invalid(format!(
+                    "sampler.hmc_steps = {l} is not allowed with mala = false; HMC is exact only through its Metropolis test: set mala = true"
+                )));
+            }
+        }
+        if let Some(pc) = s.preconditioner {
+            let name = pc.name();
+            if s.method != SamplerMethod::Collapsed || !s.adapt_step {
+                return Err(Error::invalid(format!(
+                    "sampler.preconditioner = \"{name}\" is not allowed here; it is set during burn-in by the collapsed sampler only: it needs method = \"collapsed\" and adapt_step = true"
+                )));
+            }
+        }
+        if let Some(s2) = &self.priors.sigma2 {
+            if s2.len() != layers {
+                return Err(Error::invalid(format!(
+                    "priors.sigma2 has {} entries, which is not allowed; it needs one per layer, readout last ({layers} for widths = {:?})",
+                    s2.len(),
+                    m.widths
+                )));
+            }
+            for (i, &v) in s2.iter().enumerate() {
+                crate::error::require_positive(&format!("priors.sigma2[{i}]"), v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_target(&self) -> Result<()> {
+        let t = &self.target;
+        let given = [
+            t.hermite.is_some(),
+            t.terms.is_some(),
+            t.parity.is_some(),
+            t.cubic_tokens,
+        ]
+        .iter()
+        .filter(|&&b| b)
+        .count();
+        if given != 1 {
+            return Err(Error::invalid(format!(
+                "[target] sets {given} of hermite, terms, parity, cubic_tokens, which is not allowed; set exactly one (e.g. hermite = 3)"
+            )));
+        }
+        let attention = self.model.kind == ModelKind::Attention;
+        if attention && !t.cubic_tokens {
+            return Err(Error::invalid(
+                "[target] of model.kind = \"attention\" must be cubic_tokens = true (paper App. E.3); hermite, terms and parity are targets of single inputs",
+            ));
+        }
+        if !attention && t.cubic_tokens {
+            return Err(Error::invalid(
+                "target.cubic_tokens = true is not allowed here; it is the target of model.kind = \"attention\" only",
+            ));
+        }
+        if attention && self.data.d < 3 {
+            return Err(Error::invalid(format!(
+                "data.d = {} is not allowed with target.cubic_tokens; the target uses token coordinates 1, 2, 3, so d must be at least 3",
+                self.data.d
+            )));
+        }
+        const MAX_DEGREE: usize = 20;
+        if let Some(m) = t.hermite {
+            if m > MAX_DEGREE {
+                return Err(Error::invalid(format!(
+                    "target.hermite = {m} is not allowed; it must be between 0 and {MAX_DEGREE}"
+                )));
+            }
+        }
+        if let Some(terms) = &t.terms {
+            if terms.is_empty() {
+                return Err(Error::invalid(
+                    "target.terms = [] is not allowed; give at least one [degree, coefficient] pair",
+                ));
+            }
+            for (i, &(m, c)) in terms.iter().enumerate() {
+                if m > MAX_DEGREE {
+                    return Err(Error::invalid(format!(
+                        "target.terms[{i}] has degree {m}, which is not allowed; degrees must be between 0 and {MAX_DEGREE}"
+                    )));
+                }
+                crate::error::require_finite(&format!("target.terms[{i}] coefficient"), c)?;
+            }
+        }
+        if let Some(k) = t.parity {
+            if k == 0 || k > self.data.d {
+                return Err(Error::invalid(format!(
+                    "target.parity = {k} is not allowed; it must be between 1 and data.d = {}",
+                    self.data.d
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// σ_l² for every layer, readout last (defaults filled in).
+    pub fn sigma2(&self) -> Vec<f64> {
+        self.priors
+            .sigma2
+            .clone()
+            .unwrap_or_else(|| vec![1.0; self.n_groups()])
+    }
+
+    /// Number of parameter groups ("layers" of `priors.sigma2` and `sampler.frozen_layers`):
+    /// FCN: hidden layers + readout; CNN: filters W¹ and readout W²; attention: the
+    /// attention matrices A_h and the value vectors w_h.
+    pub fn n_groups(&self) -> usize {
+        match self.model.kind {
+            ModelKind::Fcn => self.model.widths.len() + 1,
+            ModelKind::Cnn | ModelKind::Attention => 2,
+        }
+    }
+
+    /// The fields that belong to one architecture only (`model.patch`, `model.heads`,
+    /// `data.tokens`), the shapes each architecture needs, and the sampler options that only
+    /// the FCN engine has.
+    fn validate_kind(&self) -> Result<()> {
+        let (m, d, s) = (&self.model, &self.data, &self.sampler);
+        let kind = match m.kind {
+            ModelKind::Fcn => "fcn",
+            ModelKind::Cnn => "cnn",
+            ModelKind::Attention => "attention",
+        };
+        let only = |field: &str, value: usize, owner: &str| {
+            Error::invalid(format!(
+                "{field} = {value} is not allowed with model.kind = \"{kind}\"; it belongs to model.kind = \"{owner}\" only"
+            ))
+        };
+        if m.kind != ModelKind::Cnn {
+            if let Some(v) = m.patch {
+                return Err(only("model.patch", v, "cnn"));
+            }
+        }
+        if m.kind != ModelKind::Attention {
+            if let Some(v) = m.heads {
+                return Err(only("model.heads", v, "attention"));
+            }
+            if let Some(v) = d.tokens {
+                return Err(only("data.tokens", v, "attention"));
+            }
+        }
+        if m.kind != ModelKind::Fcn {
+            if m.layernorm {
+                return Err(Error::invalid(format!(
+                    "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
+                )));
+            }
+            if let Some(l) = s.hmc_steps {
+                return Err(Error::invalid(format!(
+                    "sampler.hmc_steps = {l} is not allowed with model.kind = \"{kind}\"; HMC exists for \"fcn\" only, leave it out"
+                )));
+            }
+            if let Some(pc) = s.preconditioner {
+                return Err(Error::invalid(format!(
+                    "sampler.preconditioner = \"{}\" is not allowed with model.kind = \"{kind}\"; the per-neuron preconditioner exists for \"fcn\" only, leave it out",
+                    pc.name()
+                )));
+            }
+            if s.likelihood != Likelihood::Gaussian {
+                return Err(Error::invalid(format!(
+                    "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; use \"gaussian\""
+                )));
+            }
+        }
+        match m.kind {
+            ModelKind::Fcn => {}
+            ModelKind::Cnn => {
+                if m.widths.len() != 1 {
+                    return Err(Error::invalid(format!(
+                        "model.widths = {:?} is not allowed with model.kind = \"cnn\"; give one entry, the number of channels N, e.g. [20]",
+                        m.widths
+                    )));
+                }
+                let Some(patch) = m.patch else {
+                    return Err(Error::invalid(
+                        "model.patch is missing; model.kind = \"cnn\" needs the patch size S (d = N_w·S), e.g. patch = 5",
+                    ));
+                };
+                if patch == 0 || d.d % patch != 0 {
+                    return Err(Error::invalid(format!(
+                        "model.patch = {patch} is not allowed; it must be at least 1 and divide data.d = {}",
+                        d.d
+                    )));
+                }
+                if let Some(k) = self.target.parity {
+                    return Err(Error::invalid(format!(
+                        "target.parity = {k} is not allowed with model.kind = \"cnn\"; its target is a sum over patches of hermite or terms"
+                    )));
+                }
+            }
+            ModelKind::Attention => {
+                if !m.widths.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "model.widths = {:?} is not allowed with model.kind = \"attention\"; leave it out and set model.heads",
+                        m.widths
+                    )));
+                }
+                match m.heads {
+                    None => {
+                        return Err(Error::invalid(
+                            "model.heads is missing; model.kind = \"attention\" needs the number of heads H, e.g. heads = 2",
+                        ))
+                    }
+                    Some(h) if h == 0 || h > MAX_DIM => {
+                        return Err(Error::invalid(format!(
+                            "model.heads = {h} is not allowed; it must be between 1 and {MAX_DIM}"
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                match d.tokens {
+                    None => {
+                        return Err(Error::invalid(
+                            "data.tokens is missing; model.kind = \"attention\" needs the context length L, e.g. tokens = 16",
+                        ))
+                    }
+                    Some(l) if l == 0 || l > MAX_DIM => {
+                        return Err(Error::invalid(format!(
+                            "data.tokens = {l} is not allowed; it must be between 1 and {MAX_DIM}"
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                if m.parametrization != Parametrization::Standard {
+                    return Err(Error::invalid(
+                        "model.parametrization = \"mean-field\" is not allowed with model.kind = \"attention\"; its priors are fixed by App. E.3, use \"standard\"",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
