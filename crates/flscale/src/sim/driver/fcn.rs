@@ -11,7 +11,8 @@ use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::flat::ParamGroup;
 use crate::sim::num::real::Real;
 use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, ChainSnapshot};
-use crate::sim::observe::overlaps::{summarise, ChainProbe, Probe, ProbeAccumulator};
+use crate::sim::observe::overlaps::{ChainProbe, Probe};
+use crate::sim::observe::probe_summary::{summarise, ProbeAccumulator};
 
 use super::result::RunResult;
 use super::starts::run_starts;

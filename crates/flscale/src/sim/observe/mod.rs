@@ -2,6 +2,8 @@
 //! overlaps and probes.
 
 pub mod equilibration;
+pub mod nngp_overlap;
 pub mod observables;
 pub mod overlaps;
+pub mod probe_summary;
 pub mod side_peak;
