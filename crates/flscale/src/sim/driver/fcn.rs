@@ -199,9 +199,10 @@ pub(crate) fn run_once<T: Real>(
     );
     result.summary.probe = probe_summary;
     result.probe_histograms = probe_histograms;
+    let first_direction = result.summary.probe.parity_directions.first().cloned();
     for row in &mut result.chains {
-        if row.status == "ok" {
-            row.mu = probe_acc[row.chain].mu(0).and_then(finite);
+        if let (true, Some(dir)) = (row.status == "ok", &first_direction) {
+            row.mu = probe_acc[row.chain].mu(0, dir).and_then(finite);
         }
     }
     let dg = &mut result.summary.diagnostics;

@@ -285,16 +285,26 @@ pub struct DirectionOverlaps {
     pub direction: String,
     /// Mean (w_i·u)² over neurons, chains and samples (GP value σ1²/d).
     pub r_overlap2: Option<f64>,
-    /// Mean number of specialising neurons (|w_i·u| > 3σ1/√d) per network.
+    /// Mean number M of specialised neurons per network (by `classifier`).
     pub specialising: Option<f64>,
     /// Its standard error over chains.
     pub specialising_err: Option<f64>,
-    /// μ: mean |w_i·u| of the specialising neurons (over chains that have any).
+    /// μ: mean |w_i·u| of the specialised neurons (over chains that have any).
     pub mu: Option<f64>,
     /// Its standard error over those chains.
     pub mu_err: Option<f64>,
     /// Chains with at least one specialising neuron along u.
     pub chains_with_specialists: usize,
+    /// How the specialised neurons were identified: "side_peak" (the side peak of the |w·u|
+    /// distribution, [`crate::sim::observe::probe_summary`]) or "cut_3sigma" (no side peak
+    /// resolved: |w·u| > 3σ1/√d).
+    pub classifier: String,
+    /// The |w·u| above which a neuron counted as specialised.
+    pub threshold: Option<f64>,
+    /// The side peak's weight in the pooled |w·u| distribution (null without a side peak).
+    pub side_peak_fraction: Option<f64>,
+    /// The fitted bulk's half-normal scale (null without a side peak).
+    pub bulk_scale: Option<f64>,
 }
 
 /// The probe's part of the run summary (flattened into [`crate::sim::driver::run::Summary`]).
@@ -313,6 +323,9 @@ pub struct ProbeSummary {
     pub mu_err: Option<f64>,
     /// Mean number of specialising neurons along w_{∗,1+2} per network.
     pub specialising: Option<f64>,
+    /// How they were identified along w_{∗,1+2}: "side_peak" or "cut_3sigma"
+    /// ([`DirectionOverlaps::classifier`]).
+    pub mu_classifier: Option<String>,
     /// Outliers of layer 2 along Φ\* per network (paper Fig. 8, second-layer panel).
     pub outliers_layer2_phi: Option<f64>,
     /// Its standard error.

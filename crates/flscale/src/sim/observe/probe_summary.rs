@@ -1,5 +1,19 @@
 //! Per-chain running sums of the probe ([`crate::sim::observe::overlaps`]) and their
 //! combination over chains into the run's [`ProbeSummary`] and named histograms.
+//!
+//! **Specialised neurons along a parity direction** (paper App. E.2, Fig. 7: "neurons classified
+//! as specializing appearing in red"; μ-specialisation, μ ∝ (N/d)^{1/4}). Every chain keeps a
+//! fine histogram of |ρ^u| (counts and Σ|ρ^u| per bin, [`SIDE_PEAK_BINS`] bins on
+//! [0, direction_range], values beyond in one overflow cell). The chains' histograms are pooled
+//! and the bulk-plus-side-peak mixture of [`crate::sim::observe::side_peak`] is fitted to them;
+//! when it resolves a side peak, a neuron is specialised when |ρ^u| lies above the mixture's
+//! membership threshold (rounded to the nearest bin edge, the threshold reported), M is their
+//! number per network and μ their mean |ρ^u| (per chain, pooled over its samples, then averaged
+//! over the chains that have any). When the BIC prefers the bulk alone (no side peak), the
+//! first-layer rule of App. F.0.1, |ρ^u| > 3σ1/√d, is the documented fallback. The rule used is
+//! reported per direction (`classifier`: "side_peak" or "cut_3sigma", with its `threshold`). The
+//! fixed cut lets in the prior's tail and weakly aligned neurons whose number grows with N and
+//! drags μ down (issue 15's fig7 audit); the side peak does not.
 
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::num::real::Real;
@@ -8,6 +22,7 @@ use crate::sim::observe::overlaps::{
     DirectionOverlaps, FeatureOverlaps, LayerOverlaps, NamedHistogram, Probe, ProbeSample,
     ProbeSummary, FEATURES, OVERLAP_HIST_BINS,
 };
+use crate::sim::observe::side_peak::fit_side_peak;
 
 /// A histogram over [−range, range].
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +68,69 @@ impl Hist {
     }
 }
 
+/// Bins of the per-chain |ρ^u| histograms fitted by the side-peak classifier (module docs).
+pub const SIDE_PEAK_BINS: usize = 400;
+
+/// "side_peak": the specialised neurons are the side peak of the |ρ^u| distribution.
+pub const CLASSIFIER_SIDE_PEAK: &str = "side_peak";
+/// "cut_3sigma": no side peak resolved; the fallback |ρ^u| > 3σ1/√d.
+pub const CLASSIFIER_CUT: &str = "cut_3sigma";
+
+/// A histogram of magnitudes on [0, range] with the sum of the values per bin, so that the
+/// count and mean magnitude above any bin edge are exact.
+#[derive(Debug, Clone, PartialEq)]
+struct MagnitudeHist {
+    width: f64,
+    counts: Vec<f64>,
+    sums: Vec<f64>,
+    /// Count and Σ of the values beyond the range.
+    overflow: [f64; 2],
+}
+
+impl MagnitudeHist {
+    fn new(range: f64) -> MagnitudeHist {
+        MagnitudeHist {
+            width: range / SIDE_PEAK_BINS as f64,
+            counts: vec![0.0; SIDE_PEAK_BINS],
+            sums: vec![0.0; SIDE_PEAK_BINS],
+            overflow: [0.0; 2],
+        }
+    }
+
+    fn add(&mut self, x: f64) {
+        let x = x.abs();
+        if !x.is_finite() {
+            return;
+        }
+        let k = (x / self.width) as usize;
+        if k < SIDE_PEAK_BINS {
+            self.counts[k] += 1.0;
+            self.sums[k] += x;
+        } else {
+            self.overflow[0] += 1.0;
+            self.overflow[1] += x;
+        }
+    }
+
+    /// Count and Σ|ρ| of the values in bins `first..` and the overflow.
+    fn above(&self, first: usize) -> (f64, f64) {
+        let first = first.min(SIDE_PEAK_BINS);
+        (
+            self.counts[first..].iter().sum::<f64>() + self.overflow[0],
+            self.sums[first..].iter().sum::<f64>() + self.overflow[1],
+        )
+    }
+}
+
+/// The rule that classifies the neurons along one direction as specialised (module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SpecialisedRule {
+    /// |ρ| in bins from this index on (the side peak's threshold on the bin grid).
+    SidePeak(usize),
+    /// |ρ| > 3σ1/√d.
+    Cut,
+}
+
 /// Per-chain running sums of the probe (after burn-in).
 #[derive(Debug, Clone)]
 pub struct ProbeAccumulator {
@@ -62,6 +140,8 @@ pub struct ProbeAccumulator {
     layer_hist: Vec<Vec<Option<Hist>>>,
     /// [direction]: Σ ρ², Σ outliers, Σ |ρ| of outliers.
     direction_sums: Vec<[f64; 3]>,
+    /// [direction]: |ρ| histogram for the side-peak classifier.
+    direction_magnitudes: Vec<MagnitudeHist>,
     direction_hist: Option<Hist>,
     accuracy_sum: f64,
 }
@@ -82,6 +162,10 @@ impl ProbeAccumulator {
                 .map(|r| r.iter().map(|r| r.map(Hist::new)).collect())
                 .collect(),
             direction_sums: vec![[0.0; 3]; probe.directions.len()],
+            direction_magnitudes: vec![
+                MagnitudeHist::new(probe.direction_range);
+                probe.directions.len()
+            ],
             direction_hist: (!probe.directions.is_empty())
                 .then(|| Hist::new(probe.direction_range)),
             accuracy_sum: 0.0,
@@ -108,11 +192,13 @@ impl ProbeAccumulator {
         for (u, rho) in s.directions.iter().enumerate() {
             let sums = &mut self.direction_sums[u];
             sums[0] += rho.iter().map(|v| v * v).sum::<f64>() / rho.len() as f64;
+            let magnitudes = &mut self.direction_magnitudes[u];
             for &r in rho {
                 if r.abs() > probe.direction_threshold {
                     sums[1] += 1.0;
                     sums[2] += r.abs();
                 }
+                magnitudes.add(r);
             }
             if u == 0 {
                 if let Some(h) = &mut self.direction_hist {
@@ -132,11 +218,24 @@ impl ProbeAccumulator {
         }
     }
 
-    /// μ of this chain along direction `u`: mean |ρ^u| of its specialising neurons over all
-    /// samples (None when it has none).
-    pub fn mu(&self, u: usize) -> Option<f64> {
-        let s = self.direction_sums.get(u)?;
-        (s[1] > 0.0).then(|| s[2] / s[1])
+    /// This chain's specialised neurons along direction `u` under `rule`: their number summed
+    /// over samples and Σ|ρ^u|.
+    fn specialised(&self, u: usize, rule: SpecialisedRule) -> (f64, f64) {
+        match rule {
+            SpecialisedRule::SidePeak(first) => self.direction_magnitudes[u].above(first),
+            SpecialisedRule::Cut => (self.direction_sums[u][1], self.direction_sums[u][2]),
+        }
+    }
+
+    /// μ of this chain along direction `u` under the run's classification `dir` (from
+    /// [`summarise`]): mean |ρ^u| of its specialised neurons over all samples (None when it
+    /// has none).
+    pub fn mu(&self, u: usize, dir: &DirectionOverlaps) -> Option<f64> {
+        if u >= self.direction_sums.len() {
+            return None;
+        }
+        let (count, sum) = self.specialised(u, rule_of(dir, &self.direction_magnitudes[u]));
+        (count > 0.0).then(|| sum / count)
     }
 }
 
@@ -146,6 +245,83 @@ fn chain_stat(values: &[f64]) -> (Option<f64>, Option<f64>) {
     }
     let (m, e) = mean_and_error(values);
     (finite(m), e.and_then(finite))
+}
+
+/// The rule of a direction's reported classification, on the bin grid of `h`.
+fn rule_of(dir: &DirectionOverlaps, h: &MagnitudeHist) -> SpecialisedRule {
+    match (dir.classifier.as_str(), dir.threshold) {
+        (CLASSIFIER_SIDE_PEAK, Some(t)) => {
+            SpecialisedRule::SidePeak((t / h.width).round() as usize)
+        }
+        _ => SpecialisedRule::Cut,
+    }
+}
+
+/// Classifies the neurons along direction `u` by the side peak of the chains' pooled |ρ^u|
+/// histogram, or by the 3σ1/√d cut when there is none (module docs), and reduces M, μ and
+/// R^u over the chains `used`.
+fn direction_overlaps(
+    probe: &Probe,
+    used: &[&ProbeAccumulator],
+    u: usize,
+    name: &str,
+) -> DirectionOverlaps {
+    let per_chain = |f: &dyn Fn(&ProbeAccumulator) -> f64| -> Vec<f64> {
+        used.iter().map(|a| f(a) / a.samples as f64).collect()
+    };
+    let (r2, _) = chain_stat(&per_chain(&|a| a.direction_sums[u][0]));
+    let mut pooled = MagnitudeHist::new(probe.direction_range);
+    for a in used {
+        let h = &a.direction_magnitudes[u];
+        for k in 0..SIDE_PEAK_BINS {
+            pooled.counts[k] += h.counts[k];
+            pooled.sums[k] += h.sums[k];
+        }
+        pooled.overflow[0] += h.overflow[0];
+        pooled.overflow[1] += h.overflow[1];
+    }
+    // Bin centres with their counts, the overflow as one point at its mean.
+    let mut values: Vec<(f64, f64)> = (0..SIDE_PEAK_BINS)
+        .map(|k| ((k as f64 + 0.5) * pooled.width, pooled.counts[k]))
+        .collect();
+    if pooled.overflow[0] > 0.0 {
+        values.push((pooled.overflow[1] / pooled.overflow[0], pooled.overflow[0]));
+    }
+    let peak = fit_side_peak(&values);
+    let (rule, classifier, threshold) = match peak.threshold {
+        Some(t) => {
+            let first = (t / pooled.width).round() as usize;
+            let edge = first as f64 * pooled.width;
+            (SpecialisedRule::SidePeak(first), CLASSIFIER_SIDE_PEAK, edge)
+        }
+        None => (
+            SpecialisedRule::Cut,
+            CLASSIFIER_CUT,
+            probe.direction_threshold,
+        ),
+    };
+    let (sp, sp_err) = chain_stat(&per_chain(&|a| a.specialised(u, rule).0));
+    let mus: Vec<f64> = used
+        .iter()
+        .filter_map(|a| {
+            let (count, sum) = a.specialised(u, rule);
+            (count > 0.0).then(|| sum / count)
+        })
+        .collect();
+    let (mu, mu_err) = chain_stat(&mus);
+    DirectionOverlaps {
+        direction: name.to_string(),
+        r_overlap2: r2,
+        specialising: sp,
+        specialising_err: sp_err,
+        mu,
+        mu_err,
+        chains_with_specialists: mus.len(),
+        classifier: classifier.to_string(),
+        threshold: finite(threshold),
+        side_peak_fraction: peak.mu.map(|_| peak.fraction).and_then(finite),
+        bulk_scale: peak.mu.map(|_| peak.bulk_scale).and_then(finite),
+    }
 }
 
 /// Combines the accumulators of the surviving chains (`alive`, chain order).
@@ -212,21 +388,7 @@ pub fn summarise(
         .directions
         .iter()
         .enumerate()
-        .map(|(u, (name, _))| {
-            let (r2, _) = chain_stat(&per_chain(&|a| a.direction_sums[u][0]));
-            let (sp, sp_err) = chain_stat(&per_chain(&|a| a.direction_sums[u][1]));
-            let mus: Vec<f64> = used.iter().filter_map(|a| a.mu(u)).collect();
-            let (mu, mu_err) = chain_stat(&mus);
-            DirectionOverlaps {
-                direction: name.clone(),
-                r_overlap2: r2,
-                specialising: sp,
-                specialising_err: sp_err,
-                mu,
-                mu_err,
-                chains_with_specialists: mus.len(),
-            }
-        })
+        .map(|(u, (name, _))| direction_overlaps(probe, &used, u, name))
         .collect();
     if let (Some((name, _)), false) = (probe.directions.first(), used.is_empty()) {
         let mut h = used[0].direction_hist.clone().expect("directions set");
@@ -270,6 +432,7 @@ pub fn summarise(
         mu: first_dir.and_then(|d| d.mu),
         mu_err: first_dir.and_then(|d| d.mu_err),
         specialising: first_dir.and_then(|d| d.specialising),
+        mu_classifier: first_dir.map(|d| d.classifier.clone()),
         outliers_layer2_phi: layer2(0).0,
         outliers_layer2_phi_err: layer2(0).1,
         outliers_layer2_he3: layer2(1).0,
@@ -287,7 +450,8 @@ mod tests {
     use crate::sim::observe::overlaps::parity_directions;
     use crate::sim::{run_experiment, ExperimentConfig};
 
-    /// μ is the mean |w·u| of the neurons beyond 3σ1/√d, pooled over a chain's samples.
+    /// Without a resolved side peak (six values) μ is the mean |w·u| of the neurons beyond the
+    /// fallback cut 3σ1/√d, pooled over a chain's samples.
     #[test]
     fn mu_is_the_mean_magnitude_of_the_specialising_neurons() {
         let probe = Probe {
@@ -317,22 +481,130 @@ mod tests {
             &y,
             &sample(vec![0.2, -0.4, 3.0], vec![0.0; 3]),
         );
-        assert_eq!(acc.mu(0), Some(2.0)); // (2 + 1 + 3)/3
-        assert_eq!(acc.mu(1), None);
         let (s, hists) = summarise(
             &probe,
             &FcnModel::test_two_layer(2, 3),
-            &[acc],
+            std::slice::from_ref(&acc),
             &[0],
             &[],
             &y,
         );
+        let dir = &s.parity_directions[0];
+        assert_eq!(dir.classifier, CLASSIFIER_CUT, "{dir:?}");
+        assert_eq!(s.mu_classifier.as_deref(), Some(CLASSIFIER_CUT));
+        assert_eq!(dir.threshold, Some(0.5));
+        assert_eq!(acc.mu(0, dir), Some(2.0)); // (2 + 1 + 3)/3
+        assert_eq!(acc.mu(1, &s.parity_directions[1]), None);
         assert_eq!(s.mu, Some(2.0));
         assert_eq!(s.specialising, Some(1.5));
         // Accuracy: 3/4 then 3/4.
         assert_eq!(s.test_accuracy, Some(0.75));
         assert_eq!(s.parity_directions[1].chains_with_specialists, 0);
         assert_eq!(hists[0].name, "rho_e1+e2");
+    }
+
+    /// A synthetic ensemble along one direction (d = 20, σ1 = 1, so the bulk is 𝒩(0, 1/20)):
+    /// `chains` networks of `width` neurons, `samples` sampling times, of which `m` neurons
+    /// per sample have |ρ| ~ 𝒩(μ, s²) with random signs.
+    fn synthetic(
+        chains: usize,
+        samples: usize,
+        width: usize,
+        m: usize,
+        mu: f64,
+        s: f64,
+    ) -> (Probe, Vec<ProbeAccumulator>) {
+        use rand::SeedableRng;
+        use rand_distr::{Distribution, Normal};
+        let d = 20;
+        let sigma0 = 1.0 / (d as f64).sqrt();
+        let probe = Probe {
+            features: Vec::new(),
+            nngp_std: Vec::new(),
+            ranges: Vec::new(),
+            directions: parity_directions(1, d),
+            direction_threshold: 3.0 * sigma0,
+            direction_range: crate::sim::observe::observables::hist_range(1.0, d),
+            classification: false,
+        };
+        let bulk = Normal::new(0.0, sigma0).unwrap();
+        let peak = Normal::new(mu, s).unwrap();
+        let accs = (0..chains)
+            .map(|c| {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(100 + c as u64);
+                let mut acc = ProbeAccumulator::new(&probe);
+                for _ in 0..samples {
+                    let rho: Vec<f64> = (0..width)
+                        .map(|i| {
+                            if i < m {
+                                let x: f64 = peak.sample(&mut rng);
+                                if i % 2 == 0 {
+                                    x
+                                } else {
+                                    -x
+                                }
+                            } else {
+                                bulk.sample(&mut rng)
+                            }
+                        })
+                        .collect();
+                    let sample = ProbeSample {
+                        layers: Vec::new(),
+                        directions: vec![rho],
+                    };
+                    acc.add::<f64>(&probe, &[], &[], &sample);
+                }
+                acc
+            })
+            .collect();
+        (probe, accs)
+    }
+
+    fn summarise_synthetic(probe: &Probe, accs: &[ProbeAccumulator]) -> DirectionOverlaps {
+        let alive: Vec<usize> = (0..accs.len()).collect();
+        let model = FcnModel::test_two_layer(20, 200);
+        let (s, _) = summarise(probe, &model, accs, &alive, &[], &[]);
+        s.parity_directions[0].clone()
+    }
+
+    /// The side peak of a known population: 4 specialised neurons per network at |ρ| ~
+    /// 𝒩(1.2, 0.1²) among 196 bulk neurons 𝒩(0, 1/20). M = 4 and μ = 1.2 are recovered within
+    /// their Monte Carlo error (μ: 0.1/√3200 ≈ 0.002 over the 3200 specialised values; M: the
+    /// bulk beyond the threshold ≈ 0.9 is 196·P(|z| > 4) ≈ 0.01 per network), where the
+    /// 3σ1/√d cut counts ≈ 196·0.0027 ≈ 0.5 prior-tail neurons more and drags μ down.
+    #[test]
+    fn the_side_peak_recovers_the_known_count_and_magnitude() {
+        let (probe, accs) = synthetic(40, 20, 200, 4, 1.2, 0.1);
+        let dir = summarise_synthetic(&probe, &accs);
+        assert_eq!(dir.classifier, CLASSIFIER_SIDE_PEAK, "{dir:?}");
+        let m = dir.specialising.unwrap();
+        assert!((m - 4.0).abs() < 0.05, "M {m}: {dir:?}");
+        let mu = dir.mu.unwrap();
+        assert!((mu - 1.2).abs() < 0.01, "μ {mu}: {dir:?}");
+        assert!((dir.side_peak_fraction.unwrap() - 0.02).abs() < 0.001);
+        assert!((dir.bulk_scale.unwrap() / (1.0 / 20f64.sqrt()) - 1.0).abs() < 0.02);
+        let t = dir.threshold.unwrap();
+        assert!(t > probe.direction_threshold && t < 1.2 - 2.0 * 0.1, "{t}");
+        assert_eq!(dir.chains_with_specialists, 40);
+        // Per chain: the same classification.
+        let per_chain: f64 = accs.iter().map(|a| a.mu(0, &dir).unwrap()).sum::<f64>() / 40.0;
+        assert!((per_chain - mu).abs() < 1e-12);
+        // The fixed cut on the same ensemble: the prior's tail inflates M and lowers μ.
+        let cut: f64 = accs.iter().map(|a| a.direction_sums[0][1]).sum::<f64>() / 800.0;
+        assert!(cut - 4.0 > 0.3, "cut count {cut}");
+    }
+
+    /// A pure bulk has no side peak: the classifier says so and the 3σ1/√d cut is used.
+    #[test]
+    fn a_pure_bulk_has_no_side_peak_and_falls_back_to_the_cut() {
+        let (probe, accs) = synthetic(40, 20, 200, 0, 1.2, 0.1);
+        let dir = summarise_synthetic(&probe, &accs);
+        assert_eq!(dir.classifier, CLASSIFIER_CUT, "{dir:?}");
+        assert_eq!(dir.threshold, Some(probe.direction_threshold));
+        assert_eq!(dir.side_peak_fraction, None);
+        // The cut's count: 200·P(|z| > 3) = 0.54 per network.
+        let m = dir.specialising.unwrap();
+        assert!((m - 0.54).abs() < 0.1, "{m}");
     }
 
     /// The two-layer ReLU classifier of App. E.2 with the cross-entropy likelihood learns
