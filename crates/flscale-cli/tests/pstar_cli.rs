@@ -109,13 +109,19 @@ fn fit_with_falling_matches_pstar() {
         let w = v["fit_warnings"].as_array().unwrap();
         let last = w.last().unwrap().as_str().unwrap();
         assert!(last.contains("rests on 0 resolved P* value(s) of d"), "{v}");
-        assert!(last.contains(&format!("--out {d} --refine-pstar 1.1")), "{v}");
+        assert!(
+            last.contains(&format!("--out {d} --refine-pstar 1.1")),
+            "{v}"
+        );
     }
     let o = run(&["pstar", d], tmp.path());
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("bracketed"), "{text}");
     assert!(text.contains("--refine-pstar"), "{text}");
-    assert!(text.contains("warning: the exponent rests on 0 resolved"), "{text}");
+    assert!(
+        text.contains("warning: the exponent rests on 0 resolved"),
+        "{text}"
+    );
 }
 
 /// A tiny real sweep with two sizes far apart: `--refine-pstar 1.5` adds runs at the log

@@ -59,7 +59,8 @@ pub(crate) fn run_once<T: Real>(
         None,
     );
     ens.likelihood = s.likelihood;
-    let probe = Probe::new(&model, data, cfg.target.parity);
+    let isotropic = cfg.data.covariance == crate::sim::config::Covariance::Isotropic;
+    let probe = Probe::new(&model, data, cfg.target.parity, isotropic);
     let mut probe_acc: Vec<ProbeAccumulator> = (0..s.chains)
         .map(|_| ProbeAccumulator::new(&probe))
         .collect();

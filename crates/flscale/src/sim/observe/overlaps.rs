@@ -21,11 +21,14 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::hermite::GaussHermite;
 use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::model::fcn::{forward, FcnModel, Scratch};
 use crate::sim::num::real::Real;
-use crate::sim::observe::nngp_overlap::nngp_overlap_variances;
+use crate::sim::observe::nngp_overlap::{
+    nngp_overlap_variances, population_layer2_overlaps, population_layer2_std, FEATURE_ORDERS,
+};
 use crate::sim::observe::observables::finite;
 
 /// Bins of the deeper-layer and parity-direction histograms.
@@ -61,12 +64,18 @@ pub struct Probe {
     pub direction_range: f64,
     /// Labels ±1: test accuracy is measured.
     pub classification: bool,
+    /// Layer 2's overlaps are taken under the Gaussian data measure in closed form
+    /// ([`crate::sim::observe::nngp_overlap`]): the quadrature rule and the unit teacher w\*.
+    /// None: on the test set.
+    pub layer2_population: Option<(GaussHermite, Vec<f64>)>,
 }
 
 impl Probe {
     /// The probe of a run: features from the test set, NNGP standard deviations, parity
-    /// directions when the target is a parity label.
-    pub fn new(model: &FcnModel, data: &Dataset, parity: Option<usize>) -> Probe {
+    /// directions when the target is a parity label. `isotropic`: the inputs are 𝒩(0, I_d),
+    /// so layer 2's overlaps and their NNGP deviation are taken under the data measure
+    /// (module docs of [`crate::sim::observe::nngp_overlap`]).
+    pub fn new(model: &FcnModel, data: &Dataset, parity: Option<usize>, isotropic: bool) -> Probe {
         let d = data.d;
         let phi: Vec<f64> = data
             .x_test
@@ -88,7 +97,7 @@ impl Probe {
         let n = data.n_test();
         let vars = nngp_overlap_variances(model, &data.x_test, n, &features);
         let mut nngp_std = Vec::new();
-        let mut ranges = Vec::new();
+        let mut ranges: Vec<Vec<Option<f64>>> = Vec::new();
         for v in &vars {
             match v {
                 Some((fv, mean_diag)) => {
@@ -109,6 +118,30 @@ impl Probe {
                 }
             }
         }
+        let population = isotropic
+            .then(|| GaussHermite::new(120).ok())
+            .flatten()
+            .and_then(|gh| population_layer2_std(model, &FEATURE_ORDERS, &gh).map(|s| (gh, s)));
+        let layer2_population = population.map(|(gh, stds)| {
+            let rms = vars[0].as_ref().map(|v| v.1.sqrt());
+            // A zero deviation (ReLU's c_3 = 0: the Ĥe3 overlap vanishes identically) has no
+            // outliers and no histogram.
+            let stds: Vec<Option<f64>> = stds
+                .iter()
+                .map(|&s| finite(s).filter(|&s| s > 0.0))
+                .collect();
+            ranges[0] = stds
+                .iter()
+                .map(|s| {
+                    s.map(|s| {
+                        rms.map_or(25.0 * s, |r| (25.0 * s).min(3.0 * r))
+                            .max(4.0 * s)
+                    })
+                })
+                .collect();
+            nngp_std[0] = stds;
+            (gh, data.teacher.clone())
+        });
         let directions = match parity {
             Some(k) if k <= MAX_PARITY_DIRECTIONS_K && k <= d => parity_directions(k, d),
             _ => Vec::new(),
@@ -122,6 +155,7 @@ impl Probe {
             direction_threshold: 3.0 * sigma1 / (d as f64).sqrt(),
             direction_range: crate::sim::observe::observables::hist_range(sigma1 * sigma1, d),
             classification: parity.is_some(),
+            layer2_population,
         }
     }
 
@@ -175,8 +209,22 @@ impl Probe {
                                 })
                                 .collect()
                         });
+                        let w1 = &block.params[0][c * n1 * d..(c + 1) * n1 * d];
                         let layers = (1..model.widths.len())
                             .map(|l| {
+                                if let (1, Some((gh, teacher))) = (l, &self.layer2_population) {
+                                    let n2 = model.widths[1];
+                                    let w2 = &block.params[1][c * n2 * n1..(c + 1) * n2 * n1];
+                                    return population_layer2_overlaps(
+                                        model.activation,
+                                        w1,
+                                        w2,
+                                        d,
+                                        teacher,
+                                        &FEATURE_ORDERS,
+                                        gh,
+                                    );
+                                }
                                 let nl = model.widths[l];
                                 let h = &scratch.h[l];
                                 self.features
@@ -197,7 +245,6 @@ impl Probe {
                                     .collect()
                             })
                             .collect();
-                        let w1 = &block.params[0][c * n1 * d..(c + 1) * n1 * d];
                         let directions = self
                             .directions
                             .iter()
@@ -250,6 +297,9 @@ pub struct ProbeSample {
 pub struct FeatureOverlaps {
     /// "phi" (Φ\*) or "he3" (Ĥe3(Φ\*)).
     pub feature: String,
+    /// Where the overlap is taken: "gaussian" (under the data measure, in closed form; layer 2
+    /// with isotropic inputs and no layer normalisation) or "test_set".
+    pub measure: String,
     /// NNGP standard deviation s_l of the overlap (null: no closed form).
     pub nngp_std: Option<f64>,
     /// Outlier threshold 3·s_l.

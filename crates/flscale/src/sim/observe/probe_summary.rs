@@ -368,6 +368,12 @@ pub fn summarise(
                 }
                 FeatureOverlaps {
                     feature: FEATURES[k].to_string(),
+                    measure: if l == 0 && probe.layer2_population.is_some() {
+                        "gaussian"
+                    } else {
+                        "test_set"
+                    }
+                    .to_string(),
                     nngp_std: sd,
                     threshold: sd.map(|s| 3.0 * s),
                     overlap2,
@@ -462,6 +468,7 @@ mod tests {
             direction_threshold: 0.5,
             direction_range: 3.0,
             classification: true,
+            layer2_population: None,
         };
         let mut acc = ProbeAccumulator::new(&probe);
         let sample = |a: Vec<f64>, b: Vec<f64>| ProbeSample {
@@ -526,6 +533,7 @@ mod tests {
             direction_threshold: 3.0 * sigma0,
             direction_range: crate::sim::observe::observables::hist_range(1.0, d),
             classification: false,
+            layer2_population: None,
         };
         let bulk = Normal::new(0.0, sigma0).unwrap();
         let peak = Normal::new(mu, s).unwrap();
