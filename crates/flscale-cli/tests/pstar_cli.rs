@@ -104,10 +104,24 @@ fn fit_with_falling_matches_pstar() {
         assert!((row["bracket_factor"].as_f64().unwrap() - 2.0).abs() < 1e-9);
     }
     assert_eq!(f["unresolved"].as_array().unwrap().len(), 3, "{f}");
+    // No crossing is resolved: both commands flag the exponent with the command to run.
+    for v in [&p, &f] {
+        let w = v["fit_warnings"].as_array().unwrap();
+        let last = w.last().unwrap().as_str().unwrap();
+        assert!(last.contains("rests on 0 resolved P* value(s) of d"), "{v}");
+        assert!(
+            last.contains(&format!("--out {d} --refine-pstar 1.1")),
+            "{v}"
+        );
+    }
     let o = run(&["pstar", d], tmp.path());
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("bracketed"), "{text}");
     assert!(text.contains("--refine-pstar"), "{text}");
+    assert!(
+        text.contains("warning: the exponent rests on 0 resolved"),
+        "{text}"
+    );
 }
 
 /// A tiny real sweep with two sizes far apart: `--refine-pstar 1.5` adds runs at the log

@@ -87,6 +87,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     let x = args.x.clone().unwrap_or(spec.x);
     let mut boot = args.store.bootstrap();
     let mut unresolved = Vec::new();
+    let mut warnings = Vec::new();
     let f = if y == "pstar" {
         // The crossing as `flscale pstar` finds it ([analysis] falling and resolution
         // included), grouped by the fit's x.
@@ -94,6 +95,8 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         query.group = x.clone();
         let t = analysis::pstar(&data, &query, &mut boot)?;
         unresolved = flscale::experiment::pstar::unresolved_notes(&t);
+        warnings =
+            flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
         analysis::fit_pstar(&t)?
     } else {
         analysis::fit_observable(&data, &x, &y, &mut boot)?
@@ -138,6 +141,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     if args.store.json {
         let mut v = fit_json(&f, predicted.as_ref());
         v["unresolved"] = serde_json::json!(unresolved);
+        v["fit_warnings"] = serde_json::json!(warnings);
         v["equilibration"] = serde_json::json!(data.equilibration_note());
         return out_json(&v);
     }
@@ -150,6 +154,9 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     }
     for k in &unresolved {
         s += &format!("  note: {k}\n");
+    }
+    for k in &warnings {
+        s += &format!("  warning: {k}\n");
     }
     s += &format!("  {}\n", data.equilibration_note());
     s += &analysis::side_by_side(&f, predicted.as_ref());

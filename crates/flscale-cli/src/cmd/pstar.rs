@@ -207,6 +207,8 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         &mut boot,
     )?;
     let fit = analysis::fit_pstar(&t).ok();
+    let warnings =
+        flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
     let predicted = a
         .predict
         .as_ref()
@@ -223,10 +225,14 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
             "value": p.value, "exact": p.exact, "description": p.description,
         })));
         v["equilibration"] = serde_json::json!(data.equilibration_note());
+        v["fit_warnings"] = serde_json::json!(warnings);
         return out_json(&v);
     }
     let mut s = table_text(&t);
     s += &format!("{}\n", data.equilibration_note());
+    for w in &warnings {
+        s += &format!("warning: {w}\n");
+    }
     if let Some(f) = &fit {
         s += &analysis::side_by_side(f, predicted.as_ref());
         s += "\n";

@@ -283,11 +283,13 @@ fn human(s: &Summary, dir: &Path) -> String {
     }
     for dir in &pr.parity_directions {
         t += &format!(
-            "along {:<12} specialising {}  μ {}  R {}\n",
+            "along {:<12} specialising {}  μ {}  R {}  ({}, |w·u| > {})\n",
             dir.direction,
             pm(dir.specialising, dir.specialising_err),
             pm(dir.mu, dir.mu_err),
-            f(dir.r_overlap2)
+            f(dir.r_overlap2),
+            dir.classifier,
+            f(dir.threshold)
         );
     }
     let dg = &s.diagnostics;

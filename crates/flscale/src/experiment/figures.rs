@@ -174,7 +174,7 @@ fn draw_probe_figures(
                 log_x: false,
                 log_y: false,
                 series,
-                notes: vec!["specialising: |w·u| > 3σ1/√d".into()],
+                notes: vec!["specialising: the side peak of |w·u| (else |w·u| > 3σ1/√d)".into()],
             };
             save(dir, "parity_overlap_histograms", &chart, out)?;
         }

@@ -314,6 +314,102 @@ pub fn unresolved_notes(table: &PstarTable) -> Vec<String> {
         .collect()
 }
 
+/// Resolved P\* values an exponent needs. Two points fix a line and test nothing; three leave
+/// one degree of freedom to see whether ln P\* is linear in ln d (the paper fits P\* against d
+/// over its whole grid, App. F.0.1 and Fig. 2(b)).
+pub const MIN_RESOLVED_FOR_FIT: usize = 3;
+
+/// Grid points a crossing needs on each side of its bracket, the bracket's end included: with
+/// only one the measured curve has no slope there, and the crossing at the grid's edge may lie
+/// in a different regime (or the curve may already start past the threshold).
+pub const MIN_POINTS_PER_SIDE: usize = 2;
+
+/// What keeps the P\* table from carrying an exponent, one sentence per problem, each saying
+/// what to run (`dir` is the results directory, `EXP` the experiment file); empty when the fit
+/// stands on at least [`MIN_RESOLVED_FOR_FIT`] resolved crossings, each with
+/// [`MIN_POINTS_PER_SIDE`] grid points on either side.
+pub fn fit_readiness(table: &PstarTable, dir: &str) -> Vec<String> {
+    let (g, x) = (&table.group, &table.x);
+    let mut notes = Vec::new();
+    let mut sound = 0;
+    for r in &table.rows {
+        let Some(b) = r.bracket else { continue };
+        let below = r.curve.iter().filter(|p| p.0 <= b.lo).count();
+        let above = r.curve.iter().filter(|p| p.0 >= b.hi).count();
+        let (min_x, max_x) = r
+            .curve
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, c), p| {
+                (a.min(p.0), c.max(p.0))
+            });
+        if below < MIN_POINTS_PER_SIDE {
+            notes.push(format!(
+                "{g} = {}: the crossing in {x} ∈ [{}, {}] has {below} grid point(s) below it (needs {MIN_POINTS_PER_SIDE}); add {x} = {} (below {min_x}) to the sweep in EXP and rerun `flscale sweep EXP --out {dir}`",
+                r.group, b.lo, b.hi, fmt_grid(min_x / 2.0)
+            ));
+        } else if above < MIN_POINTS_PER_SIDE {
+            notes.push(format!(
+                "{g} = {}: the crossing in {x} ∈ [{}, {}] has {above} grid point(s) above it (needs {MIN_POINTS_PER_SIDE}); add {x} = {} (above {max_x}) to the sweep in EXP and rerun `flscale sweep EXP --out {dir}`",
+                r.group, b.lo, b.hi, fmt_grid(max_x * 2.0)
+            ));
+        } else if r.resolved {
+            sound += 1;
+        }
+    }
+    if sound >= MIN_RESOLVED_FOR_FIT {
+        return notes;
+    }
+    let bracketed: Vec<String> = table
+        .unresolved()
+        .iter()
+        .map(|(v, b)| format!("{g} = {v} in [{}, {}]", b.lo, b.hi))
+        .collect();
+    let mut todo = Vec::new();
+    if !bracketed.is_empty() {
+        todo.push(format!(
+            "run `flscale sweep EXP --out {dir} --refine-pstar {}` to resolve {}",
+            table.resolution,
+            bracketed.join(", ")
+        ));
+    }
+    for r in table.rows.iter().filter(|r| r.bracket.is_none()) {
+        let max_x = r
+            .curve
+            .iter()
+            .map(|p| p.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        todo.push(format!(
+            "{g} = {}: {} never crosses {} up to {x} = {max_x}; extend the {x} grid beyond it",
+            r.group, table.observable, table.threshold
+        ));
+    }
+    let crossing = table.rows.iter().filter(|r| r.bracket.is_some()).count();
+    if crossing < MIN_RESOLVED_FOR_FIT {
+        let groups = table.rows.len();
+        if groups < MIN_RESOLVED_FOR_FIT {
+            todo.push(format!(
+                "add {} value(s) of {g} to the sweep in EXP (it has {groups})",
+                MIN_RESOLVED_FOR_FIT - groups
+            ));
+        }
+    }
+    notes.push(format!(
+        "the exponent rests on {sound} resolved P* value(s) of {g} with {MIN_POINTS_PER_SIDE} grid points on each side (needs {MIN_RESOLVED_FOR_FIT}){}{}",
+        if todo.is_empty() { "" } else { ": " },
+        todo.join("; ")
+    ));
+    notes
+}
+
+/// A grid value as the sweep would hold it: integers for counts.
+fn fmt_grid(v: f64) -> String {
+    if v >= 1.0 {
+        format!("{}", v.round())
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::store::{ChainValues, RunData};
@@ -447,5 +543,77 @@ mod tests {
         // 1/4, 1/2, 1/4, so sd = 0.5/√2 = 0.354; pooled chains would give 0.5/√100 = 0.05.
         assert!((sd - 0.354).abs() < 0.02, "{sd}");
         assert!((m - 1.5).abs() < 0.02, "{m}");
+    }
+
+    /// The minimum-points rule: the fig3a situation (two d values, each crossing only
+    /// bracketed, one grid point below the jump) is flagged with the commands that fix it,
+    /// and a grid of three d values with fine, two-sided brackets is not.
+    #[test]
+    fn a_fit_on_too_few_resolved_crossings_is_flagged_with_what_to_run() {
+        let jump = 7.3;
+        let response = |d: f64, p: f64| if p / d < jump { 0.03 } else { 0.5 };
+        let coarse: Vec<(f64, f64)> = [20.0, 40.0]
+            .iter()
+            .flat_map(|&d| [5.0, 10.0, 20.0, 40.0].map(|r| (d, r * d)))
+            .collect();
+        let data = synthetic_store(&coarse, 1, 10, response);
+        let t = pstar(&data, &query(false), &mut Bootstrap::new(1, 50)).unwrap();
+        let notes = fit_readiness(&t, "runs/x");
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(
+            notes[0]
+                .starts_with("d = 20: the crossing in p ∈ [100, 200] has 1 grid point(s) below it"),
+            "{notes:?}"
+        );
+        assert!(notes[0].contains("add p = 50 (below 100)"), "{notes:?}");
+        assert!(
+            notes[0].contains("`flscale sweep EXP --out runs/x`"),
+            "{notes:?}"
+        );
+        let last = &notes[2];
+        assert!(
+            last.contains("rests on 0 resolved P* value(s) of d"),
+            "{last}"
+        );
+        assert!(
+            last.contains("`flscale sweep EXP --out runs/x --refine-pstar 1.1`"),
+            "{last}"
+        );
+        assert!(
+            last.contains("d = 20 in [100, 200], d = 40 in [200, 400]"),
+            "{last}"
+        );
+        assert!(last.contains("add 1 value(s) of d"), "{last}");
+        // A group that never crosses is named with the grid to extend.
+        let flat = synthetic_store(&coarse, 1, 10, |d, _| if d > 30.0 { 0.01 } else { 0.5 });
+        let t = pstar(&flat, &query(false), &mut Bootstrap::new(1, 50)).unwrap();
+        let notes = fit_readiness(&t, "runs/x");
+        assert!(
+            notes.iter().any(|n| n
+                .contains("d = 40: alignment never crosses 0.1 up to p = 1600; extend the p grid")),
+            "{notes:?}"
+        );
+        // Three d values, each crossing bracketed within 1.05 with points on both sides.
+        let fine: Vec<(f64, f64)> = [10.0, 20.0, 40.0]
+            .iter()
+            .flat_map(|&d| (0..50).map(move |k| (d, d * 5.0 * 1.05f64.powi(k))))
+            .collect();
+        let data = synthetic_store(&fine, 1, 10, response);
+        let t = pstar(&data, &query(false), &mut Bootstrap::new(1, 50)).unwrap();
+        assert!(fit_readiness(&t, "runs/x").is_empty());
+        // Two of them are not enough.
+        let two: Vec<(f64, f64)> = fine.iter().copied().filter(|p| p.0 < 30.0).collect();
+        let t = pstar(
+            &synthetic_store(&two, 1, 10, response),
+            &query(false),
+            &mut Bootstrap::new(1, 50),
+        )
+        .unwrap();
+        let notes = fit_readiness(&t, "runs/x");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("rests on 2 resolved") && notes[0].contains("add 1 value(s) of d"),
+            "{notes:?}"
+        );
     }
 }

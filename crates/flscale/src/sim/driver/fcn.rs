@@ -12,7 +12,8 @@ use crate::sim::model::flat::ParamGroup;
 use crate::sim::num::real::Real;
 use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, ChainSnapshot};
-use crate::sim::observe::overlaps::{summarise, ChainProbe, Probe, ProbeAccumulator};
+use crate::sim::observe::overlaps::{ChainProbe, Probe};
+use crate::sim::observe::probe_summary::{summarise, ProbeAccumulator};
 
 use super::result::RunResult;
 use super::starts::run_starts;
@@ -59,7 +60,8 @@ pub(crate) fn run_once<T: Real>(
         None,
     );
     ens.likelihood = s.likelihood;
-    let probe = Probe::new(&model, data, cfg.target.parity);
+    let isotropic = cfg.data.covariance == crate::sim::config::Covariance::Isotropic;
+    let probe = Probe::new(&model, data, cfg.target.parity, isotropic);
     let mut probe_acc: Vec<ProbeAccumulator> = (0..s.chains)
         .map(|_| ProbeAccumulator::new(&probe))
         .collect();
@@ -201,9 +203,10 @@ pub(crate) fn run_once<T: Real>(
     );
     result.summary.probe = probe_summary;
     result.probe_histograms = probe_histograms;
+    let first_direction = result.summary.probe.parity_directions.first().cloned();
     for row in &mut result.chains {
-        if row.status == "ok" {
-            row.mu = probe_acc[row.chain].mu(0).and_then(finite);
+        if let (true, Some(dir)) = (row.status == "ok", &first_direction) {
+            row.mu = probe_acc[row.chain].mu(0, dir).and_then(finite);
         }
     }
     let dg = &mut result.summary.diagnostics;

@@ -3,6 +3,8 @@
 
 pub mod equilibration;
 pub mod leading_direction;
+pub mod nngp_overlap;
 pub mod observables;
 pub mod overlaps;
+pub mod probe_summary;
 pub mod side_peak;
