@@ -242,10 +242,7 @@ fn interpolate_log(points: &[(f64, f64)], x: f64) -> Option<f64> {
 }
 
 /// Each Langevin point with the two predicted branches at its P.
-pub fn overlay_rows(
-    curve: &LangevinCurve,
-    sweep: &super::adaptive::SweepReport,
-) -> Vec<OverlayRow> {
+pub fn overlay_rows(curve: &LangevinCurve, sweep: &super::sweep_p::SweepReport) -> Vec<OverlayRow> {
     use super::adaptive::BranchSolution;
     let branch = |v: &[BranchSolution], f: fn(&BranchSolution) -> f64| {
         v.iter().map(|s| (s.p as f64, f(s))).collect::<Vec<_>>()
