@@ -26,6 +26,8 @@
 //! * [`cubic`]: the cubic kernel power λ3 and the fixed-kernel vs adaptive sample scales
 //!   (blog §"Direction learning reduces the sample count").
 //! * [`langevin`]: the Langevin engine's R(P) read from a results store, for the overlay.
+//! * [`overlay`]: the `flscale sample` experiment that simulates one cavity setting (the
+//!   Langevin overlay of the mixed phase).
 //! * [`figures`]: the potential (blog Fig. 4.1 shape), phase diagram and R(P) figures.
 
 pub mod adaptive;
@@ -36,6 +38,7 @@ pub mod figures;
 pub mod fixed_points;
 pub mod langevin;
 pub mod overlap_posterior;
+pub mod overlay;
 pub mod phase;
 pub mod phase_at;
 pub mod potential;
