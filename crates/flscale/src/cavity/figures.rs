@@ -4,9 +4,9 @@
 
 use crate::plot::{LineChart, Mark, Series};
 
-use super::adaptive::SweepReport;
 use super::langevin::LangevinCurve;
 use super::phase::PhaseRow;
+use super::sweep_p::SweepReport;
 
 /// One potential curve: its legend label and (ρ, value) points.
 pub type Curve = (String, Vec<(f64, f64)>);

@@ -25,12 +25,11 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::adaptive::{
-    finish, map_step, overlap_posterior, AdaptiveParams, Branch, FixedPoint, FreeEnergy, Points,
-    Prepared,
-};
+use super::adaptive::{finish, map_step, AdaptiveParams, Branch, FixedPoint, FreeEnergy, Prepared};
+use super::overlap_posterior::overlap_posterior;
 use super::phase_at::PhaseAtFixedPoint;
 use super::roots2d::{find_roots, Rect, RootSettings, Unresolved};
+use super::sampled_kernel::Points;
 use super::solver::Method;
 use crate::error::{Error, Result};
 

@@ -59,7 +59,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// Why the run's configuration is not the cavity setting `prm` (None when it is).
-fn mismatch(cfg: &ExperimentConfig, prm: &AdaptiveParams) -> Option<String> {
+pub(crate) fn mismatch(cfg: &ExperimentConfig, prm: &AdaptiveParams) -> Option<String> {
     let m = &cfg.model;
     if m.kind != ModelKind::Fcn {
         return Some("its model.kind is not \"fcn\"".into());
@@ -242,10 +242,7 @@ fn interpolate_log(points: &[(f64, f64)], x: f64) -> Option<f64> {
 }
 
 /// Each Langevin point with the two predicted branches at its P.
-pub fn overlay_rows(
-    curve: &LangevinCurve,
-    sweep: &super::adaptive::SweepReport,
-) -> Vec<OverlayRow> {
+pub fn overlay_rows(curve: &LangevinCurve, sweep: &super::sweep_p::SweepReport) -> Vec<OverlayRow> {
     use super::adaptive::BranchSolution;
     let branch = |v: &[BranchSolution], f: fn(&BranchSolution) -> f64| {
         v.iter().map(|s| (s.p as f64, f(s))).collect::<Vec<_>>()

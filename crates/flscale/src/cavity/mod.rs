@@ -13,7 +13,9 @@
 //! * [`phase`]: fold, equal-depth coexistence and spinodal of Ũ_u, numerically and in closed
 //!   form; R = E[ρ²] on each side; the (u, c) phase diagram.
 //! * [`adaptive`]: the self-consistent adaptive-kernel fixed point on a sampled data set
-//!   (blog §"Match the residual to the network's prediction"), both branches, sweeps over P.
+//!   (blog §"Match the residual to the network's prediction"), both branches; its kernel on
+//!   the sampled points ([`sampled_kernel`]), the overlap law p(ρ | b, c)
+//!   ([`overlap_posterior`]) and the continuation in P ([`sweep_p`]).
 //! * [`fixed_points`]: every fixed point of the adaptive-kernel map at one P, by a grid of
 //!   sign changes and Newton ([`roots2d`]), with the Jacobian's eigenvalues (stability).
 //! * [`phase_at`]: the phase at one solution (wells, side-well mass, u/u_coexist, the label
@@ -24,6 +26,8 @@
 //! * [`cubic`]: the cubic kernel power λ3 and the fixed-kernel vs adaptive sample scales
 //!   (blog §"Direction learning reduces the sample count").
 //! * [`langevin`]: the Langevin engine's R(P) read from a results store, for the overlay.
+//! * [`overlay`]: the `flscale sample` experiment that simulates one cavity setting (the
+//!   Langevin overlay of the mixed phase).
 //! * [`figures`]: the potential (blog Fig. 4.1 shape), phase diagram and R(P) figures.
 
 pub mod adaptive;
@@ -33,21 +37,23 @@ pub mod cubic;
 pub mod figures;
 pub mod fixed_points;
 pub mod langevin;
+pub mod overlap_posterior;
+pub mod overlay;
 pub mod phase;
 pub mod phase_at;
 pub mod potential;
 pub mod roots2d;
+pub mod sampled_kernel;
 pub mod solver;
 pub mod sweep_over;
+pub mod sweep_p;
 
-pub use adaptive::{
-    solve, sweep_p, sweep_p_observed, AdaptiveParams, Branch, BranchSolution, SolveReport,
-    SweepReport,
-};
+pub use adaptive::{solve, AdaptiveParams, Branch, BranchSolution, SolveReport};
 pub use closed_forms::{erf_h1, erf_h3, feature_variance, residual_correlation};
 pub use cubic::{cubic_scales, CubicScales};
 pub use phase::{phase, phase_diagram, PhaseReport};
 pub use potential::{FiniteModel, MeanField};
+pub use sweep_p::{sweep_p, sweep_p_observed, SweepReport};
 
 use crate::error::{Error, Result};
 
