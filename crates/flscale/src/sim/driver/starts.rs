@@ -3,7 +3,9 @@
 use crate::error::Result;
 use crate::sim::config::Start;
 
-use super::result::{RunResult, StartResults};
+use crate::sim::observe::equilibration::{compare_estimates, named, Equilibration, NamedEstimate};
+
+use super::result::{RunResult, StartResults, Summary};
 
 /// Runs one ensemble: `(hot, progress)` → its results, from a hot start when `hot`.
 pub(crate) type RunOneStart<'a> =
@@ -26,8 +28,7 @@ pub(crate) fn run_starts(
             let total = 2 * steps;
             let mut cold = run_one(false, &mut |d, _| progress(d, total))?;
             let hot = run_one(true, &mut |d, _| progress(steps + d, total))?;
-            let verdict =
-                crate::sim::observe::equilibration::compare_starts(&cold.summary, &hot.summary);
+            let verdict = compare_starts(&cold.summary, &hot.summary);
             cold.summary.hot_start = Some(StartResults::of(&hot.summary));
             cold.summary.equilibrated = verdict.equilibrated;
             cold.summary.equilibration = Some(verdict);
@@ -35,5 +36,122 @@ pub(crate) fn run_starts(
             cold.steps += hot.steps;
             Ok(cold)
         }
+    }
+}
+
+/// Every observable of `s` that a fit, a P\* or a figure reads, with its error: alignment, test
+/// MSE, R, first-layer outliers, test accuracy, μ and the specialised count along every parity
+/// direction, and the deeper layers' outlier counts along each feature.
+pub fn fitted_observables(s: &Summary) -> Vec<NamedEstimate> {
+    let p = &s.probe;
+    let mut v = vec![
+        named("alignment", s.alignment, s.alignment_err),
+        named("test_mse", s.test_mse, s.test_mse_err),
+        named("r_overlap2", s.r_overlap2, s.r_overlap2_err),
+        named("outliers_layer1", s.outliers_layer1, s.outliers_layer1_err),
+    ];
+    if p.test_accuracy.is_some() {
+        v.push(named("test_accuracy", p.test_accuracy, p.test_accuracy_err));
+    }
+    for d in &p.parity_directions {
+        v.push(named(format!("mu_{}", d.direction), d.mu, d.mu_err));
+        v.push(named(
+            format!("specialising_{}", d.direction),
+            d.specialising,
+            d.specialising_err,
+        ));
+    }
+    for l in &p.deeper_layers {
+        for f in &l.features {
+            v.push(named(
+                format!("outliers_layer{}_{}", l.layer, f.feature),
+                f.outliers,
+                f.outliers_err,
+            ));
+        }
+    }
+    v
+}
+
+/// Compares the cold and the hot ensembles' summaries on every fitted observable
+/// ([`crate::sim::observe::equilibration`]).
+pub fn compare_starts(cold: &Summary, hot: &Summary) -> Equilibration {
+    compare_estimates(&fitted_observables(cold), &fitted_observables(hot))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(alignment: f64, r: f64, outliers: f64, err: f64) -> Summary {
+        Summary {
+            alignment: Some(alignment),
+            alignment_err: Some(err),
+            test_mse: Some(1.0 - alignment),
+            test_mse_err: Some(err),
+            r_overlap2: Some(r),
+            r_overlap2_err: Some(err),
+            outliers_layer1: Some(outliers),
+            outliers_layer1_err: Some(0.1),
+            ..Default::default()
+        }
+    }
+
+    /// The fig2c audit's run: alignment and R agree, the outlier counts 2.77 vs 3.32 (errors
+    /// 0.1) do not; the old check said "equilibrated".
+    #[test]
+    fn a_disagreement_in_the_outliers_alone_fails_the_run() {
+        let cold = summary(0.40, 0.05, 2.77, 0.01);
+        let hot = summary(0.41, 0.05, 3.32, 0.01);
+        let e = compare_starts(&cold, &hot);
+        assert_eq!(e.equilibrated, Some(false));
+        assert_eq!(e.disagree, vec!["outliers_layer1".to_string()]);
+        let o = e
+            .observables
+            .iter()
+            .find(|o| o.name == "outliers_layer1")
+            .unwrap();
+        // (2.77 − 3.32)/√(0.1² + 0.1²) = −3.89.
+        assert!(
+            (o.z.unwrap() + 0.55 / 0.02f64.sqrt()).abs() < 1e-12,
+            "{o:?}"
+        );
+        let a = e
+            .observables
+            .iter()
+            .find(|o| o.name == "alignment")
+            .unwrap();
+        assert_eq!(a.agree, Some(true));
+        assert_eq!(e.compared, 4);
+        assert!((e.max_abs_z.unwrap() - 3.889).abs() < 1e-3);
+        let same = compare_starts(&cold, &cold);
+        assert_eq!(same.equilibrated, Some(true));
+        assert_eq!(same.max_abs_z, Some(0.0));
+    }
+
+    #[test]
+    fn observables_without_errors_are_not_judged_and_spreadless_ones_must_be_equal() {
+        let mut cold = summary(0.4, 0.05, 0.0, 0.01);
+        let mut hot = cold.clone();
+        cold.outliers_layer1_err = Some(0.0);
+        hot.outliers_layer1_err = Some(0.0);
+        hot.outliers_layer1 = Some(1.0);
+        cold.alignment_err = None;
+        let e = compare_starts(&cold, &hot);
+        let a = e
+            .observables
+            .iter()
+            .find(|o| o.name == "alignment")
+            .unwrap();
+        assert_eq!(a.agree, None);
+        let o = e
+            .observables
+            .iter()
+            .find(|o| o.name == "outliers_layer1")
+            .unwrap();
+        assert_eq!((o.z, o.agree), (None, Some(false)));
+        assert_eq!(e.equilibrated, Some(false));
+        let none = compare_starts(&Summary::default(), &Summary::default());
+        assert_eq!((none.compared, none.equilibrated), (0, None));
     }
 }

@@ -12,8 +12,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sim::driver::result::Summary;
-
 /// How many combined standard errors two starts may differ by and still agree.
 pub const AGREEMENT_Z: f64 = 3.0;
 
@@ -28,46 +26,14 @@ pub struct NamedEstimate {
     pub err: Option<f64>,
 }
 
-fn named(name: impl Into<String>, value: Option<f64>, err: Option<f64>) -> NamedEstimate {
+/// A named estimate (the observables' list is built by the driver from its summary,
+/// `sim::driver::starts::fitted_observables`).
+pub fn named(name: impl Into<String>, value: Option<f64>, err: Option<f64>) -> NamedEstimate {
     NamedEstimate {
         name: name.into(),
         value,
         err,
     }
-}
-
-/// Every observable of `s` that a fit, a P\* or a figure reads, with its error: alignment, test
-/// MSE, R, first-layer outliers, test accuracy, μ and the specialised count along every parity
-/// direction, and the deeper layers' outlier counts along each feature.
-pub fn fitted_observables(s: &Summary) -> Vec<NamedEstimate> {
-    let p = &s.probe;
-    let mut v = vec![
-        named("alignment", s.alignment, s.alignment_err),
-        named("test_mse", s.test_mse, s.test_mse_err),
-        named("r_overlap2", s.r_overlap2, s.r_overlap2_err),
-        named("outliers_layer1", s.outliers_layer1, s.outliers_layer1_err),
-    ];
-    if p.test_accuracy.is_some() {
-        v.push(named("test_accuracy", p.test_accuracy, p.test_accuracy_err));
-    }
-    for d in &p.parity_directions {
-        v.push(named(format!("mu_{}", d.direction), d.mu, d.mu_err));
-        v.push(named(
-            format!("specialising_{}", d.direction),
-            d.specialising,
-            d.specialising_err,
-        ));
-    }
-    for l in &p.deeper_layers {
-        for f in &l.features {
-            v.push(named(
-                format!("outliers_layer{}_{}", l.layer, f.feature),
-                f.outliers,
-                f.outliers_err,
-            ));
-        }
-    }
-    v
 }
 
 /// The cold/hot comparison of one observable.
@@ -132,10 +98,10 @@ fn verdict(cold: &NamedEstimate, hot: &NamedEstimate) -> ObservableVerdict {
     }
 }
 
-/// Compares the cold and the hot ensembles' summaries on every fitted observable.
-pub fn compare_starts(cold: &Summary, hot: &Summary) -> Equilibration {
-    let hot_obs = fitted_observables(hot);
-    let observables: Vec<ObservableVerdict> = fitted_observables(cold)
+/// Compares the cold and the hot ensembles' estimates of the same observables (matched by
+/// name; one missing in the hot list is not judged).
+pub fn compare_estimates(cold: &[NamedEstimate], hot_obs: &[NamedEstimate]) -> Equilibration {
+    let observables: Vec<ObservableVerdict> = cold
         .iter()
         .map(|c| {
             let h = hot_obs
@@ -162,82 +128,5 @@ pub fn compare_starts(cold: &Summary, hot: &Summary) -> Equilibration {
         compared,
         disagree,
         max_abs_z,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn summary(alignment: f64, r: f64, outliers: f64, err: f64) -> Summary {
-        Summary {
-            alignment: Some(alignment),
-            alignment_err: Some(err),
-            test_mse: Some(1.0 - alignment),
-            test_mse_err: Some(err),
-            r_overlap2: Some(r),
-            r_overlap2_err: Some(err),
-            outliers_layer1: Some(outliers),
-            outliers_layer1_err: Some(0.1),
-            ..Default::default()
-        }
-    }
-
-    /// The fig2c audit's run: alignment and R agree, the outlier counts 2.77 vs 3.32 (errors
-    /// 0.1) do not; the old check said "equilibrated".
-    #[test]
-    fn a_disagreement_in_the_outliers_alone_fails_the_run() {
-        let cold = summary(0.40, 0.05, 2.77, 0.01);
-        let hot = summary(0.41, 0.05, 3.32, 0.01);
-        let e = compare_starts(&cold, &hot);
-        assert_eq!(e.equilibrated, Some(false));
-        assert_eq!(e.disagree, vec!["outliers_layer1".to_string()]);
-        let o = e
-            .observables
-            .iter()
-            .find(|o| o.name == "outliers_layer1")
-            .unwrap();
-        // (2.77 − 3.32)/√(0.1² + 0.1²) = −3.89.
-        assert!(
-            (o.z.unwrap() + 0.55 / 0.02f64.sqrt()).abs() < 1e-12,
-            "{o:?}"
-        );
-        let a = e
-            .observables
-            .iter()
-            .find(|o| o.name == "alignment")
-            .unwrap();
-        assert_eq!(a.agree, Some(true));
-        assert_eq!(e.compared, 4);
-        assert!((e.max_abs_z.unwrap() - 3.889).abs() < 1e-3);
-        let same = compare_starts(&cold, &cold);
-        assert_eq!(same.equilibrated, Some(true));
-        assert_eq!(same.max_abs_z, Some(0.0));
-    }
-
-    #[test]
-    fn observables_without_errors_are_not_judged_and_spreadless_ones_must_be_equal() {
-        let mut cold = summary(0.4, 0.05, 0.0, 0.01);
-        let mut hot = cold.clone();
-        cold.outliers_layer1_err = Some(0.0);
-        hot.outliers_layer1_err = Some(0.0);
-        hot.outliers_layer1 = Some(1.0);
-        cold.alignment_err = None;
-        let e = compare_starts(&cold, &hot);
-        let a = e
-            .observables
-            .iter()
-            .find(|o| o.name == "alignment")
-            .unwrap();
-        assert_eq!(a.agree, None);
-        let o = e
-            .observables
-            .iter()
-            .find(|o| o.name == "outliers_layer1")
-            .unwrap();
-        assert_eq!((o.z, o.agree), (None, Some(false)));
-        assert_eq!(e.equilibrated, Some(false));
-        let none = compare_starts(&Summary::default(), &Summary::default());
-        assert_eq!((none.compared, none.equilibrated), (0, None));
     }
 }
