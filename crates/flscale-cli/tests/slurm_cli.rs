@@ -180,7 +180,9 @@ fn job_array_on_slurm_equals_the_local_sweep() {
             cmd.iter().map(|a| if *a == "D" { d } else { *a }).collect()
         };
         // The fit's warnings name the store they were run on (the command to run next).
-        let slurm_store = flscale(&at("s"), &t).replace("--out s ", "--out local ");
+        let slurm_store = flscale(&at("s"), &t)
+            .replace("--out s ", "--out local ")
+            .replace("--out s`", "--out local`");
         assert_eq!(slurm_store, flscale(&at("local"), &t), "{cmd:?}");
     }
     flscale(&["plot", "s", "--bootstrap", "20"], &t);
