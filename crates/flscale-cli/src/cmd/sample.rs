@@ -261,6 +261,14 @@ fn human(s: &Summary, dir: &Path) -> String {
         pm(s.r_overlap2, s.r_overlap2_err)
     );
     t += &format!("leading dir · w*   {}\n", f(s.leading_direction_overlap));
+    if let Some(c) = &s.mean_predictor_hermite {
+        let parts: Vec<String> = c
+            .iter()
+            .enumerate()
+            .map(|(k, v)| format!("He{k} {v:.4}"))
+            .collect();
+        t += &format!("mean predictor     {}\n", parts.join(", "));
+    }
     let pr = &s.probe;
     for layer in &pr.deeper_layers {
         for ft in &layer.features {

@@ -10,6 +10,7 @@ use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::flat::ParamGroup;
 use crate::sim::num::real::Real;
+use crate::sim::observe::hermite_components::hermite_components;
 use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, ChainSnapshot};
 use crate::sim::observe::overlaps::{ChainProbe, Probe};
@@ -189,6 +190,18 @@ pub(crate) fn run_once<T: Real>(
     };
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
     result.sampling_seconds = sampling_seconds;
+    if cfg.target.hermite.is_some() || cfg.target.terms.is_some() {
+        // Φ* = w*·x / √(w*ᵀΣw*) of every test input (sim/data.rs).
+        let phi: Vec<f64> = data
+            .x_test
+            .chunks_exact(d)
+            .map(|x| {
+                x.iter().zip(&data.teacher).map(|(a, b)| a * b).sum::<f64>() / data.teacher_scale
+            })
+            .collect();
+        result.summary.mean_predictor_hermite =
+            hermite_components(&result.mean_test_prediction, &phi, 3);
+    }
     result.final_state = (0..s.chains)
         .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
         .collect();

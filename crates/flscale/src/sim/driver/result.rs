@@ -110,6 +110,11 @@ pub struct Summary {
     /// With `sampler.start = "both"`: the verdict per observable, with both starts' values,
     /// errors and z-scores ([`crate::sim::observe::equilibration`]).
     pub equilibration: Option<crate::sim::observe::equilibration::Equilibration>,
+    /// FCN with a `hermite` or `terms` target: the ensemble-mean test predictor's coefficients
+    /// on He_0 … He_3(Φ*), least squares over the test set
+    /// ([`crate::sim::observe::hermite_components`]); the target's own are `target.terms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_predictor_hermite: Option<Vec<f64>>,
     /// Wall-clock speed: filled in only when the caller asks for timing (it is not
     /// reproducible, so it stays out of the deterministic output by default).
     pub steps_per_second: Option<f64>,

@@ -258,6 +258,7 @@ pub(crate) fn finish<T: Real>(
         hot_start: None,
         equilibrated: None,
         equilibration: None,
+        mean_predictor_hermite: None,
         steps_per_second: None,
         probe: ProbeSummary::default(),
     };

@@ -2,6 +2,7 @@
 //! overlaps and probes.
 
 pub mod equilibration;
+pub mod hermite_components;
 pub mod leading_direction;
 pub mod nngp_overlap;
 pub mod observables;
