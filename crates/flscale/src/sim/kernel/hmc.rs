@@ -145,11 +145,7 @@ impl<T: Real> Context<'_, T> {
     ) {
         let model = self.model;
         let b = block.len;
-        if !state.evaluated {
-            self.evaluate(block, scratch, &mut state.work);
-            self.check(block, &state.work, threshold, global_step);
-            state.evaluated = true;
-        }
+        self.ensure_evaluated(block, state, scratch, threshold, global_step);
         self.save(block, state);
         if state.momentum.len() != model.n_groups() {
             state.momentum = block.params.iter().map(|g| vec![0.0; g.len()]).collect();

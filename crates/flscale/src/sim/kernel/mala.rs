@@ -622,6 +622,25 @@ impl<T: Real> Context<'_, T> {
         }
     }
 
+    /// Evaluates U, ∇U and the divergence check at the block's current point unless `state`
+    /// already holds them (the first proposal after a start or an outside change of the
+    /// parameters); MALA and HMC then reuse the accepted point's values.
+    #[inline(always)]
+    pub(super) fn ensure_evaluated(
+        &self,
+        block: &mut ChainBlock<T>,
+        state: &mut BlockState<T>,
+        scratch: &mut Scratch<T>,
+        threshold: f64,
+        global_step: usize,
+    ) {
+        if !state.evaluated {
+            self.evaluate(block, scratch, &mut state.work);
+            self.check(block, &state.work, threshold, global_step);
+            state.evaluated = true;
+        }
+    }
+
     /// Saves every chain's current point (parameters, gradients, energy, training error,
     /// virial) for the Metropolis test to restore.
     #[inline(always)]
@@ -665,11 +684,7 @@ impl<T: Real> Context<'_, T> {
     ) {
         let model = self.model;
         let b = block.len;
-        if !state.evaluated {
-            self.evaluate(block, scratch, &mut state.work);
-            self.check(block, &state.work, threshold, global_step);
-            state.evaluated = true;
-        }
+        self.ensure_evaluated(block, state, scratch, threshold, global_step);
         if mala {
             self.save(block, state);
         }

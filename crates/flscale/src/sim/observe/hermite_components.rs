@@ -7,26 +7,14 @@
 //! y = Σ c_k He_k(Φ*)), so a target in that span is recovered exactly and the
 //! test-set sample's non-orthogonality of the He_k does not leak between components.
 
-/// He_0 … He_K at x by the recurrence He_{k+1} = x He_k − k He_{k−1}.
-fn hermite_values(x: f64, max_k: usize, out: &mut [f64]) {
-    out[0] = 1.0;
-    if max_k >= 1 {
-        out[1] = x;
-    }
-    for k in 1..max_k {
-        out[k + 1] = x * out[k] - k as f64 * out[k - 1];
-    }
-}
-
 /// Coefficients c_0 … c_K of the least-squares fit f ≈ Σ c_k He_k(φ) (module doc); None when
 /// the normal equations are singular (fewer distinct points than K + 1) or a value is not
 /// finite.
 pub fn hermite_components(f: &[f64], phi: &[f64], max_k: usize) -> Option<Vec<f64>> {
     let n = max_k + 1;
     let (mut gram, mut rhs) = (vec![0.0; n * n], vec![0.0; n]);
-    let mut h = vec![0.0; n];
     for (&fv, &x) in f.iter().zip(phi) {
-        hermite_values(x, max_k, &mut h);
+        let h = crate::hermite::he_all(max_k, x);
         for i in 0..n {
             rhs[i] += h[i] * fv;
             for j in 0..n {
