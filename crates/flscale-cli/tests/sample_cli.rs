@@ -266,6 +266,101 @@ fn bench_sampling_with_plain_mala_and_a_seed() {
     }
 }
 
+/// `bench --sampling --tempered R`: the collapsed sampler against itself with R replicas;
+/// the tempered side's cost counts every replica and the ladder's diagnostics come along.
+#[test]
+fn bench_sampling_tempered_reports_the_ladder_and_counts_every_replica() {
+    let r = flscale(
+        &[
+            "bench",
+            "--sampling",
+            "--p",
+            "20",
+            "--sampling-steps",
+            "2000",
+            "--sampling-chains",
+            "2",
+            "--tempered",
+            "3",
+            "--json",
+        ],
+        None,
+    );
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["replicas"], 3);
+    let per_step = |k: &str| v[k]["gradient_evaluations_per_step"].as_u64().unwrap();
+    assert_eq!(per_step("tempered"), 3 * per_step("collapsed"));
+    let t = &v["tempering"];
+    assert_eq!(t["betas"].as_array().unwrap().len(), 3);
+    assert_eq!(t["betas"][0], 1.0);
+    assert_eq!(t["swap_acceptance"].as_array().unwrap().len(), 2);
+    for bad in [
+        vec!["--tempered", "1"],
+        vec!["--tempered", "4", "--beta-min", "1.5"],
+    ] {
+        let mut args = vec!["bench", "--sampling"];
+        args.extend(bad);
+        let r = flscale(&args, None);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("is not allowed"), "{stderr}");
+    }
+}
+
+/// `sampler.tempering` in an experiment file: the summary's `tempering` object in `--json`
+/// and summary.json, its lines in the text output, and bad values refused with the field.
+#[test]
+fn tempered_sample_reports_its_ladder_and_rejects_bad_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let tempered = format!("{QUICK}mala = true\ntempering = {{ replicas = 3, swap_every = 2 }}\n");
+    let path = write(dir.path(), "t.toml", &tempered);
+    let out = dir.path().join("out");
+    let r = flscale(
+        &["sample", &path, "--out", out.to_str().unwrap(), "--json"],
+        None,
+    );
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let t = &v["tempering"];
+    assert_eq!(t["replicas"], 3, "{v}");
+    assert!(t["round_trips"].as_u64().is_some(), "{t}");
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(&stored["tempering"], t);
+    let r = flscale(&["sample", &path, "--out", out.to_str().unwrap()], None);
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(text.contains("tempering          3 replicas"), "{text}");
+    // Untempered runs carry no tempering object.
+    let plain = write(dir.path(), "p.toml", QUICK);
+    let r = flscale(
+        &["sample", &plain, "--out", out.to_str().unwrap(), "--json"],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(v.get("tempering").is_none());
+    for (bad, field) in [
+        (
+            "tempering = { replicas = 65 }",
+            "sampler.tempering.replicas = 65",
+        ),
+        (
+            "tempering = { replicas = 4, beta_min = 0.0 }",
+            "sampler.tempering.beta_min = 0",
+        ),
+        (
+            "tempering = { replicas = 4, swap_every = 0 }",
+            "sampler.tempering.swap_every = 0",
+        ),
+    ] {
+        let path = write(dir.path(), "bad.toml", &format!("{QUICK}{bad}\n"));
+        let r = flscale(&["sample", &path, "--out", out.to_str().unwrap()], None);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains(field), "{bad}: {stderr}");
+    }
+}
+
 /// `bench --sampling`'s HMC options are checked before anything runs: one line naming the
 /// option and what is allowed, exit code 2.
 #[test]

@@ -2,9 +2,10 @@
 //! engine in the paper's Fig. 2 setting (spec 02, "Performance bar").
 
 use flscale::sim::bench::{bench_case, gemm_peak, BenchSize};
-use flscale::sim::config::Preconditioner;
+use flscale::sim::config::{Preconditioner, TemperingConfig};
 use flscale::sim::sampling_bench::{
-    compare, SamplingSetting, DEFAULT_COLLAPSED_THIN, DEFAULT_HMC_STEPS,
+    compare, compare_tempered, SamplerEfficiency, SamplingComparison, SamplingSetting,
+    DEFAULT_COLLAPSED_THIN, DEFAULT_HMC_STEPS,
 };
 use flscale::{Error, Result};
 
@@ -82,6 +83,18 @@ pub struct BenchArgs {
     /// step: the comparison against plain MALA.
     #[arg(long = "plain-mala")]
     pub plain_mala: bool,
+    /// With --sampling: compare the collapsed sampler with itself under replica exchange
+    /// (`sampler.tempering`, R replicas per chain, ladder adapted during burn-in) instead of
+    /// with the plain sampler; the tempered run's cost counts all R replicas
+    /// (docs/langevin.md, "Replica exchange"). R between 2 and 64.
+    #[arg(long, value_name = "R")]
+    pub tempered: Option<usize>,
+    /// With --tempered: β of the hottest replica (`sampler.tempering.beta_min`), in (0, 1).
+    #[arg(long = "beta-min", default_value_t = 0.1)]
+    pub beta_min: f64,
+    /// With --tempered: proposals between swap rounds (`sampler.tempering.swap_every`).
+    #[arg(long = "swap-every", default_value_t = 1)]
+    pub swap_every: usize,
 }
 
 /// Runs `flscale bench`.
@@ -244,6 +257,15 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
         seed: args.seed,
         plain_mala: args.plain_mala,
     };
+    if let Some(replicas) = args.tempered {
+        let tempering = TemperingConfig {
+            replicas,
+            adapt: true,
+            beta_min: args.beta_min,
+            swap_every: args.swap_every,
+        };
+        return run_tempered(setting, tempering, args.json, ctx);
+    }
     if !ctx.quiet && !args.json {
         eprintln!(
             "sampling P = {}, {} chains: collapsed {} steps, then plain from its final state …",
@@ -254,28 +276,32 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
     if args.json {
         return out_json(&serde_json::to_value(&c).map_err(|e| Error::runtime(e.to_string()))?);
     }
-    let f = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
-    let mut t = format!(
-        "blog setting: D = N = {}, He1 + 0.3·He3, κ = 0.05, P = {}, {} chains, collapsed {} steps (half burn-in), plain from its final state for the other half, {} threads\n",
-        setting.d,
-        setting.p,
-        setting.chains,
-        setting.steps,
-        rayon_threads()
+    out(&sampling_table(&c))
+}
+
+fn fmt3(v: Option<f64>) -> String {
+    v.map_or("n/a".to_string(), |v| format!("{v:.3}"))
+}
+
+/// The collapsed sampler's name in the tables.
+fn collapsed_name(setting: &SamplingSetting) -> String {
+    match setting.collapsed_hmc_steps {
+        Some(l) if setting.collapsed_mala => format!("HMC, {l} leapfrog steps per proposal"),
+        _ if setting.collapsed_mala => "MALA".to_string(),
+        _ => "unadjusted Langevin".to_string(),
+    }
+}
+
+/// One row per sampler: step, evaluations per second, τ's and ESS/s.
+fn efficiency_rows(rows: &[(&str, &SamplerEfficiency)]) -> String {
+    let f = fmt3;
+    let mut t = String::from(
+        "method     step       steps/s   τ_align  τ_R  τ_out (steps)  ESS/s align  ESS/s R  ESS/s out\n",
     );
-    t += &format!(
-        "collapsed: {}; measurement window only (equilibrium); a step is one gradient evaluation:\n",
-        match setting.collapsed_hmc_steps {
-            Some(l) if setting.collapsed_mala => format!("HMC, {l} leapfrog steps per proposal"),
-            _ if setting.collapsed_mala => "MALA".to_string(),
-            _ => "unadjusted Langevin".to_string(),
-        }
-    );
-    t += "method     step       steps/s   τ_align  τ_R  τ_out (steps)  ESS/s align  ESS/s R  ESS/s out\n";
-    for e in [&c.plain, &c.collapsed] {
+    for (name, e) in rows {
         t += &format!(
             "{:<9}  {:<9.3e}  {:>7.1}  {} {} {}  {:>11}  {:>7}  {:>9}\n",
-            e.method,
+            name,
             e.step,
             e.steps_per_second,
             f(e.iat_alignment_steps),
@@ -286,25 +312,147 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             f(e.ess_per_second_outliers)
         );
     }
+    t
+}
+
+/// One row per sampler: the estimates and their precision per second.
+fn precision_rows(rows: &[(&str, &SamplerEfficiency)]) -> String {
+    let f = fmt3;
+    let mut t = String::from(
+        "method     alignment          R                  outliers           1/(SE²·s) align  1/(SE²·s) R\n",
+    );
+    for (name, e) in rows {
+        t += &format!(
+            "{:<9}  {} ± {}  {} ± {}  {} ± {}  {:>15}  {:>11}\n",
+            name,
+            f(e.alignment),
+            f(e.alignment_err),
+            f(e.r_overlap2),
+            f(e.r_overlap2_err),
+            f(e.outliers),
+            f(e.outliers_err),
+            f(e.precision_per_second_alignment),
+            f(e.precision_per_second_r_overlap2)
+        );
+    }
+    t
+}
+
+/// `flscale bench --sampling --tempered R`.
+fn run_tempered(
+    setting: SamplingSetting,
+    tempering: TemperingConfig,
+    json: bool,
+    ctx: &Ctx,
+) -> Result<()> {
+    let replicas = tempering.replicas;
+    if !(2..=64).contains(&replicas) {
+        return Err(Error::invalid(format!(
+            "--tempered {replicas} is not allowed; it is the number of replicas per chain, between 2 and 64"
+        )));
+    }
+    if !(tempering.beta_min > 0.0 && tempering.beta_min < 1.0) {
+        return Err(Error::invalid(format!(
+            "--beta-min {} is not allowed; it is the hottest replica's β, strictly between 0 and 1",
+            tempering.beta_min
+        )));
+    }
+    if tempering.swap_every == 0 || tempering.swap_every > 1_000_000 {
+        return Err(Error::invalid(format!(
+            "--swap-every {} is not allowed; it is the number of proposals between swap rounds, between 1 and 1000000",
+            tempering.swap_every
+        )));
+    }
+    if !ctx.quiet && !json {
+        eprintln!(
+            "sampling P = {}, {} chains: collapsed {} steps, then the same with {replicas} replicas per chain …",
+            setting.p, setting.chains, setting.steps
+        );
+    }
+    let c = compare_tempered(setting, tempering)?;
+    if json {
+        return out_json(&serde_json::to_value(&c).map_err(|e| Error::runtime(e.to_string()))?);
+    }
+    let f = fmt3;
+    let mut t = format!(
+        "blog setting: D = N = {}, He1 + 0.3·He3, κ = 0.05, P = {}, {} chains, {} gradient evaluations per chain (half burn-in), from the prior, {} threads\n",
+        setting.d,
+        setting.p,
+        setting.chains,
+        setting.steps,
+        rayon_threads()
+    );
+    t += &format!(
+        "collapsed: {}; tempered: the same with {replicas} replicas, whose cost (steps, τ) counts all replicas:\n",
+        collapsed_name(&setting)
+    );
+    let rows = [("collapsed", &c.collapsed), ("tempered", &c.tempered)];
+    t += &efficiency_rows(&rows);
+    t += &format!(
+        "tempered / collapsed ESS/s: alignment {}, R {}, outliers {}\n",
+        f(c.speedup_alignment),
+        f(c.speedup_r_overlap2),
+        f(c.speedup_outliers)
+    );
+    t += &precision_rows(&rows);
+    t += &format!(
+        "tempered / collapsed precision per second: alignment {}, R {}{}\n",
+        f(c.precision_speedup_alignment),
+        f(c.precision_speedup_r_overlap2),
+        match c.samplers_agree {
+            Some(false) => " — they disagree beyond 3 SE: at least one has not equilibrated",
+            _ => "",
+        }
+    );
+    if let Some(tp) = &c.tempering {
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|b| format!("{b:.3}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        t += &format!(
+            "ladder β {}; swap acceptance {}; barrier Λ {:.2} (suggests R = {}); round trips {:.3} per chain per 1000 proposals (per round {:.4}, DEO limit {:.4})\n",
+            list(&tp.betas),
+            list(&tp.swap_acceptance),
+            tp.barrier,
+            tp.suggested_replicas,
+            tp.round_trips_per_1000_steps,
+            tp.round_trip_rate,
+            tp.predicted_round_trip_rate
+        );
+    }
+    out(&t)
+}
+
+/// The text report of `flscale bench --sampling` (plain vs collapsed).
+fn sampling_table(c: &SamplingComparison) -> String {
+    let setting = c.setting;
+    let f = fmt3;
+    let mut t = format!(
+        "blog setting: D = N = {}, He1 + 0.3·He3, κ = 0.05, P = {}, {} chains, collapsed {} steps (half burn-in), plain from its final state for the other half, {} threads\n",
+        setting.d,
+        setting.p,
+        setting.chains,
+        setting.steps,
+        rayon_threads()
+    );
+    t += &format!(
+        "collapsed: {}; measurement window only (equilibrium); a step is one gradient evaluation:\n",
+        collapsed_name(&setting)
+    );
+    let rows = [
+        (&c.plain.method[..], &c.plain),
+        (&c.collapsed.method[..], &c.collapsed),
+    ];
+    t += &efficiency_rows(&rows);
     t += &format!(
         "collapsed / plain ESS/s: alignment {}, R {}, outliers {}\n",
         f(c.speedup_alignment),
         f(c.speedup_r_overlap2),
         f(c.speedup_outliers)
     );
-    t += "method     alignment          R                  1/(SE²·s) align  1/(SE²·s) R\n";
-    for e in [&c.plain, &c.collapsed] {
-        t += &format!(
-            "{:<9}  {} ± {}  {} ± {}  {:>15}  {:>11}\n",
-            e.method,
-            f(e.alignment),
-            f(e.alignment_err),
-            f(e.r_overlap2),
-            f(e.r_overlap2_err),
-            f(e.precision_per_second_alignment),
-            f(e.precision_per_second_r_overlap2)
-        );
-    }
+    t += &precision_rows(&rows);
     t += &format!(
         "collapsed / plain precision per second: alignment {}, R {}{}\n",
         f(c.precision_speedup_alignment),
@@ -315,7 +463,7 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             _ => "",
         }
     );
-    out(&t)
+    t
 }
 
 fn rayon_threads() -> usize {

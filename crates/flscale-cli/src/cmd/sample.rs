@@ -24,7 +24,10 @@ diverged.\n\n\
 [sampler] method = \"collapsed\" integrates the readout out exactly and samples the hidden\n\
 weights only; mala = true adds a Metropolis accept/reject to every step (acceptance rate in\n\
 diagnostics.acceptance_rate), hmc_steps = L (FCN, with mala) makes every step an HMC proposal\n\
-of L leapfrog steps. Which to use when: docs/langevin.md, \"When to use which\".\n\n\
+of L leapfrog steps. tempering = { replicas = R } (FCN) adds replica exchange on the data term:\n\
+R copies of every chain at β = 1 > … > β_min, even/odd swaps, only β = 1 observed\n\
+(summary.tempering: ladder, swap acceptance, barrier Λ, round trips). Which to use when:\n\
+docs/langevin.md, \"When to use which\" and \"Replica exchange\".\n\n\
 Before it starts, the run's memory and work are estimated (docs/limits.md): a run that does\n\
 not fit in MemAvailable (or --max-memory SIZE) is refused with exit code 2 and the sizes to\n\
 reduce; one estimated above 30 days of work needs --yes."
@@ -322,6 +325,36 @@ fn human(s: &Summary, dir: &Path) -> String {
             f(g.second_moment),
             f(g.prior_variance),
             if g.frozen { "  frozen" } else { "" }
+        );
+    }
+    if let Some(tp) = &s.tempering {
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|b| format!("{b:.3}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        t += &format!(
+            "tempering          {} replicas, β = {}{}
+",
+            tp.replicas,
+            list(&tp.betas),
+            if tp.adapted { " (adapted)" } else { "" }
+        );
+        t += &format!(
+            "  swaps            acceptance per pair {}, barrier Λ {:.2} (suggests {} replicas)
+",
+            list(&tp.swap_acceptance),
+            tp.barrier,
+            tp.suggested_replicas
+        );
+        t += &format!(
+            "  round trips      {} ({:.3} per chain per 1000 steps; per round {:.4}, DEO limit {:.4})
+",
+            tp.round_trips,
+            tp.round_trips_per_1000_steps,
+            tp.round_trip_rate,
+            tp.predicted_round_trip_rate
         );
     }
     if let Some(h) = &s.hot_start {

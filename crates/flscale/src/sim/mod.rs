@@ -19,11 +19,13 @@
 //!   streams, block sizes and divergence records shared by both ([`ensemble::chains`]).
 //! * [`kernel`]: the Langevin move and the MALA ratio of every engine ([`kernel::langevin`]);
 //!   MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or the collapsed FCN
-//!   posterior, with an optional preconditioner ([`kernel::metric`]).
+//!   posterior, with an optional preconditioner ([`kernel::metric`]); replica exchange's swap
+//!   moves, statistics and ladder ([`kernel::tempering`]).
 //! * [`adapt`]: burn-in step-size adaptation (η·λ_max target, acceptance steering).
 //! * [`driver`]: one experiment from configuration to summary — entry points
 //!   ([`driver::run`], [`run_experiment`]), the FCN's and the flat models' loops, cold/hot
-//!   starts, the summary and the result types.
+//!   starts, the summary and the result types, the replicas of a tempered FCN run
+//!   ([`driver::tempered`], `sampler.tempering`).
 //! * [`observe`]: alignment, MSE, overlaps, outliers, R, histograms, autocorrelation times
 //!   ([`observe::observables`]); deeper-layer overlaps with Φ* and Ĥe3(Φ*), parity directions,
 //!   test accuracy ([`observe::overlaps`]).

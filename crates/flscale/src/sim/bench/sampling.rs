@@ -42,8 +42,9 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
+use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start, TemperingConfig};
 use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
+use crate::sim::driver::tempered::TemperingDiagnostics;
 
 /// Leapfrog steps per HMC proposal of the collapsed sampler by default (chosen by measurement,
 /// BENCHMARKS.md, "Sampling efficiency").
@@ -284,6 +285,20 @@ pub fn gradient_evaluations_per_step(setting: SamplingSetting, method: SamplerMe
 /// The efficiency of one run over its measurement window (the steps after burn-in), with
 /// `leapfrog` gradient evaluations per step.
 fn efficiency(r: &RunResult, burn_in: usize, thin: usize, leapfrog: usize) -> SamplerEfficiency {
+    efficiency_over_replicas(r, burn_in, thin, leapfrog, 1)
+}
+
+/// [`efficiency`] of a run whose every chain is `replicas` chains (replica exchange): its
+/// gradient evaluations and autocorrelation times count those of all replicas, so they
+/// compare in cost with an untempered run's.
+fn efficiency_over_replicas(
+    r: &RunResult,
+    burn_in: usize,
+    thin: usize,
+    leapfrog: usize,
+    replicas: usize,
+) -> SamplerEfficiency {
+    let leapfrog = leapfrog * replicas;
     let s = &r.summary;
     let dg = &s.diagnostics;
     let window = r.sampling_seconds.max(1e-9);
@@ -316,6 +331,102 @@ fn efficiency(r: &RunResult, burn_in: usize, thin: usize, leapfrog: usize) -> Sa
     }
 }
 
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? / b?).filter(|r| r.is_finite())
+}
+
+/// Whether two windows agree on the alignment and on R within 3 combined standard errors.
+fn samplers_agree(a: &SamplerEfficiency, b: &SamplerEfficiency) -> Option<bool> {
+    let agree = |a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>| {
+        Some((a? - b?).abs() <= 3.0 * (ea? * ea? + eb? * eb?).sqrt())
+    };
+    agree(a.alignment, a.alignment_err, b.alignment, b.alignment_err)
+        .zip(agree(
+            a.r_overlap2,
+            a.r_overlap2_err,
+            b.r_overlap2,
+            b.r_overlap2_err,
+        ))
+        .map(|(x, y)| x && y)
+}
+
+/// Replica exchange against the collapsed sampler it is built on, at one setting.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TemperedComparison {
+    /// The setting (the collapsed sampler's).
+    pub setting: SamplingSetting,
+    /// R.
+    pub replicas: usize,
+    /// The collapsed sampler alone.
+    pub collapsed: SamplerEfficiency,
+    /// The same sampler with R replicas (`sampler.tempering`, ladder adapted during burn-in);
+    /// its gradient evaluations and autocorrelation times count all replicas.
+    pub tempered: SamplerEfficiency,
+    /// Ladder, swap acceptance, barrier, round trips of the tempered run.
+    pub tempering: Option<TemperingDiagnostics>,
+    /// tempered / collapsed ESS per second of the alignment (all replicas' cost included).
+    pub speedup_alignment: Option<f64>,
+    /// tempered / collapsed ESS per second of R.
+    pub speedup_r_overlap2: Option<f64>,
+    /// tempered / collapsed ESS per second of the outlier count.
+    pub speedup_outliers: Option<f64>,
+    /// tempered / collapsed precision per second of the alignment (module doc).
+    pub precision_speedup_alignment: Option<f64>,
+    /// tempered / collapsed precision per second of R.
+    pub precision_speedup_r_overlap2: Option<f64>,
+    /// Whether the two agree on the alignment and on R within 3 combined standard errors.
+    pub samplers_agree: Option<bool>,
+}
+
+/// The collapsed sampler of `setting` (from the prior, `steps` gradient evaluations of
+/// which half burn-in) and the same with replica exchange `tempering` (R replicas per chain),
+/// measured over the same number of proposals: the tempered run costs about R times as much
+/// per proposal and its ESS/s says whether that is repaid (issue 17).
+pub fn compare_tempered(
+    setting: SamplingSetting,
+    tempering: TemperingConfig,
+) -> Result<TemperedComparison> {
+    let replicas = tempering.replicas;
+    let leapfrog = gradient_evaluations_per_step(setting, SamplerMethod::Collapsed);
+    let collapsed_cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Cold)?;
+    let (burn_in, thin) = (collapsed_cfg.sampler.burn_in, collapsed_cfg.sampler.thin);
+    let collapsed_run = run_experiment(&collapsed_cfg, &mut |_, _| {})?;
+    let collapsed = efficiency(&collapsed_run, burn_in, thin, leapfrog);
+    let mut tempered_cfg = collapsed_cfg.clone();
+    tempered_cfg.sampler.tempering = tempering;
+    tempered_cfg.validate()?;
+    let tempered_run = run_experiment(&tempered_cfg, &mut |_, _| {})?;
+    let tempered = efficiency_over_replicas(&tempered_run, burn_in, thin, leapfrog, replicas);
+    Ok(TemperedComparison {
+        setting,
+        replicas,
+        tempering: tempered_run.summary.tempering.clone(),
+        speedup_alignment: ratio(
+            tempered.ess_per_second_alignment,
+            collapsed.ess_per_second_alignment,
+        ),
+        speedup_r_overlap2: ratio(
+            tempered.ess_per_second_r_overlap2,
+            collapsed.ess_per_second_r_overlap2,
+        ),
+        speedup_outliers: ratio(
+            tempered.ess_per_second_outliers,
+            collapsed.ess_per_second_outliers,
+        ),
+        precision_speedup_alignment: ratio(
+            tempered.precision_per_second_alignment,
+            collapsed.precision_per_second_alignment,
+        ),
+        precision_speedup_r_overlap2: ratio(
+            tempered.precision_per_second_r_overlap2,
+            collapsed.precision_per_second_r_overlap2,
+        ),
+        samplers_agree: samplers_agree(&collapsed, &tempered),
+        collapsed,
+        tempered,
+    })
+}
+
 /// Plain and collapsed at the same setting, by the protocol of the module doc.
 pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
     let collapsed_cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Cold)?;
@@ -338,23 +449,7 @@ pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
     plain_cfg.sampler.burn_in = plain_burn_in;
     let plain_run = run_experiment_from(&plain_cfg, &collapsed_run.final_state, &mut |_, _| {})?;
     let plain = efficiency(&plain_run, plain_burn_in, setting.thin, 1);
-    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?).filter(|r| r.is_finite());
-    let agree = |a: Option<f64>, ea: Option<f64>, b: Option<f64>, eb: Option<f64>| {
-        Some((a? - b?).abs() <= 3.0 * (ea? * ea? + eb? * eb?).sqrt())
-    };
-    let samplers_agree = agree(
-        plain.alignment,
-        plain.alignment_err,
-        collapsed.alignment,
-        collapsed.alignment_err,
-    )
-    .zip(agree(
-        plain.r_overlap2,
-        plain.r_overlap2_err,
-        collapsed.r_overlap2,
-        collapsed.r_overlap2_err,
-    ))
-    .map(|(a, r)| a && r);
+    let samplers_agree = samplers_agree(&plain, &collapsed);
     Ok(SamplingComparison {
         setting,
         precision_speedup_alignment: ratio(

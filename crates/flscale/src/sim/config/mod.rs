@@ -299,6 +299,78 @@ pub struct SamplerConfig {
     /// before the block existed; mixes worse, BENCHMARKS.md). "none": M = I.
     #[serde(default)]
     pub preconditioner: Option<Preconditioner>,
+    /// Replica exchange on the data term (`tempering = { replicas = 8 }`; docs/langevin.md,
+    /// "Replica exchange"): R copies of every chain at inverse temperatures
+    /// 1 = β_0 > … > β_{R−1} of the data term, advanced by the sampler above, with
+    /// non-reversible even/odd swaps between neighbours; only β = 1 is observed. FCN only.
+    /// Off by default (`replicas = 1`); every field is sweepable (`sampler.tempering.replicas`).
+    #[serde(default, skip_serializing_if = "TemperingConfig::is_off")]
+    pub tempering: TemperingConfig,
+}
+
+impl SamplerConfig {
+    /// The replica-exchange settings when tempering is on (`tempering.replicas` ≥ 2).
+    pub fn tempering(&self) -> Option<&TemperingConfig> {
+        (self.tempering.replicas >= 2).then_some(&self.tempering)
+    }
+}
+
+/// `sampler.tempering` (see [`SamplerConfig::tempering`] and [`crate::sim::kernel::tempering`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemperingConfig {
+    /// R, the number of replicas per chain including the observed β = 1 one: 2 … 64 (1, the
+    /// default: no tempering). Every replica costs as much as a chain.
+    #[serde(default = "default_replicas")]
+    pub replicas: usize,
+    /// Adapt the ladder during burn-in (default true): its β's are moved to equal swap
+    /// rejection between neighbours (Syed et al. 2022, §5) at every step-size adaptation of
+    /// the first half of burn-in, then frozen; the summary reports the barrier Λ and the
+    /// R ≈ 2Λ + 1 it suggests. Needs `burn_in` > 0.
+    #[serde(default = "default_true")]
+    pub adapt: bool,
+    /// β of the hottest replica, in (0, 1) (default 0.01; β = 0 would be the prior alone).
+    #[serde(default = "default_beta_min")]
+    pub beta_min: f64,
+    /// Steps (proposals with HMC) between swap rounds (default 10). A round after which a
+    /// replica changed state re-evaluates its gradient once.
+    #[serde(default = "default_swap_every")]
+    pub swap_every: usize,
+}
+
+impl Default for TemperingConfig {
+    fn default() -> Self {
+        TemperingConfig {
+            replicas: default_replicas(),
+            adapt: true,
+            beta_min: default_beta_min(),
+            swap_every: default_swap_every(),
+        }
+    }
+}
+
+impl TemperingConfig {
+    /// Whether tempering is off (one replica) and every setting at its default, so that the
+    /// table is left out of a written configuration.
+    pub fn is_off(&self) -> bool {
+        *self == TemperingConfig::default()
+    }
+}
+
+fn default_replicas() -> usize {
+    1
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_beta_min() -> f64 {
+    0.01
+}
+
+fn default_swap_every() -> usize {
+    10
 }
 
 /// The constant preconditioner of the collapsed sampler (see

@@ -149,6 +149,7 @@ impl ExperimentConfig {
                 )));
             }
         }
+        self.validate_tempering(&s.tempering)?;
         if let Some(s2) = &self.priors.sigma2 {
             if s2.len() != layers {
                 return Err(Error::invalid(format!(
@@ -162,6 +163,44 @@ impl ExperimentConfig {
             }
         }
         Ok(())
+    }
+
+    /// `sampler.tempering`: sizes, and what replica exchange needs from the rest.
+    fn validate_tempering(&self, t: &TemperingConfig) -> Result<()> {
+        if !(1..=64).contains(&t.replicas) {
+            return Err(Error::invalid(format!(
+                "sampler.tempering.replicas = {} is not allowed; it is the number of replicas per chain including the observed β = 1 one, an integer between 1 (no tempering) and 64",
+                t.replicas
+            )));
+        }
+        if !(t.beta_min > 0.0 && t.beta_min < 1.0) {
+            return Err(Error::invalid(format!(
+                "sampler.tempering.beta_min = {} is not allowed; it is the hottest replica's inverse temperature of the data term, strictly between 0 and 1 (default 0.01)",
+                t.beta_min
+            )));
+        }
+        if t.swap_every == 0 || t.swap_every > 1_000_000 {
+            return Err(Error::invalid(format!(
+                "sampler.tempering.swap_every = {} is not allowed; it is the number of steps between swap rounds, an integer between 1 and 1000000",
+                t.swap_every
+            )));
+        }
+        if t.replicas == 1 {
+            return Ok(());
+        }
+        if t.adapt && self.sampler.burn_in == 0 {
+            return Err(Error::invalid(
+                "sampler.tempering.adapt = true is not allowed with burn_in = 0; the ladder is adapted during burn-in: set burn_in > 0 or adapt = false",
+            ));
+        }
+        let kind = match self.model.kind {
+            ModelKind::Fcn => return Ok(()),
+            ModelKind::Cnn => "cnn",
+            ModelKind::Attention => "attention",
+        };
+        Err(Error::invalid(format!(
+            "sampler.tempering is not allowed with model.kind = \"{kind}\"; replica exchange runs on the FCN engine's kernels only until the CNN and attention models share them (issue 16): leave it out"
+        )))
     }
 
     fn validate_target(&self) -> Result<()> {

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::sim::adapt::{adaptation_interval, StepSteering};
-use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod};
+use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::mala::Kernel;
@@ -19,6 +19,7 @@ use crate::sim::observe::probe_summary::{summarise, ProbeAccumulator};
 use super::result::RunResult;
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
+use super::tempered::{slot_seed, Replicas};
 
 pub(crate) fn run_typed<T: Real>(
     cfg: &ExperimentConfig,
@@ -46,57 +47,34 @@ pub(crate) fn run_once<T: Real>(
     let model = FcnModel::from_config(cfg);
     let d = model.d;
     let n_groups = model.n_groups();
-    let dynamics = Dynamics {
-        kappa: s.kappa,
-        step: s.step,
-        temperature: s.temperature,
-    };
-    let mut ens = Ensemble::<T>::new(
-        model.clone(),
-        &data.x_train,
-        &data.y_train,
-        s.chains,
-        s.seed,
-        dynamics,
-        None,
-    );
-    ens.likelihood = s.likelihood;
+    let start_ensemble = |seed: u64| start_ensemble::<T>(cfg, &model, data, seed, hot, initial);
+    let mut ens = start_ensemble(s.seed);
     let isotropic = cfg.data.covariance == crate::sim::config::Covariance::Isotropic;
     let probe = Probe::new(&model, data, cfg.target.parity, isotropic);
     let mut probe_acc: Vec<ProbeAccumulator> = (0..s.chains)
         .map(|_| ProbeAccumulator::new(&probe))
         .collect();
-    if hot {
-        ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
-    }
-    if let Some(initial) = initial {
-        for block in &mut ens.blocks {
-            for c in 0..block.len {
-                for (g, values) in initial[block.first + c].iter().enumerate() {
-                    let n = values.len();
-                    for (dst, &src) in block.params[g][c * n..(c + 1) * n].iter_mut().zip(values) {
-                        *dst = T::of(src);
-                    }
-                }
-            }
-        }
-    }
-    // The collapsed posterior and MALA run on the cached-gradient kernel; plain ULA keeps the
-    // sampler's fused step.
-    let mut kernel = (s.method == SamplerMethod::Collapsed || s.mala).then(|| {
-        let mut k = Kernel::new(&ens, s.method, s.mala);
+    // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
+    // plain ULA keeps the sampler's fused step.
+    let new_kernel = |ens: &Ensemble<T>| {
+        let mut k = Kernel::new(ens, s.method, s.mala);
         k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
         k.hmc_steps = s.hmc_steps;
         k
+    };
+    let tempered = s.tempering().is_some();
+    let mut kernel =
+        (s.method == SamplerMethod::Collapsed || s.mala || tempered).then(|| new_kernel(&ens));
+    let mut replicas = s.tempering().map(|t| {
+        Replicas::new(
+            t,
+            s,
+            s.chains,
+            |slot| start_ensemble(slot_seed(s.seed, slot)),
+            new_kernel,
+        )
     });
     let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
-    let lambda_max = |ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters| {
-        let per_chain = match kernel {
-            Some(k) => k.lambda_max(ens, iters),
-            None => ens.lambda_max(iters),
-        };
-        per_chain.into_iter().fold(0.0, f64::max)
-    };
     let n_test = data.n_test();
     let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
     let y_test = &data.y_test;
@@ -115,23 +93,31 @@ pub(crate) fn run_once<T: Real>(
     progress(0, s.steps);
     while t < s.steps {
         if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
-            // Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the
-            // collapsed sampler after its per-neuron preconditioner, also frozen afterwards).
-            if let Some(k) = &mut kernel {
-                k.adapt_preconditioner(&mut ens, 2 * t >= s.burn_in);
+            adapt_step_size(&mut ens, &mut kernel, &mut steering, s, t);
+            if let Some(r) = &mut replicas {
+                r.adapt(t, s.burn_in, |e, k, st| adapt_step_size(e, k, st, s, t));
             }
-            let lambda = lambda_max(&mut ens, &mut kernel, 10);
-            if lambda > 0.0 {
-                let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(&ens));
-                ens.dynamics.step = s.step.min(steering.fraction(counts) / lambda);
+        } else if let (Some(r), false) = (&mut replicas, s.adapt_step) {
+            if t <= s.burn_in && t % adapt_every == 0 {
+                r.adapt(t, s.burn_in, |_, _, _| {});
             }
         }
-        let next = ((t / s.thin + 1) * s.thin).min(s.steps);
-        match &mut kernel {
-            Some(k) => k.advance(&mut ens, next - t),
-            None => ens.advance(next - t),
+        let before = t;
+        let mut next = ((t / s.thin + 1) * s.thin).min(s.steps);
+        match (&mut kernel, &mut replicas) {
+            (Some(k), Some(r)) => {
+                // Swap rounds fall on multiples of swap_every.
+                let every = s.tempering().map_or(1, |c| c.swap_every);
+                next = next.min((t / every + 1) * every);
+                r.advance(&mut ens, k, next - t, next, t >= s.burn_in);
+            }
+            (Some(k), None) => k.advance(&mut ens, next - t),
+            _ => ens.advance(next - t),
         }
         t = next;
+        if let (Some(r), true) = (&mut replicas, before < s.burn_in && t >= s.burn_in) {
+            r.start_window();
+        }
         if t % s.thin == 0 {
             // Collapsed: predictions also with the readouts' conditional means (Rao–
             // Blackwellised alignment and mean predictor; observables.rs).
@@ -171,7 +157,8 @@ pub(crate) fn run_once<T: Real>(
     }
     let seconds = start.elapsed().as_secs_f64();
     let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
-    let lambda = lambda_max(&mut ens, &mut kernel, 20);
+    let lambda = max_lambda(&mut ens, &mut kernel, 20);
+    let tempering = replicas.as_ref().map(|r| r.finish(&mut ens));
     let outcome = EnsembleOutcome {
         divergences: ens.divergences(),
         groups: (0..model.n_groups())
@@ -231,7 +218,81 @@ pub(crate) fn run_once<T: Real>(
         .and_then(|k| k.acceptance_rate(&ens))
         .and_then(finite);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    result.summary.tempering = tempering;
     Ok(result)
+}
+
+/// Slot `seed`'s ensemble of a run: chains from the prior (cold), teacher-aligned (hot) or
+/// `initial`.
+fn start_ensemble<T: Real>(
+    cfg: &ExperimentConfig,
+    model: &FcnModel,
+    data: &Dataset,
+    seed: u64,
+    hot: bool,
+    initial: Option<&[Vec<Vec<f64>>]>,
+) -> Ensemble<T> {
+    let s = &cfg.sampler;
+    let dynamics = Dynamics {
+        kappa: s.kappa,
+        step: s.step,
+        temperature: s.temperature,
+    };
+    let mut ens = Ensemble::<T>::new(
+        model.clone(),
+        &data.x_train,
+        &data.y_train,
+        s.chains,
+        seed,
+        dynamics,
+        None,
+    );
+    ens.likelihood = s.likelihood;
+    if hot {
+        ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
+    }
+    if let Some(initial) = initial {
+        for block in &mut ens.blocks {
+            for c in 0..block.len {
+                for (g, values) in initial[block.first + c].iter().enumerate() {
+                    let n = values.len();
+                    for (dst, &src) in block.params[g][c * n..(c + 1) * n].iter_mut().zip(values) {
+                        *dst = T::of(src);
+                    }
+                }
+            }
+        }
+    }
+    ens
+}
+
+/// The largest λ_max over the chains, of the kernel's energy (the fused plain step's without
+/// a kernel).
+fn max_lambda<T: Real>(ens: &mut Ensemble<T>, kernel: &mut Option<Kernel<T>>, iters: usize) -> f64 {
+    let per_chain = match kernel {
+        Some(k) => k.lambda_max(ens, iters),
+        None => ens.lambda_max(iters),
+    };
+    per_chain.into_iter().fold(0.0, f64::max)
+}
+
+/// Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the collapsed sampler
+/// after its per-neuron preconditioner, also frozen afterwards).
+fn adapt_step_size<T: Real>(
+    ens: &mut Ensemble<T>,
+    kernel: &mut Option<Kernel<T>>,
+    steering: &mut StepSteering,
+    s: &SamplerConfig,
+    t: usize,
+) {
+    if let Some(k) = kernel.as_mut() {
+        k.adapt_preconditioner(ens, 2 * t >= s.burn_in);
+    }
+    let lambda = max_lambda(ens, kernel, 10);
+    if lambda > 0.0 {
+        let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(ens));
+        ens.dynamics.step = s.step.min(steering.fraction(counts) / lambda);
+    }
 }
 
 /// Measures every live chain at step `t`.

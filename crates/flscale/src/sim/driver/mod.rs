@@ -1,6 +1,7 @@
 //! The run of one experiment, from configuration to summary: the entry points ([`run`]), the
 //! FCN's and the flat models' sampling loops ([`fcn`], [`flat`]), the cold/hot starts
-//! ([`starts`]), the summary of an ensemble ([`summary`]) and what a run returns ([`result`]).
+//! ([`starts`]), the summary of an ensemble ([`summary`]), what a run returns ([`result`]) and the replicas
+//! of a tempered run ([`tempered`]).
 
 pub mod fcn;
 pub mod flat;
@@ -8,3 +9,4 @@ pub mod result;
 pub mod run;
 pub mod starts;
 pub mod summary;
+pub mod tempered;

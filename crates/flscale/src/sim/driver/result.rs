@@ -115,6 +115,11 @@ pub struct Summary {
     /// ([`crate::sim::observe::hermite_components`]); the target's own are `target.terms`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_predictor_hermite: Option<Vec<f64>>,
+    /// With `sampler.tempering`: the ladder, swap acceptance per pair, barrier Λ and round
+    /// trips ([`crate::sim::driver::tempered::TemperingDiagnostics`]); every other field is of
+    /// the β = 1 replicas only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tempering: Option<crate::sim::driver::tempered::TemperingDiagnostics>,
     /// Wall-clock speed: filled in only when the caller asks for timing (it is not
     /// reproducible, so it stays out of the deterministic output by default).
     pub steps_per_second: Option<f64>,

@@ -259,6 +259,7 @@ pub(crate) fn finish<T: Real>(
         equilibrated: None,
         equilibration: None,
         mean_predictor_hermite: None,
+        tempering: None,
         steps_per_second: None,
         probe: ProbeSummary::default(),
     };

@@ -65,6 +65,7 @@ pub(super) struct BlockState<T> {
     pub(super) saved_grads: Vec<Vec<T>>,
     pub(super) saved_energy: Vec<f64>,
     pub(super) saved_sq_error: Vec<f64>,
+    pub(super) saved_data_loss: Vec<f64>,
     pub(super) saved_virial: Vec<Vec<f64>>,
     pub(super) proposed: Vec<u64>,
     pub(super) accepted: Vec<u64>,
@@ -95,6 +96,12 @@ pub struct Kernel<T> {
     /// With `mala`: `Some(L)` makes every step an HMC proposal of L leapfrog steps (module
     /// doc); `None` is MALA.
     pub hmc_steps: Option<usize>,
+    /// The inverse temperature β of the data term (replica exchange, [`crate::sim::kernel::tempering`]):
+    /// the kernel samples exp(−(β·D(θ) + prior(θ))/T), D the data term of the posterior
+    /// it runs on — L for the plain posterior, the collapsed data term −T·log ∫p(a)e^{−L/T}da
+    /// for the collapsed one. 1 (default) is the posterior itself, and then no arithmetic
+    /// changes.
+    pub data_scale: f64,
     states: Vec<BlockState<T>>,
 }
 
@@ -110,6 +117,7 @@ impl<T: Real> Kernel<T> {
                 saved_grads: b.params.iter().map(|g| vec![T::zero(); g.len()]).collect(),
                 saved_energy: vec![0.0; b.len],
                 saved_sq_error: vec![0.0; b.len],
+                saved_data_loss: vec![0.0; b.len],
                 saved_virial: b.virial.clone(),
                 proposed: vec![0; b.len],
                 accepted: vec![0; b.len],
@@ -126,6 +134,7 @@ impl<T: Real> Kernel<T> {
             mala,
             preconditioner: Preconditioner::Block,
             hmc_steps: None,
+            data_scale: 1.0,
             states,
         }
     }
@@ -151,6 +160,7 @@ impl<T: Real> Kernel<T> {
         let sampled = self.sampled(model);
         let (method, mala, hmc_steps) = (self.method, self.mala, self.hmc_steps);
         let likelihood = ens.likelihood;
+        let data_scale = self.data_scale;
         ens.blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
@@ -164,6 +174,7 @@ impl<T: Real> Kernel<T> {
                     method,
                     likelihood,
                     sampled: &sampled,
+                    data_scale,
                 };
                 let metric = std::mem::take(&mut state.metric);
                 // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
@@ -197,6 +208,45 @@ impl<T: Real> Kernel<T> {
                 state.metric = metric;
             });
         ens.steps_done += n;
+    }
+
+    /// Forgets the cached energies and gradients, so that the next step evaluates them at the
+    /// current parameters (after the parameters or `data_scale` were changed from outside,
+    /// e.g. by a replica swap).
+    pub fn invalidate(&mut self) {
+        for state in &mut self.states {
+            state.evaluated = false;
+        }
+    }
+
+    /// Evaluates U, ∇U, the training error and the virial of every chain at its current
+    /// parameters now (after an outside change of them, so that a measurement sees their
+    /// values), with the divergence check.
+    pub fn refresh(&mut self, ens: &mut Ensemble<T>) {
+        self.invalidate();
+        let model = &ens.model;
+        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
+        let (dynamics, likelihood) = (ens.dynamics, ens.likelihood);
+        let (threshold, step) = (ens.divergence_threshold, ens.steps_done);
+        let sampled = self.sampled(model);
+        let (method, data_scale) = (self.method, self.data_scale);
+        ens.blocks
+            .par_iter_mut()
+            .zip(self.states.par_iter_mut())
+            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
+                let ctx = Context {
+                    model,
+                    x,
+                    y,
+                    p,
+                    dynamics,
+                    method,
+                    likelihood,
+                    sampled: &sampled,
+                    data_scale,
+                };
+                ctx.ensure_evaluated(block, state, scratch, threshold, step);
+            });
     }
 
     /// Prepares the chains for a measurement: with the collapsed posterior, draws every
@@ -264,8 +314,14 @@ impl<T: Real> Kernel<T> {
             state.evaluated = false;
         }
         if self.method == SamplerMethod::Plain {
-            return ens.lambda_max(iters);
+            // Every likelihood's data term is L/κ (model/likelihood.rs), so β·L at κ is L at κ/β.
+            let kappa = ens.dynamics.kappa;
+            ens.dynamics.kappa = kappa / self.data_scale;
+            let lambda = ens.lambda_max(iters);
+            ens.dynamics.kappa = kappa;
+            return lambda;
         }
+        let (tempered, beta) = (self.data_scale != 1.0, T::of(self.data_scale));
         let model = &ens.model;
         let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
         let dynamics = ens.dynamics;
@@ -291,7 +347,14 @@ impl<T: Real> Kernel<T> {
                                 dynamics.temperature,
                                 scratch,
                                 &mut state.work,
-                            )
+                            );
+                            if tempered {
+                                for grads in &mut b.grads {
+                                    for v in grads.iter_mut() {
+                                        *v *= beta;
+                                    }
+                                }
+                            }
                         })
                     },
                 );
@@ -452,6 +515,7 @@ impl<T: Real> Kernel<T> {
             method: self.method,
             likelihood: ens.likelihood,
             sampled: &sampled,
+            data_scale: self.data_scale,
         };
         let block = &mut ens.blocks[0];
         let state = &mut self.states[0];
@@ -532,6 +596,8 @@ pub(super) struct Context<'a, T> {
     pub(super) method: SamplerMethod,
     pub(super) likelihood: Likelihood,
     pub(super) sampled: &'a [bool],
+    /// β of [`Kernel::data_scale`].
+    pub(super) data_scale: f64,
 }
 
 impl<T: Real> Context<'_, T> {
@@ -575,6 +641,12 @@ impl<T: Real> Context<'_, T> {
                 work,
             ),
         }
+        if self.method == SamplerMethod::Collapsed {
+            block.data_loss[..b].copy_from_slice(&block.energy[..b]);
+        }
+        if self.data_scale != 1.0 {
+            self.temper_data_term(block);
+        }
         // Prior: ∇ = θ/v, energy |θ|²/(2v), virial θ·∇U, for every group Langevin moves
         // (the collapsed readout's virial is set when it is drawn).
         for c in 0..b {
@@ -588,6 +660,23 @@ impl<T: Real> Context<'_, T> {
                 let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var[g]);
                 block.energy[c] += prior;
                 block.virial[c][g] = virial;
+            }
+        }
+    }
+
+    /// Scales the data term's energy and gradient of every chain by β (`data_scale`); the
+    /// untempered data term stays in `block.data_loss` for the swap moves.
+    fn temper_data_term(&self, block: &mut ChainBlock<T>) {
+        let beta = self.data_scale;
+        let scale = T::of(beta);
+        for e in &mut block.energy {
+            *e *= beta;
+        }
+        for (g, grads) in block.grads.iter_mut().enumerate() {
+            if self.sampled[g] {
+                for v in grads.iter_mut() {
+                    *v *= scale;
+                }
             }
         }
     }
@@ -651,6 +740,7 @@ impl<T: Real> Context<'_, T> {
         }
         state.saved_energy.copy_from_slice(&block.energy);
         state.saved_sq_error.copy_from_slice(&block.sq_error);
+        state.saved_data_loss.copy_from_slice(&block.data_loss);
         for c in 0..block.len {
             state.saved_virial[c].copy_from_slice(&block.virial[c]);
         }
@@ -667,6 +757,7 @@ impl<T: Real> Context<'_, T> {
         }
         block.energy[c] = state.saved_energy[c];
         block.sq_error[c] = state.saved_sq_error[c];
+        block.data_loss[c] = state.saved_data_loss[c];
         block.virial[c].copy_from_slice(&state.saved_virial[c]);
     }
 

@@ -6,11 +6,14 @@
 //! Likelihood ("power posterior") tempering: replica r targets
 //! π_β(θ) ∝ p(θ)·exp(−β·U_data(θ)), with the prior p untempered, so β = 0 is the prior
 //! (sampled exactly by its own kernel) and β = 1 the posterior. For the plain posterior U_data
-//! is the data term of U; for the collapsed posterior (readout integrated out) the tempered
-//! marginal is ∫ p(a)·L(θ, a)^β da, which is the collapsed energy with the noise variance κ²
-//! replaced by κ²/β (the Gaussian normalisation of L^β does not depend on θ and cancels): it
-//! is not linear in β, so swaps there evaluate each state's energy at both temperatures
-//! ([`log_swap_ratio`] takes the energy as a function of β).
+//! is the data term of U. For the collapsed posterior (readout a integrated out) the
+//! β-independent part of U_c is the hidden weights' Gaussian prior and the β-dependent part
+//! is D_c(θ) = −T·log ∫ p(a)·exp(−L(θ, a)/T) da, the readout's marginal-likelihood term: the
+//! family p(θ)·p(y | θ)^β is the power posterior of that marginal likelihood, linear in β like
+//! the plain one, so a swap needs each state's D_c at its own β only (the value every
+//! evaluation leaves behind). (Tempering the joint instead, ∫ p(a)·L(θ, a)^β da, would be the
+//! collapsed energy at κ/β, not linear in β: each swap would evaluate both states at both
+//! temperatures; [`log_swap_ratio`] takes the energy as a function of β for either.)
 //!
 //! # Swaps (Syed, Bouchard-Côté, Deligiannidis & Doucet, JRSS-B 84 (2022) 321, §3)
 //! Slots 0 … R−1 hold β_0 = 1 > β_1 > … > β_{R−1} ≥ 0. The deterministic even/odd scheme
@@ -20,8 +23,9 @@
 //! tempering is min(1, exp((β_k − β_{k+1})(U_data(x) − U_data(x')))). Each swap is a
 //! Metropolis move that leaves the product of the π_β invariant; the alternation makes the
 //! index process non-reversible, so a replica crosses the ladder in O(R) rounds instead of
-//! O(R²). Temperatures are exchanged rather than states (the "machine" keeps its state and
-//! changes its β), which costs nothing in a batch of chains.
+//! O(R²). [`ReplicaSet`] exchanges temperatures (the "machine" keeps its state and changes its
+//! β) and says which pairs swapped; the FCN run ([`crate::sim::driver::tempered`]) keeps a whole
+//! ensemble per β, each with its own step, and moves the states instead.
 //!
 //! # Communication barrier and the ladder (ibid. §4–5; Pigeons.jl)
 //! With r_k the rejection rate of pair k, the cumulative barrier Λ(β) is the piecewise linear
@@ -284,14 +288,16 @@ impl ReplicaSet {
     /// One DEO round (module doc): pairs (k, k+1) with k ≡ `round` (mod 2) are proposed;
     /// `log_ratio(machine_low, machine_high, k)` is the log swap ratio of the machines at
     /// slots k and k+1 ([`log_swap_ratio`] with β_k, β_{k+1}). One uniform is drawn per
-    /// proposed pair, in slot order.
+    /// proposed pair, in slot order. Returns the pairs k whose swap was accepted (for a
+    /// caller that keeps states in slots and moves them instead of the temperatures).
     pub fn swap_round<R: Rng>(
         &mut self,
         round: u64,
         rng: &mut R,
         mut log_ratio: impl FnMut(usize, usize, usize) -> f64,
-    ) {
+    ) -> Vec<usize> {
         let pairs = self.machine_at.len() - 1;
+        let mut swapped = Vec::new();
         let parity = (round % 2) as usize;
         for k in (parity..pairs).step_by(2) {
             let (a, b) = (self.machine_at[k], self.machine_at[k + 1]);
@@ -300,6 +306,7 @@ impl ReplicaSet {
             self.stats.proposed[k] += 1;
             if lr >= 0.0 || u < lr.exp() {
                 self.stats.accepted[k] += 1;
+                swapped.push(k);
                 self.machine_at.swap(k, k + 1);
                 self.slot_of[a] = k + 1;
                 self.slot_of[b] = k;
@@ -318,6 +325,7 @@ impl ReplicaSet {
                 (l, _) => l,
             };
         }
+        swapped
     }
 }
 

@@ -4,3 +4,4 @@ mod collapsed;
 mod fcn;
 mod flat;
 mod hmc;
+mod tempering;

@@ -1,0 +1,377 @@
+//! Replica exchange in the FCN run (`sampler.tempering`, issue 17): the replicas at β < 1 of
+//! every chain, their swaps with the observed β = 1 ensemble, the ladder's adaptation during
+//! burn-in and the diagnostics (the swap moves and statistics are in
+//! [`crate::sim::kernel::tempering`]).
+//!
+//! Layout: slot j of the ladder is a whole [`Ensemble`] of E chains with its own cached-gradient
+//! [`Kernel`] at `data_scale` = β_j, its own step η_j (adapted from its own λ_max, which falls
+//! with β) and its own noise streams; slot 0 is the run's ensemble, the only one observed. A
+//! slot advances its E chains in blocks as an untempered ensemble does, so every replica keeps
+//! the GEMM throughput of a chain. Chain k's replicas are the k-th chains of the slots; a swap
+//! of slots j and j + 1 of chain k exchanges their parameters (states stay in slots, so every
+//! slot keeps its step and kernel state), after which the two slots' gradients are evaluated
+//! again before their next move. Swap uniforms come from chain k's own swap stream, chains are
+//! visited in order: the run is identical for any thread count.
+//!
+//! The tempered family is the power posterior of the data term (module doc of
+//! [`crate::sim::kernel::tempering`]): U_β = β·D + prior, D the data term of the posterior the
+//! kernel samples — the likelihood term L for the plain posterior; for the collapsed one the
+//! β-dependent part is D_c = −T·log ∫ p(a)·e^{−L/T} da (the readout's marginal likelihood term,
+//! readout prior included) and the β-independent part the hidden weights' Gaussian prior. So
+//! the swap of states x (at β_j) and x′ (at β_{j+1}) has log ratio
+//! (β_j − β_{j+1})(D(x) − D(x′))/T for either posterior, from the D every evaluation leaves in
+//! `ChainBlock::data_loss`, at no extra cost. At β = 1 it is the collapsed posterior itself.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::sim::adapt::StepSteering;
+use crate::sim::config::{SamplerConfig, TemperingConfig};
+use crate::sim::ensemble::chains::Divergence;
+use crate::sim::ensemble::fcn::Ensemble;
+use crate::sim::kernel::mala::Kernel;
+use crate::sim::kernel::tempering::{log_swap_ratio, Ladder, ReplicaSet, SwapStats};
+use crate::sim::num::real::Real;
+
+/// What a tempered run reports (in `summary.tempering`; docs/langevin.md, "Replica exchange").
+/// Rates are over the sampling window (after burn-in) and over the chains whose replicas all
+/// survived.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct TemperingDiagnostics {
+    /// R.
+    pub replicas: usize,
+    /// The ladder after burn-in, β_0 = 1 > … > β_{R−1}.
+    pub betas: Vec<f64>,
+    /// Steps between swap rounds.
+    pub swap_every: usize,
+    /// Whether the ladder was adapted during burn-in.
+    pub adapted: bool,
+    /// Per neighbouring pair (j, j+1): accepted / proposed swaps.
+    pub swap_acceptance: Vec<f64>,
+    /// The global communication barrier Λ = Σ_j (1 − acceptance_j) (Syed et al. 2022, §4).
+    pub barrier: f64,
+    /// The R ≈ 2Λ + 1 that makes each pair's rejection about ½ (the rule of Syed et al.,
+    /// Pigeons.jl); a larger R than this costs more without speeding round trips much.
+    pub suggested_replicas: usize,
+    /// Completed round trips (β = 1 → β_min → β = 1) of all chains' states.
+    pub round_trips: u64,
+    /// Round trips per chain per swap round, measured.
+    pub round_trip_rate: f64,
+    /// The rate DEO reaches with this ladder's rejections when the kernels decorrelate the
+    /// energies between rounds (Syed et al. 2022, Thm 3); measured ≪ predicted says the kernel
+    /// is the bottleneck, not the ladder.
+    pub predicted_round_trip_rate: f64,
+    /// Round trips per chain per 1000 steps (the unit of `steps`).
+    pub round_trips_per_1000_steps: f64,
+    /// The step η of every slot after burn-in (slot 0 is `diagnostics.step`).
+    pub steps: Vec<f64>,
+    /// Chains left out of the swaps because one of their replicas at β < 1 diverged.
+    pub diverged_replicas: usize,
+}
+
+/// One slot of the ladder at β < 1.
+struct Slot<T: Real> {
+    ens: Ensemble<T>,
+    kernel: Option<Kernel<T>>,
+    steering: StepSteering,
+}
+
+/// The replicas of a tempered run beside its β = 1 ensemble (module doc).
+pub(crate) struct Replicas<T: Real> {
+    config: TemperingConfig,
+    ladder: Ladder,
+    /// Slots 1 … R−1.
+    slots: Vec<Slot<T>>,
+    /// Per chain: who sits where, and the swap statistics.
+    sets: Vec<ReplicaSet>,
+    swap_rngs: Vec<ChaCha8Rng>,
+    round: u64,
+    adapted: bool,
+    /// The steps of swap rounds done in the sampling window (for the rate per step).
+    window_steps: usize,
+}
+
+/// The seed of slot j's ensemble: distinct streams for every slot, slot 0 the run's own.
+pub(crate) fn slot_seed(seed: u64, slot: usize) -> u64 {
+    if slot == 0 {
+        seed
+    } else {
+        seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(slot as u64))
+    }
+}
+
+/// The stream tag of the swap uniforms (chain k uses stream k of this seed).
+const SWAP_STREAM_SEED: u64 = 0x5357_4150_5354_524D;
+
+impl<T: Real> Replicas<T> {
+    /// The replicas of slots 1 … R−1; `start(slot)` builds slot j's ensemble (same model,
+    /// data and start as slot 0, its own streams) and `kernel(&ens)` its kernel.
+    pub(crate) fn new(
+        config: &TemperingConfig,
+        sampler: &SamplerConfig,
+        chains: usize,
+        mut start: impl FnMut(usize) -> Ensemble<T>,
+        mut kernel: impl FnMut(&Ensemble<T>) -> Kernel<T>,
+    ) -> Self {
+        let ladder = Ladder::geometric(config.replicas, config.beta_min);
+        let slots = (1..config.replicas)
+            .map(|j| {
+                let ens = start(j);
+                let mut k = kernel(&ens);
+                k.data_scale = ladder.betas()[j];
+                Slot {
+                    ens,
+                    kernel: Some(k),
+                    steering: StepSteering::new(sampler.mala, sampler.hmc_steps.is_some()),
+                }
+            })
+            .collect();
+        let swap_seed = sampler.seed ^ SWAP_STREAM_SEED;
+        Replicas {
+            config: config.clone(),
+            ladder,
+            slots,
+            sets: (0..chains)
+                .map(|_| ReplicaSet::new(config.replicas))
+                .collect(),
+            swap_rngs: (0..chains)
+                .map(|k| {
+                    let mut rng = ChaCha8Rng::seed_from_u64(swap_seed);
+                    rng.set_stream(k as u64);
+                    rng
+                })
+                .collect(),
+            round: 0,
+            adapted: false,
+            window_steps: 0,
+        }
+    }
+
+    /// Every slot's step adaptation (`adapt` is the driver's, run on each slot's own ensemble,
+    /// kernel and steering), preceded in the first half of burn-in by the ladder's adaptation.
+    pub(crate) fn adapt(
+        &mut self,
+        t: usize,
+        burn_in: usize,
+        mut adapt: impl FnMut(&mut Ensemble<T>, &mut Option<Kernel<T>>, &mut StepSteering),
+    ) {
+        if self.config.adapt && 2 * t <= burn_in && self.round > 0 {
+            self.equalise_ladder();
+        }
+        for slot in &mut self.slots {
+            adapt(&mut slot.ens, &mut slot.kernel, &mut slot.steering);
+        }
+    }
+
+    /// Moves the β's to equal rejection per pair from the swaps since the last call, then
+    /// restarts the statistics.
+    fn equalise_ladder(&mut self) {
+        let pooled = self.pooled_stats();
+        if pooled.proposed.contains(&0) {
+            return;
+        }
+        self.ladder = self
+            .ladder
+            .equalised(&pooled.rejection(), self.config.replicas);
+        for (j, slot) in self.slots.iter_mut().enumerate() {
+            if let Some(k) = &mut slot.kernel {
+                k.data_scale = self.ladder.betas()[j + 1];
+                k.invalidate();
+            }
+        }
+        for set in &mut self.sets {
+            set.reset_stats();
+        }
+        self.adapted = true;
+    }
+
+    /// Advances every slot by `n` steps (slot 0 by `advance0`), then, when `t_end` is a
+    /// multiple of `swap_every`, runs one swap round against slot 0's ensemble `ens0`.
+    pub(crate) fn advance(
+        &mut self,
+        ens0: &mut Ensemble<T>,
+        kernel0: &mut Kernel<T>,
+        n: usize,
+        t_end: usize,
+        sampling: bool,
+    ) {
+        kernel0.advance(ens0, n);
+        for slot in &mut self.slots {
+            if let Some(k) = &mut slot.kernel {
+                k.advance(&mut slot.ens, n);
+            }
+        }
+        if sampling {
+            self.window_steps += n;
+        }
+        if t_end % self.config.swap_every == 0 {
+            self.swap_round(ens0, kernel0);
+        }
+    }
+
+    /// One DEO round for every chain whose replicas are all alive (module doc).
+    fn swap_round(&mut self, ens0: &mut Ensemble<T>, kernel0: &mut Kernel<T>) {
+        let betas = self.ladder.betas().to_vec();
+        let temperature = ens0.dynamics.temperature;
+        let mut exchanges = Vec::new();
+        let mut chain = 0;
+        for (bi, block) in ens0.blocks.iter().enumerate() {
+            for c in 0..block.len {
+                let slot_blocks: Vec<_> = self.slots.iter().map(|s| &s.ens.blocks[bi]).collect();
+                let alive = block.diverged[c].is_none()
+                    && slot_blocks.iter().all(|b| b.diverged[c].is_none());
+                if alive {
+                    // D of every slot's state of this chain, slot order.
+                    let d: Vec<f64> = std::iter::once(block.data_loss[c])
+                        .chain(slot_blocks.iter().map(|b| b.data_loss[c]))
+                        .collect();
+                    let swapped = self.sets[chain].swap_round(
+                        self.round,
+                        &mut self.swap_rngs[chain],
+                        |_, _, j| {
+                            let (da, db) = (d[j], d[j + 1]);
+                            log_swap_ratio(
+                                betas[j],
+                                betas[j + 1],
+                                |beta| beta * da / temperature,
+                                |beta| beta * db / temperature,
+                            )
+                        },
+                    );
+                    exchanges.extend(swapped.into_iter().map(|j| (j, bi, c)));
+                }
+                chain += 1;
+            }
+        }
+        self.round += 1;
+        let mut touched = vec![false; betas.len()];
+        for &(j, bi, c) in &exchanges {
+            touched[j] = true;
+            touched[j + 1] = true;
+            self.exchange(ens0, j, bi, c);
+        }
+        if touched[0] {
+            // The observed slot is measured next: its energy and virial must be its new state's.
+            kernel0.refresh(ens0);
+        }
+        for (j, slot) in self.slots.iter_mut().enumerate() {
+            if touched[j + 1] {
+                if let Some(k) = &mut slot.kernel {
+                    k.invalidate();
+                }
+            }
+        }
+    }
+
+    /// Exchanges chain (block `bi`, position `c`)'s states of slots j and j + 1.
+    fn exchange(&mut self, ens0: &mut Ensemble<T>, j: usize, bi: usize, c: usize) {
+        let lens: Vec<usize> = (0..ens0.model.n_groups())
+            .map(|g| ens0.model.group_len(g))
+            .collect();
+        let (low, high): (&mut Ensemble<T>, &mut Ensemble<T>) = if j == 0 {
+            (ens0, &mut self.slots[0].ens)
+        } else {
+            let (a, b) = self.slots.split_at_mut(j);
+            (&mut a[j - 1].ens, &mut b[0].ens)
+        };
+        let (a, b) = (&mut low.blocks[bi], &mut high.blocks[bi]);
+        for (g, &n) in lens.iter().enumerate() {
+            a.params[g][c * n..(c + 1) * n].swap_with_slice(&mut b.params[g][c * n..(c + 1) * n]);
+        }
+        std::mem::swap(&mut a.data_loss[c], &mut b.data_loss[c]);
+        std::mem::swap(&mut a.sq_error[c], &mut b.sq_error[c]);
+    }
+
+    /// Clears the swap statistics (at the end of burn-in).
+    pub(crate) fn start_window(&mut self) {
+        for set in &mut self.sets {
+            set.reset_stats();
+        }
+        self.window_steps = 0;
+    }
+
+    /// The statistics summed over the chains whose replicas are all alive.
+    fn pooled_stats(&self) -> SwapStats {
+        let pairs = self.config.replicas - 1;
+        let mut pooled = SwapStats {
+            proposed: vec![0; pairs],
+            accepted: vec![0; pairs],
+            ..SwapStats::default()
+        };
+        for set in &self.sets {
+            let s = &set.stats;
+            if s.rounds == 0 {
+                continue;
+            }
+            for j in 0..pairs {
+                pooled.proposed[j] += s.proposed[j];
+                pooled.accepted[j] += s.accepted[j];
+            }
+            pooled.round_trips += s.round_trips;
+            pooled.rounds += s.rounds;
+        }
+        pooled
+    }
+
+    /// The diagnostics of the sampling window; also marks slot 0's chains whose replicas
+    /// diverged as diverged, so that they are left out of every result as a diverged chain is.
+    pub(crate) fn finish(&self, ens0: &mut Ensemble<T>) -> TemperingDiagnostics {
+        let mut diverged = 0;
+        let step_now = ens0.steps_done;
+        for (bi, block) in ens0.blocks.iter_mut().enumerate() {
+            for c in 0..block.len {
+                let lost =
+                    self.slots.iter().enumerate().find_map(|(j, s)| {
+                        s.ens.blocks[bi].diverged[c].as_ref().map(|d| (j + 1, d))
+                    });
+                if let (None, Some((slot, d))) = (&block.diverged[c], lost) {
+                    diverged += 1;
+                    block.diverged[c] = Some(Divergence {
+                        step: d.step.min(step_now),
+                        reason: format!(
+                            "its replica at β = {:.4} (slot {slot}) diverged: {}",
+                            self.ladder.betas()[slot],
+                            d.reason
+                        ),
+                    });
+                }
+            }
+        }
+        let pooled = self.pooled_stats();
+        let acceptance: Vec<f64> = pooled
+            .proposed
+            .iter()
+            .zip(&pooled.accepted)
+            .map(|(&p, &a)| if p == 0 { 0.0 } else { a as f64 / p as f64 })
+            .collect();
+        let barrier = pooled.barrier();
+        let live_chains = self
+            .sets
+            .iter()
+            .filter(|s| s.stats.rounds > 0)
+            .count()
+            .max(1);
+        TemperingDiagnostics {
+            replicas: self.config.replicas,
+            betas: self.ladder.betas().to_vec(),
+            swap_every: self.config.swap_every,
+            adapted: self.adapted,
+            swap_acceptance: acceptance,
+            barrier,
+            suggested_replicas: Ladder::replicas_for_barrier(barrier, 64),
+            round_trips: pooled.round_trips,
+            round_trip_rate: pooled.round_trip_rate(),
+            predicted_round_trip_rate: pooled.predicted_round_trip_rate(),
+            round_trips_per_1000_steps: if self.window_steps > 0 {
+                1000.0 * pooled.round_trips as f64 / live_chains as f64 / self.window_steps as f64
+            } else {
+                0.0
+            },
+            steps: std::iter::once(ens0.dynamics.step)
+                .chain(self.slots.iter().map(|s| s.ens.dynamics.step))
+                .collect(),
+            diverged_replicas: diverged,
+        }
+    }
+}
