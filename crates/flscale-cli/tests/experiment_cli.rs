@@ -316,6 +316,49 @@ fn reproduce_fig2b_quick_prints_measured_and_predicted_exponents() {
         "{out}"
     );
     assert!(tmp.path().join("r/figures/alignment_vs_p.svg").exists());
+    // Three P values per d cannot give a crossing two grid points on each side: reproduce
+    // warns as `pstar` and `fit` do, naming the store, in the text and in --json.
+    assert!(
+        out.contains("warning: the exponent rests on 0 resolved P* value(s) of d"),
+        "{out}"
+    );
+    assert!(out.contains("--out r"), "{out}");
+    assert!(
+        out.contains("`flscale reproduce fig2b --show > EXP`; add --quick"),
+        "{out}"
+    );
+    let again = ok(
+        &[
+            "reproduce",
+            "fig2b",
+            "--quick",
+            "--out",
+            "r",
+            "--bootstrap",
+            "200",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(v["runs_computed"], 0, "{v}");
+    let w: Vec<&str> = v["fit_warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert!(!w.is_empty(), "{v}");
+    for x in &w {
+        assert!(out.contains(&format!("warning: {x}\n")), "{x} not in {out}");
+    }
+    // The same store through `flscale pstar` gives the same warnings.
+    let p: serde_json::Value = serde_json::from_str(&ok(
+        &["pstar", "r", "--json", "--bootstrap", "200"],
+        tmp.path(),
+    ))
+    .unwrap();
+    assert_eq!(p["fit_warnings"], v["fit_warnings"]);
 }
 
 #[test]
@@ -444,6 +487,30 @@ fn reproduce_fig7_quick_prints_mu_exponent_beside_the_prediction() {
     assert_eq!(dirs[1]["direction"], "e1-e2");
     let chains = table(&r.join("chains.parquet"));
     assert_eq!(chains.names.last().map(String::as_str), Some("mu"));
+    // The rule behind μ and M: in the results table beside the summary's, and counted in the
+    // report.
+    let rule = summary["mu_classifier"].as_str().unwrap();
+    assert!(["side_peak", "cut_3sigma"].contains(&rule), "{rule}");
+    let results = table(&r.join("results.parquet"));
+    let (Some(Column::Text(obs)), Some(Column::Text(rules)), Some(Column::Text(runs))) = (
+        results.column("observable"),
+        results.column("mu_classifier"),
+        results.column("run"),
+    ) else {
+        panic!("results.parquet lacks observable, mu_classifier or run")
+    };
+    for i in 0..obs.len() {
+        let counted = obs[i] == "mu" || obs[i] == "specialising";
+        match (counted, runs[i].as_str()) {
+            (true, "run-00000") => assert_eq!(rules[i], rule),
+            (true, _) => assert!(!rules[i].is_empty(), "{}", runs[i]),
+            (false, _) => assert_eq!(rules[i], "", "{}", obs[i]),
+        }
+    }
+    assert!(
+        out.contains("note: μ and M: the specialised neurons are the side peak of |w·u| in"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -127,10 +127,8 @@ fn fit_with_falling_matches_pstar() {
 /// A tiny real sweep with two sizes far apart: `--refine-pstar 1.5` adds runs at the log
 /// midpoints until the bracket is within 1.5 (or P is at integer resolution), and a second
 /// invocation adds nothing and leaves the files as they were.
-#[test]
-fn refine_pstar_bisects_a_real_bracket_resumably() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = r#"
+/// A two-point grid of tiny runs for `--refine-pstar`: P = 6 and 96 at d = 6.
+const REFINE_GRID: &str = r#"
 [model]
 kind = "fcn"
 activation = "erf"
@@ -152,27 +150,31 @@ seed = 5
 [sweep]
 data.p = [6, 96]
 "#;
-    // First the grid alone, to read the two means; the threshold goes half-way between them,
-    // so the means cross it inside the factor-16 bracket.
-    std::fs::write(tmp.path().join("grid.toml"), base).unwrap();
-    let g = ok_json(
-        &["sweep", "grid.toml", "--out", "grid", "--json"],
-        tmp.path(),
-    );
+
+/// The experiment file of [`REFINE_GRID`] whose threshold lies the fraction `at` of the way
+/// from the mean at P = 6 to the mean at P = 96 (so the means cross it inside the factor-16
+/// bracket), written into `dir` as exp.toml after running the grid alone to read the means.
+fn refine_experiment(dir: &Path, at: f64) {
+    let base = REFINE_GRID;
+    std::fs::write(dir.join("grid.toml"), base).unwrap();
+    let g = ok_json(&["sweep", "grid.toml", "--out", "grid", "--json"], dir);
     assert_eq!(g["computed"], 2);
-    let p = ok_json(
-        &["pstar", "grid", "--json", "--threshold", "0.0"],
-        tmp.path(),
-    );
+    let p = ok_json(&["pstar", "grid", "--json", "--threshold", "0.0"], dir);
     let curve = p["rows"][0]["curve"].as_array().unwrap().clone();
     let (y0, y1) = (curve[0][1].as_f64().unwrap(), curve[1][1].as_f64().unwrap());
     assert!(y0 != y1, "{curve:?}");
     let exp = format!(
         "{base}[analysis]\nx = \"p\"\ngroup = \"d\"\nthreshold = {}\nfalling = {}\n",
-        0.5 * (y0 + y1),
+        y0 + at * (y1 - y0),
         y1 < y0
     );
-    std::fs::write(tmp.path().join("exp.toml"), exp).unwrap();
+    std::fs::write(dir.join("exp.toml"), exp).unwrap();
+}
+
+#[test]
+fn refine_pstar_bisects_a_real_bracket_resumably() {
+    let tmp = tempfile::tempdir().unwrap();
+    refine_experiment(tmp.path(), 0.5);
     let args = [
         "sweep",
         "exp.toml",
@@ -225,4 +227,32 @@ data.p = [6, 96]
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("whole grid"));
+}
+
+/// The crossing near the upper grid point: after the first midpoint the bracket's lower end
+/// is a refinement run, not a grid run, and the bisection must go on from there (it used to
+/// stop, finding no grid run at the new lower end to copy).
+#[test]
+fn refine_pstar_goes_on_once_the_bracket_leaves_the_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    refine_experiment(tmp.path(), 0.9);
+    let r = ok_json(
+        &[
+            "sweep",
+            "exp.toml",
+            "--out",
+            "refined",
+            "--refine-pstar",
+            "1.5",
+            "--json",
+        ],
+        tmp.path(),
+    );
+    let row = &r["pstar"]["rows"][0];
+    let b = row["bracket"].as_array().unwrap();
+    let (lo, hi) = (b[0].as_f64().unwrap(), b[1].as_f64().unwrap());
+    assert!(hi / lo <= 1.5 || hi - lo <= 1.0, "{r}");
+    assert!(r["unresolved"].as_array().unwrap().is_empty(), "{r}");
+    // A factor 16 takes at least three halvings in log P to reach 1.5 (16^{1/8} = 1.41).
+    assert!(r["rounds"].as_u64().unwrap() >= 3, "{r}");
 }

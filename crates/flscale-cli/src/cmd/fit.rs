@@ -138,8 +138,17 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         .as_ref()
         .map(analysis::predicted_exponent)
         .transpose()?;
+    // μ and M are counted over the specialised neurons; say which rule found them.
+    let mu_rule = if matches!(y.as_str(), "mu" | "specialising") {
+        data.mu_rule_note()
+    } else {
+        None
+    };
     if args.store.json {
         let mut v = fit_json(&f, predicted.as_ref());
+        if let Some(n) = &mu_rule {
+            v["mu_rule"] = serde_json::json!(n);
+        }
         v["unresolved"] = serde_json::json!(unresolved);
         v["fit_warnings"] = serde_json::json!(warnings);
         v["equilibration"] = serde_json::json!(data.equilibration_note());
@@ -159,6 +168,9 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         s += &format!("  warning: {k}\n");
     }
     s += &format!("  {}\n", data.equilibration_note());
+    if let Some(n) = &mu_rule {
+        s += &format!("  {n}\n");
+    }
     s += &analysis::side_by_side(&f, predicted.as_ref());
     s += "\n";
     out(&s)

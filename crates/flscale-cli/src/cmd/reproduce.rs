@@ -73,6 +73,7 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
     let figdir = dir.join("figures");
     let (files, an, data) = super::plot::draw(&dir, &figdir, args.bootstrap, false)?;
     let seconds = start.elapsed().as_secs_f64();
+    let warnings = fit_warnings(&data, an.pstar.as_ref(), &dir);
     if args.json {
         return out_json(&serde_json::json!({
             "preset": p.name,
@@ -85,6 +86,7 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
             "fit": an.fit.as_ref().map(|f| super::fit::fit_json(f, an.predicted.as_ref())),
             "figures": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "notes": an.notes,
+            "fit_warnings": warnings,
             "partial": p.partial,
         }));
     }
@@ -151,6 +153,20 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
     for n in &an.notes {
         s += &format!("note: {n}\n");
     }
+    for w in &warnings {
+        s += &format!("warning: {w}\n");
+    }
+    if !warnings.is_empty() {
+        s += &format!(
+            "EXP in the warnings is the preset's experiment file: `flscale reproduce {} --show > EXP`{}\n",
+            p.name,
+            if args.quick {
+                "; add --quick to the sweep commands, as this store has the quick sizes"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(part) = p.partial {
         s += &format!("not reproduced: {part}\n");
     }
@@ -161,4 +177,22 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
         s += &format!("figure {}\n", f.display());
     }
     out(&s)
+}
+
+/// The minimum-points warnings of `flscale pstar` and `flscale fit`
+/// ([`flscale::experiment::pstar::fit_readiness`]) for an experiment whose exponent is that of
+/// P\*: the table already leaves out the runs whose starts disagree, so too few equilibrated
+/// cells show up here as too few grid points. Empty when the fit is of another observable.
+fn fit_warnings(
+    data: &flscale::experiment::StoreData,
+    pstar: Option<&analysis::PstarTable>,
+    dir: &std::path::Path,
+) -> Vec<String> {
+    let fits_pstar = data.analysis.fit.as_ref().is_none_or(|f| f.y == "pstar");
+    match pstar {
+        Some(t) if fits_pstar => {
+            flscale::experiment::pstar::fit_readiness(t, &dir.display().to_string())
+        }
+        _ => Vec::new(),
+    }
 }

@@ -463,6 +463,7 @@ pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
     let a = &data.analysis;
     let mut boot = Bootstrap::new(seed, replicates);
     let mut notes = vec![data.equilibration_note()];
+    notes.extend(data.mu_rule_note());
     let fit_spec = a.fit.clone().unwrap_or(super::sweep::FitSpec {
         y: "pstar".into(),
         x: a.group.clone(),

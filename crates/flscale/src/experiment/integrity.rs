@@ -391,6 +391,34 @@ pub fn enforce(dir: &Path, survey: &Survey, policy: Policy) -> Result<Vec<String
     Ok(notes)
 }
 
+/// Columns of `results` added after the first stores were written (issue 15): the hot/cold
+/// verdicts and the rule behind μ and M. A table without them still loads.
+const NEWER_RESULTS_COLUMNS: [&str; 6] = [
+    "hot_value",
+    "hot_err",
+    "z_cold_hot",
+    "starts_agree",
+    "equilibrated",
+    "mu_classifier",
+];
+
+/// One sentence naming the [`NEWER_RESULTS_COLUMNS`] that an older `results` table lacks and
+/// how to add them (the tables are derived from `runs/`, so re-aggregating writes them).
+fn missing_columns_note(dir: &Path, table: &super::table::Table) -> Option<String> {
+    let missing: Vec<&str> = NEWER_RESULTS_COLUMNS
+        .into_iter()
+        .filter(|c| table.column(c).is_none())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "the results table of {} has no {} column(s) (written by an older flscale); `flscale merge {}` rebuilds it from the runs with them",
+            dir.display(),
+            missing.join(", "),
+            dir.display()
+        )
+    })
+}
+
 /// The `results` table of `dir` ([`super::store::load_results`]) after verifying every run:
 /// damaged runs are refused naming them, or with `skip_damaged` their rows are dropped and
 /// listed in the returned notes (runs not computed yet are not in the table, so they are fine).
@@ -405,8 +433,9 @@ pub fn load_results_verified(
         skip_damaged,
         require_complete: false,
     };
-    let notes = enforce(dir, &survey, policy)?;
+    let mut notes = enforce(dir, &survey, policy)?;
     let table = super::store::load_results(dir)?;
+    notes.extend(missing_columns_note(dir, &table));
     let bad = survey.unusable();
     let keep: Vec<bool> = match table.column("run") {
         Some(Column::Text(ids)) => ids.iter().map(|id| !bad.contains(id)).collect(),
@@ -523,5 +552,44 @@ mod tests {
         std::fs::remove_file(run.join("histogram_rho.csv")).unwrap();
         assert!(matches!(verify_run(&run), RunState::Damaged(_)));
         assert_eq!(verify_run(&tmp.path().join("run-00001")), RunState::Missing);
+    }
+
+    #[test]
+    fn an_older_results_table_loads_and_names_the_columns_it_lacks() {
+        use super::super::table::Column;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        write_run(&dir.join("runs").join("run-00000"));
+        let manifest = r#"{"format": "flscale-results/1", "runs": [{"id": "run-00000"}]}"#;
+        std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+        // The columns of a store written before issue 15.
+        std::fs::write(
+            dir.join("results.csv"),
+            "run,index,d,observable,value,err\nrun-00000,0,10,mu,1.5,0.125\n",
+        )
+        .unwrap();
+        let (t, notes) = load_results_verified(dir, false).unwrap();
+        assert_eq!(t.column("value"), Some(&Column::Float(vec![Some(1.5)])));
+        assert_eq!(t.column("mu_classifier"), None);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains(
+                "no hot_value, hot_err, z_cold_hot, starts_agree, equilibrated, mu_classifier column(s)"
+            ) && notes[0].contains("`flscale merge"),
+            "{notes:?}"
+        );
+        // A table with every column loads without a note.
+        std::fs::write(
+            dir.join("results.csv"),
+            "run,index,observable,value,err,hot_value,hot_err,z_cold_hot,starts_agree,equilibrated,mu_classifier\n\
+             run-00000,0,mu,1.5,0.125,,,,,,side_peak\n",
+        )
+        .unwrap();
+        let (t, notes) = load_results_verified(dir, false).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(
+            t.column("mu_classifier"),
+            Some(&Column::Text(vec!["side_peak".into()]))
+        );
     }
 }

@@ -10,6 +10,8 @@
 //!   `timing.json` for everything that is not reproducible (clock times, machine). Resume,
 //!   shards and merge live here.
 //! * [`starts`]: the hot/cold verdicts as columns of `results`, the runs the analysis uses.
+//! * [`specialised`]: which rule (side peak or 3σ₁/√d cut) identified the neurons behind μ
+//!   and M, as a column of `results` and a sentence in the reports.
 //! * [`integrity`]: per-run checksums and the verification every reader runs; [`claim`]:
 //!   atomic claims so that two sweeps into one directory never compute the same run.
 //! * [`analysis`]: threshold crossing in log P (P\*), least-squares log-log exponents and the
@@ -37,6 +39,7 @@ pub mod pstar;
 pub mod refine;
 pub mod runner;
 pub mod slurm;
+pub mod specialised;
 pub mod starts;
 pub mod status;
 pub mod store;

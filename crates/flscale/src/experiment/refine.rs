@@ -171,11 +171,26 @@ impl CrossingSource for StoreSource<'_> {
         let x_name = self.sweep.analysis.x.clone();
         let group_name = self.sweep.analysis.group.clone();
         for t in targets {
-            for template in self.sweep.runs.iter().filter(|r| {
-                let c = r.coordinates();
-                let at = |name: &str, v: f64| coord_of(&c, name) == Some(v);
-                at(&group_name, t.group) && at(&x_name, t.bracket.lo)
-            }) {
+            // The template is the grid run at the largest grid x not above the bracket: after
+            // the first round the bracket's lower end is usually a refinement run, which the
+            // grid does not hold, and copying only the crossing variable keeps every other
+            // setting of the group (and seed) as the grid has it.
+            let in_group = |r: &&RunPlan| coord_of(&r.coordinates(), &group_name) == Some(t.group);
+            let grid_lo = self
+                .sweep
+                .runs
+                .iter()
+                .filter(in_group)
+                .filter_map(|r| coord_of(&r.coordinates(), &x_name))
+                .filter(|&x| x <= t.bracket.lo)
+                .fold(f64::NEG_INFINITY, f64::max);
+            for template in self
+                .sweep
+                .runs
+                .iter()
+                .filter(in_group)
+                .filter(|r| coord_of(&r.coordinates(), &x_name) == Some(grid_lo))
+            {
                 let Some(plan) = plan_at(self.sweep, template, &x_name, t.x, listed.len())? else {
                     continue;
                 };

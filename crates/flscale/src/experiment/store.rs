@@ -400,7 +400,8 @@ fn run_columns(data: &StoreData, rows_per_run: impl Fn(&RunData) -> usize) -> Ta
 }
 
 /// `results`: one row per (run, observable) — run, index, every coordinate, observable,
-/// value, err (long format).
+/// value, err (long format), the hot/cold columns ([`super::starts`]) and, on the μ and M rows,
+/// the rule that identified the specialised neurons ([`super::specialised`]).
 pub fn results_table(data: &StoreData) -> Table {
     let mut coord_names: Vec<String> = data
         .runs
@@ -426,7 +427,12 @@ pub fn results_table(data: &StoreData) -> Table {
         for (name, vkey, ekey) in OBSERVABLES {
             names.push(name.to_string());
             values.push(r.summary.get(vkey).and_then(Json::as_f64));
-            errs.push(ekey.and_then(|k| r.summary.get(k)).and_then(Json::as_f64));
+            let err = match ekey {
+                Some(k) => r.summary.get(k).and_then(Json::as_f64),
+                None if name == "specialising" => super::specialised::specialising_err(&r.summary),
+                None => None,
+            };
+            errs.push(err);
         }
         names.push("diverged_chains".to_string());
         values.push(
@@ -441,6 +447,7 @@ pub fn results_table(data: &StoreData) -> Table {
     t.push("value", Column::Float(values));
     t.push("err", Column::Float(errs));
     super::starts::push_start_columns(&mut t, data);
+    super::specialised::push_classifier_column(&mut t, data);
     t
 }
 

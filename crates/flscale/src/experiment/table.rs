@@ -112,13 +112,14 @@ pub struct Table {
 }
 
 /// Columns whose values are text, by name (for reading CSV back with the writer's types).
-const TEXT_COLUMNS: [&str; 6] = [
+const TEXT_COLUMNS: [&str; 7] = [
     "run",
     "observable",
     "status",
     "histogram",
     "starts_agree",
     "equilibrated",
+    "mu_classifier",
 ];
 /// Columns whose values are whole numbers, by name.
 const INT_COLUMNS: [&str; 3] = ["index", "chain", "count"];
