@@ -40,8 +40,9 @@ use crate::sim::RunResult;
 pub const FORMAT: &str = "flscale-results/1";
 
 /// Per-run observables copied from `summary.json` into `results.csv`: (observable, value
-/// key, error key).
-pub const OBSERVABLES: [(&str, &str, Option<&str>); 17] = [
+/// key, error key); a dotted key is a field of a summary object (`tempering.barrier`: the
+/// replica-exchange diagnostics of a tempered run, empty for the others).
+pub const OBSERVABLES: [(&str, &str, Option<&str>); 20] = [
     ("alignment", "alignment", Some("alignment_err")),
     ("test_mse", "test_mse", Some("test_mse_err")),
     ("test_mse_mean_predictor", "test_mse_mean_predictor", None),
@@ -75,7 +76,21 @@ pub const OBSERVABLES: [(&str, &str, Option<&str>); 17] = [
         "outliers_layer2_he3",
         Some("outliers_layer2_he3_err"),
     ),
+    ("tempering_replicas", "tempering.replicas", None),
+    ("tempering_barrier", "tempering.barrier", None),
+    (
+        "tempering_round_trips_per_1000_steps",
+        "tempering.round_trips_per_1000_steps",
+        None,
+    ),
 ];
+
+/// The number at `key` of a run's summary, `a.b` for field b of object a.
+fn summary_number(summary: &Json, key: &str) -> Option<f64> {
+    key.split('.')
+        .try_fold(summary, |v, k| v.get(k))
+        .and_then(Json::as_f64)
+}
 
 pub(super) fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::runtime(format!("cannot write {}: {e}", path.display()))
@@ -426,7 +441,7 @@ pub fn results_table(data: &StoreData) -> Table {
     for r in &data.runs {
         for (name, vkey, ekey) in OBSERVABLES {
             names.push(name.to_string());
-            values.push(r.summary.get(vkey).and_then(Json::as_f64));
+            values.push(summary_number(&r.summary, vkey));
             let err = match ekey {
                 Some(k) => r.summary.get(k).and_then(Json::as_f64),
                 None if name == "specialising" => super::specialised::specialising_err(&r.summary),
@@ -856,5 +871,40 @@ mod tests {
         }
         assert_eq!(num(Some(f64::NAN)), "");
         assert_eq!(num(None), "");
+    }
+}
+
+#[cfg(test)]
+mod tempering_rows {
+    use super::*;
+
+    /// A tempered run's ladder diagnostics land on their rows of `results` (nested summary
+    /// fields); an untempered run leaves them empty.
+    #[test]
+    fn tempering_diagnostics_fill_their_rows_for_tempered_runs_only() {
+        let mut tempered = RunData::synthetic(0, BTreeMap::new(), Vec::new());
+        tempered.summary = serde_json::json!({
+            "alignment": 0.5,
+            "tempering": {"replicas": 8, "barrier": 5.72, "round_trips_per_1000_steps": 4.62},
+        });
+        let mut plain = RunData::synthetic(1, BTreeMap::new(), Vec::new());
+        plain.summary = serde_json::json!({"alignment": 0.4});
+        let t = results_table(&StoreData::of_runs(vec![tempered, plain]));
+        let (Some(Column::Text(names)), Some(Column::Float(values))) =
+            (t.column("observable"), t.column("value"))
+        else {
+            panic!("no observable/value columns")
+        };
+        let rows = OBSERVABLES.len() + 1;
+        let at = |run: usize, name: &str| {
+            let k = names[..rows].iter().position(|n| n == name).unwrap();
+            values[run * rows + k]
+        };
+        assert_eq!(at(0, "tempering_replicas"), Some(8.0));
+        assert_eq!(at(0, "tempering_barrier"), Some(5.72));
+        assert_eq!(at(0, "tempering_round_trips_per_1000_steps"), Some(4.62));
+        assert_eq!(at(0, "alignment"), Some(0.5));
+        assert_eq!(at(1, "tempering_barrier"), None);
+        assert_eq!(at(1, "alignment"), Some(0.4));
     }
 }
