@@ -100,15 +100,16 @@ fn solve_lower(l: &[f64], b: &[f64], n: usize) -> Vec<f64> {
 /// the features Φ = σ(XW₁ᵀ): precision Λ = ΦᵀΦ/κ + I/v, mean Λ⁻¹Φᵀy/κ (T = 1). Each chain
 /// has its own frozen W₁, so samples are whitened per chain, z = Lᵀ(a − m) with Λ = LLᵀ, and
 /// pooled: z must have mean 0 and identity covariance.
-#[test]
-fn frozen_first_layer_gives_bayesian_linear_regression() {
+/// The frozen-first-layer problem of (ii), shared with the tempered version
+/// (tempering.rs): d = 3, N = 4, P = 12, κ = 0.5, readout variance 1/N, deterministic inputs
+/// and y = sin(x₁ − x₂/2).
+pub(super) fn frozen_first_layer_problem() -> (FcnModel, Vec<f64>, Vec<f64>, f64) {
     let (d, n, p, kappa) = (3, 4, 12, 0.5);
-    let v_readout = 1.0 / n as f64;
     let model = FcnModel {
         d,
         widths: vec![n],
         activation: Activation::Erf,
-        prior_var: vec![1.0 / d as f64, v_readout],
+        prior_var: vec![1.0 / d as f64, 1.0 / n as f64],
         frozen: vec![true, false],
         layernorm: false,
     };
@@ -118,6 +119,14 @@ fn frozen_first_layer_gives_bayesian_linear_regression() {
     let y: Vec<f64> = (0..p)
         .map(|mu| (x[mu * d] - 0.5 * x[mu * d + 1]).sin())
         .collect();
+    (model, x, y, kappa)
+}
+
+#[test]
+fn frozen_first_layer_gives_bayesian_linear_regression() {
+    let (model, x, y, kappa) = frozen_first_layer_problem();
+    let (d, n, p) = (model.d, model.widths[0], y.len());
+    let v_readout = model.prior_var[1];
     let chains = 24;
     let eta = 2e-4;
     let dynamics = Dynamics {

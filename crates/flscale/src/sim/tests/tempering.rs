@@ -10,7 +10,6 @@ use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
 use crate::sim::driver::tempered::{slot_seed, Replicas};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::mala::Kernel;
-use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::num::linalg;
 
@@ -73,22 +72,9 @@ sigma2 = [1.0, 2.0]
 /// per chain, z = Lᵀ(a − m), must have mean 0 and identity covariance.
 #[test]
 fn tempered_frozen_first_layer_gives_bayesian_linear_regression() {
-    let (d, n, p, kappa) = (3, 4, 12, 0.5);
-    let v_readout = 1.0 / n as f64;
-    let model = FcnModel {
-        d,
-        widths: vec![n],
-        activation: Activation::Erf,
-        prior_var: vec![1.0 / d as f64, v_readout],
-        frozen: vec![true, false],
-        layernorm: false,
-    };
-    let x: Vec<f64> = (0..p * d)
-        .map(|i| ((i * 7919 % 113) as f64 / 113.0 - 0.5) * 3.0)
-        .collect();
-    let y: Vec<f64> = (0..p)
-        .map(|mu| (x[mu * d] - 0.5 * x[mu * d + 1]).sin())
-        .collect();
+    let (model, x, y, kappa) = super::fcn::frozen_first_layer_problem();
+    let (d, n, p) = (model.d, model.widths[0], y.len());
+    let v_readout = model.prior_var[1];
     let chains = 24;
     let dynamics = Dynamics {
         kappa,
