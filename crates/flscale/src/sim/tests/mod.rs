@@ -3,4 +3,5 @@
 mod collapsed;
 mod fcn;
 mod flat;
+mod flat_hmc;
 mod hmc;
