@@ -28,7 +28,7 @@
 //! seed = 1
 //! method = "plain"          # or "collapsed" (readout integrated out); optional
 //! mala = false              # Metropolis-adjusted steps; optional
-//! # hmc_steps = 10          # fcn + mala only: HMC, L leapfrog steps per proposal
+//! # hmc_steps = 10          # with mala: HMC, L leapfrog steps per proposal
 //! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
 //! sigma2 = [1.0, 1.0]
@@ -283,10 +283,10 @@ pub struct SamplerConfig {
     /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
     #[serde(default)]
     pub mala: bool,
-    /// FCN with `mala = true` only: Hamiltonian Monte Carlo instead of MALA (docs/langevin.md,
-    /// "HMC"): every step is one proposal made of L = `hmc_steps` leapfrog steps of size
-    /// ε = √(2η) with the sampler's metric (the collapsed preconditioner) as inverse mass
-    /// matrix, then one Metropolis test; a step therefore costs L gradient evaluations
+    /// With `mala = true` (every model): Hamiltonian Monte Carlo instead of MALA
+    /// (docs/langevin.md, "HMC"): every step is one proposal made of L = `hmc_steps` leapfrog
+    /// steps of size ε = √(2η) with the sampler's metric (the FCN's collapsed preconditioner;
+    /// the identity otherwise) as inverse mass matrix, then one Metropolis test; a step therefore costs L gradient evaluations
     /// (`steps`, `burn_in` and `thin` count proposals). L = 1 is MALA. With `adapt_step` the
     /// acceptance is steered to 0.7 instead of 0.574. An integer ≥ 1; absent (default): MALA.
     #[serde(default)]

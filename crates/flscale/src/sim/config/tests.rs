@@ -176,8 +176,8 @@ fn cnn_and_attention_fields_are_checked_per_architecture() {
             "sampler.hmc_steps = 10 is not allowed with mala = false",
         ),
         (
-            cnn.replace("seed = 1", "seed = 1\nmala = true\nhmc_steps = 5"),
-            "sampler.hmc_steps = 5 is not allowed with model.kind = \"cnn\"",
+            cnn.replace("seed = 1", "seed = 1\nhmc_steps = 5"),
+            "sampler.hmc_steps = 5 is not allowed with mala = false",
         ),
         (
             cnn.replace(
@@ -196,6 +196,9 @@ fn cnn_and_attention_fields_are_checked_per_architecture() {
     for text in [cnn.clone(), ATTENTION.to_string()] {
         let text = text.replace("seed = 1", "seed = 1\nmethod = \"collapsed\"");
         ExperimentConfig::from_toml(&text, "x.toml").unwrap();
+        // HMC too, on both posteriors (kernel/flat_hmc.rs).
+        let hmc = text.replace("seed = 1", "seed = 1\nmala = true\nhmc_steps = 5");
+        ExperimentConfig::from_toml(&hmc, "x.toml").unwrap();
     }
     for (text, want) in cases {
         let e = ExperimentConfig::from_toml(&text, "x.toml").unwrap_err();

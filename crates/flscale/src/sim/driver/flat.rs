@@ -7,6 +7,7 @@ use crate::sim::adapt::StepSteering;
 use crate::sim::config::{ExperimentConfig, ModelKind, SamplerMethod};
 use crate::sim::ensemble::fcn::Dynamics;
 use crate::sim::ensemble::flat::FlatEnsemble;
+use crate::sim::kernel::langevin::Proposal;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::flat::{FlatData, FlatModel};
@@ -83,7 +84,7 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         s.seed,
         dynamics,
     );
-    ens.mala = s.mala;
+    ens.proposal = Proposal::from_sampler(s.mala, s.hmc_steps);
     ens.collapsed = s.method == SamplerMethod::Collapsed;
     if hot {
         ens.hot_start(&data.teacher);
@@ -105,7 +106,10 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         .collect();
     let mut second_moment = PooledSecondMoment::new(filter_dim);
     let start = std::time::Instant::now();
-    let mut steering = StepSteering::new(s.mala, false);
+    let mut steering = StepSteering::new(
+        ens.proposal.is_metropolis(),
+        ens.proposal.leapfrog_steps().is_some(),
+    );
     let mut t = 0;
     let adapt_every = crate::sim::adapt::adaptation_interval(s.thin, s.burn_in);
     progress(0, s.steps);

@@ -1,5 +1,6 @@
-//! The pieces of a Langevin step that every engine shares: the unadjusted move and the
-//! Metropolis adjustment of MALA (spec 02 "Sampler" and (c)).
+//! The pieces of a step that every engine shares: which proposal a step makes ([`Proposal`]),
+//! the unadjusted Langevin move, the Metropolis adjustment of MALA (spec 02 "Sampler" and
+//! (c)), and the jittered leapfrog step and the Metropolis ratio of HMC.
 //!
 //! The move θ ← θ − η∇U(θ) + √(2ηT)·ξ (paper App. A.1) with a constant scalar metric m
 //! becomes θ ← θ − ηm∇U + √(2ηTm)·ξ. MALA accepts the move θ → θ′ with probability
@@ -10,9 +11,89 @@
 //! (Roberts & Tweedie 1996, Bernoulli 2:341, eq. 2.2, with the Gaussian proposal
 //! q(θ′|θ) = 𝒩(θ − ηm∇U(θ), 2ηTm·I); the norms run over every moved weight).
 
+//!
+//! HMC (Neal, "MCMC using Hamiltonian dynamics", *Handbook of Markov Chain Monte Carlo* (2011)
+//! ch. 5; the FCN kernel's module doc, [`crate::sim::kernel::mala`], has the whole derivation):
+//! one leapfrog step of size ε is the MALA proposal with η = ε²/2, so ε = √(2η), jittered per
+//! proposal ([`leapfrog_step_size`]); a trajectory from (θ, u) to (θ′, u′) is accepted with
+//! probability min(1, exp(−(H′ − H)/T)), H = U + ½|u|² ([`hmc_log_alpha`]).
+
 use rand::Rng;
 
 use crate::sim::num::real::Real;
+
+/// The proposal a sampler makes at every step, chosen once from the experiment's
+/// `sampler.mala` and `sampler.hmc_steps` ([`Proposal::from_sampler`]).
+///
+/// The flat engine (CNN, attention; [`crate::sim::ensemble::flat::FlatEnsemble::proposal`])
+/// dispatches on it once per step; an engine adopting it (the FCN's
+/// [`crate::sim::kernel::mala::Kernel`], which holds `mala: bool` and `hmc_steps:
+/// Option<usize>` today) matches on it instead of testing the two fields, and a new proposal
+/// (a new variant) is then refused at compile time by every engine that does not handle it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proposal {
+    /// Unadjusted Langevin (ULA, paper App. A.1): every move is taken, O(η) bias.
+    Langevin,
+    /// MALA (spec 02 (c)): the Langevin move accepted with the Metropolis–Hastings
+    /// probability of the module doc; exact for any η.
+    MetropolisLangevin,
+    /// HMC: one proposal is `leapfrog_steps` leapfrog steps of size √(2η) (jittered) and one
+    /// Metropolis test on H (module doc); a step costs `leapfrog_steps` gradient evaluations.
+    Hmc {
+        /// L ≥ 1; L = 1 proposes as MALA does (same law, different draws).
+        leapfrog_steps: usize,
+    },
+}
+
+impl Proposal {
+    /// The proposal of `sampler.mala` and `sampler.hmc_steps`: HMC when both are set, MALA
+    /// with `mala` alone, unadjusted otherwise. `hmc_steps` without `mala` is refused by the
+    /// configuration's checks (HMC is exact only through its Metropolis test); here it is
+    /// unadjusted Langevin, as the FCN kernel reads it.
+    pub fn from_sampler(mala: bool, hmc_steps: Option<usize>) -> Proposal {
+        match (mala, hmc_steps) {
+            (false, _) => Proposal::Langevin,
+            (true, None) => Proposal::MetropolisLangevin,
+            (true, Some(leapfrog_steps)) => Proposal::Hmc { leapfrog_steps },
+        }
+    }
+
+    /// Whether every step is accepted or rejected by a Metropolis test (MALA, HMC), so that
+    /// acceptance is counted and the step size is steered by it ([`crate::sim::adapt`]).
+    pub fn is_metropolis(self) -> bool {
+        self != Proposal::Langevin
+    }
+
+    /// HMC's L (`None` for the Langevin proposals).
+    pub fn leapfrog_steps(self) -> Option<usize> {
+        match self {
+            Proposal::Hmc { leapfrog_steps } => Some(leapfrog_steps),
+            _ => None,
+        }
+    }
+}
+
+/// HMC's leapfrog step for Langevin step `eta`: ε = √(2η) (module doc), jittered uniformly in
+/// [0.8ε, 1.2ε] by `uniform` ∈ [0, 1) from the chain's stream, against the periodic
+/// trajectories a fixed εL can return on (Neal sec. 5.4.2.3; the jitter does not depend on
+/// the state, so the mixture over ε stays reversible). The FCN kernel's expression, to the bit.
+#[inline(always)]
+pub fn leapfrog_step_size(eta: f64, uniform: f64) -> f64 {
+    (2.0 * eta).sqrt() * (0.8 + 0.4 * uniform)
+}
+
+/// log α of HMC: −(H′ − H)/T with H = U + ½|u|² at the end and at the start of the trajectory
+/// (Neal sec. 5.3.2.2), for [`metropolis_accepts`].
+#[inline(always)]
+pub fn hmc_log_alpha(
+    energy_new: f64,
+    kinetic_new: f64,
+    energy_old: f64,
+    kinetic_old: f64,
+    temperature: f64,
+) -> f64 {
+    -(energy_new + kinetic_new - energy_old - kinetic_old) / temperature
+}
 
 /// θ ← θ − drift·∇U + noise·ξ entry by entry, ξ standard normal drawn in order from `rng`;
 /// `drift` = ηm and `noise` = √(2ηTm) in the working precision.
@@ -111,5 +192,28 @@ mod tests {
         assert!(metropolis_accepts(0.0, 0.5));
         assert!(!metropolis_accepts(-1.0, 0.5));
         assert!(!metropolis_accepts(f64::NAN, 0.0));
+    }
+
+    /// The proposal read from `sampler.mala` and `sampler.hmc_steps`, and the jitter's range.
+    #[test]
+    fn proposal_from_the_sampler_settings_and_the_jittered_step() {
+        assert_eq!(Proposal::from_sampler(false, None), Proposal::Langevin);
+        assert_eq!(Proposal::from_sampler(false, Some(3)), Proposal::Langevin);
+        assert_eq!(
+            Proposal::from_sampler(true, None),
+            Proposal::MetropolisLangevin
+        );
+        let hmc = Proposal::from_sampler(true, Some(3));
+        assert_eq!(hmc, Proposal::Hmc { leapfrog_steps: 3 });
+        assert_eq!(hmc.leapfrog_steps(), Some(3));
+        assert!(hmc.is_metropolis() && Proposal::MetropolisLangevin.is_metropolis());
+        assert!(!Proposal::Langevin.is_metropolis());
+        assert_eq!(Proposal::MetropolisLangevin.leapfrog_steps(), None);
+        let eps = (2.0f64 * 0.02).sqrt();
+        assert!((leapfrog_step_size(0.02, 0.0) - 0.8 * eps).abs() < 1e-15);
+        assert!((leapfrog_step_size(0.02, 0.5) - eps).abs() < 1e-15);
+        assert!((leapfrog_step_size(0.02, 1.0) - 1.2 * eps).abs() < 1e-15);
+        // H' − H = 0.3 at T = 0.5.
+        assert!((hmc_log_alpha(1.2, 0.4, 1.0, 0.3, 0.5) + 0.6).abs() < 1e-14);
     }
 }

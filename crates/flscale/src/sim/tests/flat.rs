@@ -13,6 +13,7 @@ use crate::sim::config::ExperimentConfig;
 use crate::sim::driver::run::run_experiment;
 use crate::sim::ensemble::fcn::Dynamics;
 use crate::sim::ensemble::flat::FlatEnsemble;
+use crate::sim::kernel::langevin::Proposal;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::{cholesky, cholesky_solve};
@@ -153,7 +154,7 @@ fn fingerprint<T: Real, M: FlatModel<T>>(ens: &FlatEnsemble<T, M>) -> Vec<u64> {
 
 /// Same seed → the same weights and energies bit for bit on one and two threads and for
 /// blocks of 1, 2, 4 chains and the default, f32, for the CNN with unadjusted, MALA and
-/// collapsed steps (spec 02 "Reproducible"; each chain's GEMM columns are summed in the same
+/// HMC steps, plain and collapsed (spec 02 "Reproducible"; each chain's GEMM columns are summed in the same
 /// order whatever the block's width).
 #[test]
 fn cnn_blocks_do_not_change_the_chains() {
@@ -165,7 +166,15 @@ fn cnn_blocks_do_not_change_the_chains() {
         step: 2e-3,
         temperature: 1.0,
     };
-    for (mala, collapsed) in [(false, false), (true, false), (false, true), (true, true)] {
+    let hmc = Proposal::Hmc { leapfrog_steps: 3 };
+    for (proposal, collapsed) in [
+        (Proposal::Langevin, false),
+        (Proposal::MetropolisLangevin, false),
+        (Proposal::Langevin, true),
+        (Proposal::MetropolisLangevin, true),
+        (hmc, false),
+        (hmc, true),
+    ] {
         let run = |threads: usize, block: Option<usize>| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -183,7 +192,7 @@ fn cnn_blocks_do_not_change_the_chains() {
                     if let Some(b) = block {
                         ens.block = b;
                     }
-                    ens.mala = mala;
+                    ens.proposal = proposal;
                     ens.collapsed = collapsed;
                     ens.advance(30);
                     if collapsed {
@@ -205,7 +214,7 @@ fn cnn_blocks_do_not_change_the_chains() {
         ] {
             assert!(
                 run(threads, block) == reference,
-                "mala {mala} collapsed {collapsed}: {threads} threads, block {block:?}"
+                "{proposal:?} collapsed {collapsed}: {threads} threads, block {block:?}"
             );
         }
     }
@@ -213,13 +222,17 @@ fn cnn_blocks_do_not_change_the_chains() {
 
 /// Features of chain `theta` by their definitions, term by term: CNN φ_{(i,j)} = erf(w¹_j·x_i);
 /// attention φ_{(h,k)} = (1/√L) Σ_{a,b} @_{ab;h} x^b_k with explicit exponentials.
-fn features_direct(model: &dyn FeatureDefinition, theta: &[f64], x: &[f64]) -> Vec<Vec<f64>> {
+pub(super) fn features_direct(
+    model: &dyn FeatureDefinition,
+    theta: &[f64],
+    x: &[f64],
+) -> Vec<Vec<f64>> {
     x.chunks(model.sample_len())
         .map(|s| model.phi(theta, s))
         .collect()
 }
 
-trait FeatureDefinition {
+pub(super) trait FeatureDefinition {
     fn sample_len(&self) -> usize;
     fn phi(&self, theta: &[f64], x: &[f64]) -> Vec<f64>;
 }

@@ -3,5 +3,6 @@
 mod collapsed;
 mod fcn;
 mod flat;
+mod flat_hmc;
 mod hmc;
 mod tempering;
