@@ -15,12 +15,15 @@
 //!   ([`model::attention`], App. E.3); the collapsed posterior, readout integrated out, of the
 //!   FCN ([`model::collapsed`]) and of the flat models ([`model::collapsed_flat`]).
 //! * [`ensemble`]: the chains — the FCN's blocks of chains with their unadjusted Langevin step
-//!   ([`ensemble::fcn`]) and the flat models' ensemble ([`ensemble::flat`]); per-chain RNG
+//!   ([`ensemble::fcn`]) and the flat models' ensemble ([`ensemble::flat`]) with its chains,
+//!   their block evaluation, ULA move and MALA test ([`ensemble::flat_chain`]); per-chain RNG
 //!   streams, block sizes and divergence records shared by both ([`ensemble::chains`]).
-//! * [`kernel`]: the Langevin move and the MALA ratio of every engine ([`kernel::langevin`]);
-//!   MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or the collapsed FCN
-//!   posterior, with an optional preconditioner ([`kernel::metric`]); replica exchange's swap
-//!   moves, statistics and ladder ([`kernel::tempering`]).
+//! * [`kernel`]: the typed choice of proposal ([`kernel::langevin::Proposal`]: ULA, MALA,
+//!   HMC), the Langevin move, the MALA ratio and HMC's jittered step and ratio of every engine
+//!   ([`kernel::langevin`]); MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or
+//!   the collapsed FCN posterior, with an optional preconditioner ([`kernel::metric`]); HMC on
+//!   the plain or collapsed CNN and attention posteriors ([`kernel::flat_hmc`]); replica
+//!   exchange's swap moves, statistics and ladder ([`kernel::tempering`]).
 //! * [`adapt`]: burn-in step-size adaptation (η·λ_max target, acceptance steering).
 //! * [`driver`]: one experiment from configuration to summary — entry points
 //!   ([`driver::run`], [`run_experiment`]), the FCN's and the flat models' loops, cold/hot
@@ -34,8 +37,8 @@
 //!
 //! Dependencies run one way at file level: no file of `sim/` imports, through non-test
 //! code, a file that imports it back (checked by resolving every `crate::sim::…`/`super::…`
-//! path to its file and searching the graph for cycles, `scripts/sim_import_cycles.py`: 55 files,
-//! 136 edges, no cycle; before
+//! path to its file and searching the graph for cycles, `scripts/sim_import_cycles.py`: 59 files,
+//! 151 edges, no cycle; before
 //! this layout the graph had two, activation ↔ real and generic ↔ run ↔ cnn/attention/
 //! collapsed_generic). `mod.rs` files only declare and re-export. Two folder-level loops
 //! remain and are deliberate until the one-engine steps of issue 16: `config` names
@@ -45,8 +48,11 @@
 //!
 //! Shape choices against the issue's sketch: `adapt` is one file (two small items); the
 //! still-separate FCN and flat engines each have their file in `ensemble/` and `driver/`
-//! (step 3 of issue 16 merges them); HMC and the preconditioner stay FCN-only files
-//! in `kernel/` beside MALA until the `Kernel` trait (step 2) makes them kernels of their own.
+//! (step 3 of issue 16 merges them); HMC runs on every model, the FCN's in `kernel/hmc.rs`
+//! and the flat models' in `kernel/flat_hmc.rs`, both chosen through
+//! [`kernel::langevin::Proposal`] in the flat engine (the FCN still reads `mala`/`hmc_steps`);
+//! the preconditioner stays FCN-only (no curvature estimate for filters or attention
+//! matrices yet; M = I is exact).
 //!
 //! Reproducibility: chain k draws everything from ChaCha8 stream (seed, k) and chains are
 //! blocked independently of the thread count, so results are bit-identical for any
