@@ -1,13 +1,15 @@
 //! HMC proposals of the FCN kernel (module doc of [`crate::sim::kernel::mala`]; Neal, "MCMC
 //! using Hamiltonian dynamics", *Handbook of Markov Chain Monte Carlo* (2011) ch. 5): the
 //! momentum kick and position drift in the metric M = KKᵀ, the leapfrog trajectory and the
-//! Metropolis test on H = U + ½|u|².
+//! Metropolis test on H = U + ½|u|²; the integrator alone on one block for its tests
+//! ([`Kernel::leapfrog_first_block`]).
 
 use rand::Rng;
 
 use crate::sim::ensemble::fcn::ChainBlock;
+use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::langevin::metropolis_accepts;
-use crate::sim::kernel::mala::{BlockState, Context};
+use crate::sim::kernel::mala::{BlockState, Context, Kernel};
 use crate::sim::kernel::metric::Metric;
 use crate::sim::model::fcn::Scratch;
 use crate::sim::num::real::Real;
@@ -202,5 +204,56 @@ impl<T: Real> Context<'_, T> {
                 self.restore(block, state, c);
             }
         }
+    }
+}
+
+impl<T: Real> Kernel<T> {
+    /// `steps` leapfrog steps of size `eps` (module doc) on every chain of the first block,
+    /// without the Metropolis test, from its current point and the momentum u = `momentum`
+    /// (per group, the block's `params` layout), which is overwritten with the final one.
+    /// Returns the block's energies U at the end (NaN-free chains only move). For the tests
+    /// of the integrator (reversibility, energy error).
+    pub fn leapfrog_first_block(
+        &mut self,
+        ens: &mut Ensemble<T>,
+        momentum: &mut Vec<Vec<f64>>,
+        eps: f64,
+        steps: usize,
+    ) -> Vec<f64> {
+        let sampled = self.sampled(&ens.model);
+        let ctx = Context {
+            model: &ens.model,
+            x: &ens.x,
+            y: &ens.y,
+            p: ens.p,
+            dynamics: ens.dynamics,
+            method: self.method,
+            likelihood: ens.likelihood,
+            sampled: &sampled,
+            data_scale: self.data_scale,
+        };
+        let block = &mut ens.blocks[0];
+        let state = &mut self.states[0];
+        let metric = std::mem::take(&mut state.metric);
+        let mut scratch = Scratch::<T>::default();
+        ctx.evaluate(block, &mut scratch, &mut state.work);
+        state.evaluated = true;
+        ctx.save(block, state);
+        state.momentum = std::mem::take(momentum);
+        state.kick = state.momentum.clone();
+        let eps = vec![eps; block.len];
+        let mut moving: Vec<bool> = block.diverged.iter().map(Option::is_none).collect();
+        ctx.leapfrog(
+            block,
+            state,
+            &metric,
+            &eps,
+            steps,
+            &mut moving,
+            &mut scratch,
+        );
+        *momentum = std::mem::take(&mut state.momentum);
+        state.metric = metric;
+        block.energy.clone()
     }
 }

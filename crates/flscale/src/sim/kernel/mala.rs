@@ -102,7 +102,7 @@ pub struct Kernel<T> {
     /// for the collapsed one. 1 (default) is the posterior itself, and then no arithmetic
     /// changes.
     pub data_scale: f64,
-    states: Vec<BlockState<T>>,
+    pub(super) states: Vec<BlockState<T>>,
 }
 
 impl<T: Real> Kernel<T> {
@@ -140,7 +140,7 @@ impl<T: Real> Kernel<T> {
     }
 
     /// Which groups Langevin moves: not frozen, and not the readout when it is collapsed.
-    fn sampled(&self, model: &FcnModel) -> Vec<bool> {
+    pub(super) fn sampled(&self, model: &FcnModel) -> Vec<bool> {
         (0..model.n_groups())
             .map(|g| {
                 let collapsed_readout =
@@ -491,55 +491,6 @@ impl<T: Real> Kernel<T> {
                     }
                 };
             });
-    }
-
-    /// `steps` leapfrog steps of size `eps` (module doc) on every chain of the first block,
-    /// without the Metropolis test, from its current point and the momentum u = `momentum`
-    /// (per group, the block's `params` layout), which is overwritten with the final one.
-    /// Returns the block's energies U at the end (NaN-free chains only move). For the tests
-    /// of the integrator (reversibility, energy error).
-    pub fn leapfrog_first_block(
-        &mut self,
-        ens: &mut Ensemble<T>,
-        momentum: &mut Vec<Vec<f64>>,
-        eps: f64,
-        steps: usize,
-    ) -> Vec<f64> {
-        let sampled = self.sampled(&ens.model);
-        let ctx = Context {
-            model: &ens.model,
-            x: &ens.x,
-            y: &ens.y,
-            p: ens.p,
-            dynamics: ens.dynamics,
-            method: self.method,
-            likelihood: ens.likelihood,
-            sampled: &sampled,
-            data_scale: self.data_scale,
-        };
-        let block = &mut ens.blocks[0];
-        let state = &mut self.states[0];
-        let metric = std::mem::take(&mut state.metric);
-        let mut scratch = Scratch::<T>::default();
-        ctx.evaluate(block, &mut scratch, &mut state.work);
-        state.evaluated = true;
-        ctx.save(block, state);
-        state.momentum = std::mem::take(momentum);
-        state.kick = state.momentum.clone();
-        let eps = vec![eps; block.len];
-        let mut moving: Vec<bool> = block.diverged.iter().map(Option::is_none).collect();
-        ctx.leapfrog(
-            block,
-            state,
-            &metric,
-            &eps,
-            steps,
-            &mut moving,
-            &mut scratch,
-        );
-        *momentum = std::mem::take(&mut state.momentum);
-        state.metric = metric;
-        block.energy.clone()
     }
 
     /// Accepted / proposed over the chains that did not diverge (`None` without MALA or
