@@ -29,8 +29,17 @@ impl ExperimentConfig {
 
     /// Checks every field against what the engine supports.
     pub fn validate(&self) -> Result<()> {
-        let m = &self.model;
         self.validate_kind()?;
+        self.validate_sizes()?;
+        self.validate_target()?;
+        self.validate_sampler()?;
+        self.validate_tempering(&self.sampler.tempering)?;
+        self.validate_priors()
+    }
+
+    /// Widths and data sizes: positive, and below the limits that catch typos.
+    fn validate_sizes(&self) -> Result<()> {
+        let m = &self.model;
         if m.widths.is_empty() && m.kind != ModelKind::Attention {
             return Err(Error::invalid(
                 "model.widths = [] is not allowed; give at least one hidden width, e.g. [40]",
@@ -70,7 +79,12 @@ impl ExperimentConfig {
                 d.power_law_exponent
             )));
         }
-        self.validate_target()?;
+        Ok(())
+    }
+
+    /// The sampler's numbers and the combinations of its settings that are refused, each for
+    /// its mathematical reason.
+    fn validate_sampler(&self) -> Result<()> {
         let s = &self.sampler;
         crate::error::require_positive("sampler.kappa", s.kappa)?;
         crate::error::require_positive("sampler.step", s.step)?;
@@ -149,13 +163,18 @@ impl ExperimentConfig {
                 )));
             }
         }
-        self.validate_tempering(&s.tempering)?;
+        Ok(())
+    }
+
+    /// `priors.sigma2`: one positive variance per layer.
+    fn validate_priors(&self) -> Result<()> {
+        let layers = self.n_groups();
         if let Some(s2) = &self.priors.sigma2 {
             if s2.len() != layers {
                 return Err(Error::invalid(format!(
                     "priors.sigma2 has {} entries, which is not allowed; it needs one per layer, readout last ({layers} for widths = {:?})",
                     s2.len(),
-                    m.widths
+                    self.model.widths
                 )));
             }
             for (i, &v) in s2.iter().enumerate() {

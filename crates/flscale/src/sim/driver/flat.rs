@@ -90,12 +90,18 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         ens.hot_start(&data.teacher);
     }
     let n_test = data.y_test.len();
-    let x_test: Vec<T> = data.x_test.iter().map(|&v| T::of(v)).collect();
-    let y_norm2: f64 = data.y_test.iter().map(|v| v * v).sum();
     let scale = ens.model.overlap_scale();
     let threshold = 3.0 * scale;
     // ±8 prior standard deviations: the GP bulk and specialised units.
     let range = 8.0 * scale;
+    let measurer = FlatMeasurer {
+        data,
+        x_test: data.x_test.iter().map(|&v| T::of(v)).collect(),
+        n_test,
+        y_norm2: data.y_test.iter().map(|v| v * v).sum(),
+        threshold,
+        range,
+    };
     let filter_dim = ens
         .model
         .filters(&ens.chains[0].theta)
@@ -125,41 +131,11 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         ens.advance(next - t);
         t = next;
         if t % s.thin == 0 {
-            // Collapsed: predictions also with the readouts' conditional means (Rao–
-            // Blackwellised alignment and mean predictor, as for the FCN; observables.rs).
-            let mut mean_preds = None;
-            if ens.collapsed {
-                ens.draw_readouts();
-                if ens.swap_readout_means() {
-                    mean_preds = Some(ens.predict(&x_test, n_test));
-                    ens.swap_readout_means();
-                }
-            }
-            let preds = ens.predict(&x_test, n_test);
-            for (k, f) in preds.iter().enumerate() {
-                let Some(f) = f else { continue };
-                measure_chain(
-                    &ens,
-                    k,
-                    f,
-                    &data.y_test,
-                    y_norm2,
-                    &data.teacher,
-                    threshold,
-                    range,
-                    t > s.burn_in,
-                    t,
-                    &mut acc[k],
-                );
-                if t > s.burn_in {
-                    if let Some((rows, _)) = ens.model.filters(&ens.chains[k].theta) {
-                        second_moment.add_rows(rows);
-                    }
-                }
-                if let Some(Some(f_mean)) = mean_preds.as_ref().map(|m| &m[k]) {
-                    acc[k].use_conditional_mean(f, f_mean, &data.y_test, y_norm2);
-                }
-            }
+            let at = MeasurementTime {
+                t,
+                sampling: t > s.burn_in,
+            };
+            measurer.measure(&mut ens, at, &mut acc, &mut second_moment);
         }
         progress(t, s.steps);
         if interrupted() {
@@ -188,6 +164,70 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
     dg.acceptance_rate = ens.acceptance_rate().and_then(finite);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
     Ok(result)
+}
+
+/// A measurement time: the step, and whether burn-in is over.
+#[derive(Clone, Copy)]
+struct MeasurementTime {
+    t: usize,
+    sampling: bool,
+}
+
+/// The test set and cuts every measurement of a flat run uses.
+struct FlatMeasurer<'a, T> {
+    data: &'a FlatData,
+    x_test: Vec<T>,
+    n_test: usize,
+    y_norm2: f64,
+    threshold: f64,
+    range: f64,
+}
+
+impl<T: Real> FlatMeasurer<'_, T> {
+    /// Measures every live chain; collapsed runs also with the readouts' conditional means
+    /// (Rao–Blackwellised alignment and mean predictor, as for the FCN; observables.rs).
+    fn measure<M: FlatModel<T>>(
+        &self,
+        ens: &mut FlatEnsemble<T, M>,
+        at: MeasurementTime,
+        acc: &mut [ChainAccumulator],
+        second_moment: &mut PooledSecondMoment,
+    ) {
+        let data = self.data;
+        let mut mean_preds = None;
+        if ens.collapsed {
+            ens.draw_readouts();
+            if ens.swap_readout_means() {
+                mean_preds = Some(ens.predict(&self.x_test, self.n_test));
+                ens.swap_readout_means();
+            }
+        }
+        let preds = ens.predict(&self.x_test, self.n_test);
+        for (k, f) in preds.iter().enumerate() {
+            let Some(f) = f else { continue };
+            measure_chain(
+                ens,
+                k,
+                f,
+                &data.y_test,
+                self.y_norm2,
+                &data.teacher,
+                self.threshold,
+                self.range,
+                at.sampling,
+                at.t,
+                &mut acc[k],
+            );
+            if at.sampling {
+                if let Some((rows, _)) = ens.model.filters(&ens.chains[k].theta) {
+                    second_moment.add_rows(rows);
+                }
+            }
+            if let Some(Some(f_mean)) = mean_preds.as_ref().map(|m| &m[k]) {
+                acc[k].use_conditional_mean(f, f_mean, &data.y_test, self.y_norm2);
+            }
+        }
+    }
 }
 
 /// Records chain k's measurement at step t ([`ChainAccumulator::record`]).

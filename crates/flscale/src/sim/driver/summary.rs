@@ -37,6 +37,234 @@ pub(crate) struct EnsembleOutcome<'a> {
     pub steps_done: usize,
 }
 
+/// The chains that survived, in chain order, and the reductions over them that every part of
+/// the summary shares: time averages per chain, the mean and standard error over chains.
+struct Survivors<'a> {
+    acc: &'a [ChainAccumulator],
+    alive: Vec<usize>,
+    /// Samples per chain after burn-in (the same for every surviving chain).
+    samples: usize,
+}
+
+impl<'a> Survivors<'a> {
+    fn new(acc: &'a [ChainAccumulator], divergences: &[Option<Divergence>]) -> Self {
+        let alive: Vec<usize> = (0..acc.len())
+            .filter(|&k| divergences[k].is_none())
+            .collect();
+        let samples = alive.first().map(|&k| acc[k].samples).unwrap_or(0);
+        Survivors {
+            acc,
+            alive,
+            samples,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.alive.is_empty()
+    }
+
+    /// Chain `k`'s measurements after burn-in.
+    fn sampled(&self, k: usize) -> Vec<&'a Measurement> {
+        self.acc[k]
+            .series
+            .iter()
+            .filter(|(s, _)| *s)
+            .map(|(_, m)| m)
+            .collect()
+    }
+
+    /// Chain `k`'s time average of `f`.
+    fn chain_mean(&self, k: usize, f: &dyn Fn(&Measurement) -> f64) -> f64 {
+        let ms = self.sampled(k);
+        ms.iter().map(|m| f(m)).sum::<f64>() / ms.len().max(1) as f64
+    }
+
+    /// Mean and standard error over the surviving chains of the time averages of `f`.
+    fn stat(&self, f: &dyn Fn(&Measurement) -> f64) -> (Option<f64>, Option<f64>) {
+        if self.is_empty() {
+            return (None, None);
+        }
+        let v: Vec<f64> = self.alive.iter().map(|&k| self.chain_mean(k, f)).collect();
+        let (m, e) = mean_and_error(&v);
+        (finite(m), e.and_then(finite))
+    }
+
+    /// The mean energy over the first (or second) half of the samples, a drift check.
+    fn half_energy(&self, first: bool) -> Option<f64> {
+        if self.is_empty() || self.samples < 2 {
+            return None;
+        }
+        let h = self.samples / 2;
+        let v: Vec<f64> = self
+            .alive
+            .iter()
+            .map(|&k| {
+                let ms = self.sampled(k);
+                let part = if first { &ms[..h] } else { &ms[h..] };
+                part.iter().map(|m| m.energy).sum::<f64>() / part.len() as f64
+            })
+            .collect();
+        finite(v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// Per surviving chain, the sampled series of `f` (for autocorrelation times).
+    fn series_of(&self, f: &dyn Fn(&Measurement) -> f64) -> Vec<Vec<f64>> {
+        self.alive
+            .iter()
+            .map(|&k| self.sampled(k).iter().map(|m| f(m)).collect())
+            .collect()
+    }
+
+    /// The ensemble's mean test prediction, over chains and samples.
+    fn mean_predictor(&self, n_test: usize) -> Vec<f64> {
+        let mut mean_pred = vec![0.0; if self.is_empty() { 0 } else { n_test }];
+        for &k in &self.alive {
+            for (m, s) in mean_pred.iter_mut().zip(&self.acc[k].f_test_sum) {
+                *m += s;
+            }
+        }
+        let denom = (self.alive.len() * self.samples).max(1) as f64;
+        for m in &mut mean_pred {
+            *m /= denom;
+        }
+        mean_pred
+    }
+
+    /// Per parameter group: moments and the configurational temperature (virial).
+    fn group_stats(&self, groups: &[ParamGroup]) -> Vec<GroupStats> {
+        groups
+            .iter()
+            .enumerate()
+            .map(|(g, grp)| {
+                let entries = (grp.len * self.alive.len() * self.samples) as f64;
+                let sum = |j: usize| {
+                    self.alive
+                        .iter()
+                        .map(|&k| self.acc[k].moments[g][j])
+                        .sum::<f64>()
+                };
+                let vir = self
+                    .alive
+                    .iter()
+                    .map(|&k| self.acc[k].virial_sum[g])
+                    .sum::<f64>();
+                let ok = entries > 0.0;
+                GroupStats {
+                    group: grp.name.clone(),
+                    prior_variance: finite(grp.prior_var),
+                    mean: ok.then(|| sum(0) / entries).and_then(finite),
+                    second_moment: ok.then(|| sum(1) / entries).and_then(finite),
+                    fourth_moment: ok.then(|| sum(2) / entries).and_then(finite),
+                    temperature: ok.then(|| vir / entries).and_then(finite),
+                    frozen: grp.frozen,
+                }
+            })
+            .collect()
+    }
+
+    /// The first-layer overlap histogram pooled over the surviving chains, on [−range, range].
+    fn histogram(&self, range: f64) -> Histogram {
+        let mut counts = vec![0u64; HIST_BINS];
+        let mut outside = 0;
+        for &k in &self.alive {
+            for (c, h) in counts.iter_mut().zip(&self.acc[k].hist) {
+                *c += h;
+            }
+            outside += self.acc[k].hist_outside;
+        }
+        let edges = (0..=HIST_BINS)
+            .map(|i| -range + 2.0 * range * i as f64 / HIST_BINS as f64)
+            .collect();
+        Histogram {
+            edges,
+            counts,
+            outside,
+        }
+    }
+
+    /// Traces: every sampling time of the surviving chains, burn-in included, averaged over
+    /// chains.
+    fn traces(&self, has_train: bool) -> Vec<TraceRow> {
+        let n_rows = self
+            .alive
+            .first()
+            .map(|&k| self.acc[k].series.len())
+            .unwrap_or(0);
+        (0..n_rows)
+            .map(|i| {
+                let rows: Vec<&(bool, Measurement)> =
+                    self.alive.iter().map(|&k| &self.acc[k].series[i]).collect();
+                let n = rows.len() as f64;
+                let mean = |f: &dyn Fn(&Measurement) -> f64| {
+                    rows.iter().map(|(_, m)| f(m)).sum::<f64>() / n
+                };
+                TraceRow {
+                    step: rows[0].1.step,
+                    burn_in: !rows[0].0,
+                    energy: mean(&|m| m.energy),
+                    alignment: mean(&|m| m.alignment),
+                    test_mse: mean(&|m| m.test_mse),
+                    train_mse: has_train.then(|| mean(&|m| m.train_mse.unwrap_or(0.0))),
+                    r_overlap2: mean(&|m| m.r_overlap2),
+                    outliers: mean(&|m| m.outliers as f64),
+                }
+            })
+            .collect()
+    }
+
+    /// One row per chain, diverged ones included (status "diverged", no values).
+    fn chain_rows(&self, divergences: &[Option<Divergence>]) -> Vec<ChainRow> {
+        (0..self.acc.len())
+            .map(|k| {
+                let ok = divergences[k].is_none();
+                let v = |f: &dyn Fn(&Measurement) -> f64| {
+                    ok.then(|| self.chain_mean(k, f)).and_then(finite)
+                };
+                ChainRow {
+                    chain: k,
+                    status: if ok { "ok" } else { "diverged" }.to_string(),
+                    alignment: v(&|m| m.alignment),
+                    test_mse: v(&|m| m.test_mse),
+                    r_overlap2: v(&|m| m.r_overlap2),
+                    outliers: v(&|m| m.outliers as f64),
+                    mu: None,
+                }
+            })
+            .collect()
+    }
+
+    /// Energy drift, autocorrelation times and effective sample sizes, per-group moments;
+    /// λ_max and the acceptance rate are left for the caller.
+    fn diagnostics(&self, cfg: &ExperimentConfig, groups: &[ParamGroup]) -> Diagnostics {
+        let (energy_mean, _) = self.stat(&|m| m.energy);
+        let iat_alignment = integrated_autocorrelation_time(&self.series_of(&|m| m.alignment));
+        let iat_r = integrated_autocorrelation_time(&self.series_of(&|m| m.r_overlap2));
+        let iat_outliers = integrated_autocorrelation_time(&self.series_of(&|m| m.outliers as f64));
+        let total_samples = (self.alive.len() * self.samples) as f64;
+        Diagnostics {
+            energy_mean,
+            energy_first_half: self.half_energy(true),
+            energy_second_half: self.half_energy(false),
+            iat_alignment,
+            ess_alignment: iat_alignment.map(|t| total_samples / t),
+            iat_r_overlap2: iat_r,
+            ess_r_overlap2: iat_r.map(|t| total_samples / t),
+            iat_outliers,
+            ess_outliers: iat_outliers.map(|t| total_samples / t),
+            lambda_max: None,
+            step: cfg.sampler.step,
+            step_times_lambda_max: None,
+            groups: self.group_stats(groups),
+            method: match cfg.sampler.method {
+                SamplerMethod::Plain => "plain",
+                SamplerMethod::Collapsed => "collapsed",
+            }
+            .to_string(),
+            acceptance_rate: None,
+        }
+    }
+}
+
 /// Combines the per-chain accumulators of the chains that survived into the run's results:
 /// means and standard errors over chains of the time-averaged observables, the mean
 /// predictor, autocorrelation times, per-group moments and temperatures, the leading
@@ -62,67 +290,19 @@ pub(crate) fn finish<T: Real>(
             })
         })
         .collect();
-    let alive: Vec<usize> = (0..acc.len())
-        .filter(|&k| divergences[k].is_none())
-        .collect();
-    let samples = alive.first().map(|&k| acc[k].samples).unwrap_or(0);
-    let sampled = |k: usize| -> Vec<&Measurement> {
-        acc[k]
-            .series
-            .iter()
-            .filter(|(s, _)| *s)
-            .map(|(_, m)| m)
-            .collect()
-    };
-    let chain_mean = |k: usize, f: &dyn Fn(&Measurement) -> f64| -> f64 {
-        let ms = sampled(k);
-        ms.iter().map(|m| f(m)).sum::<f64>() / ms.len().max(1) as f64
-    };
-    let stat = |f: &dyn Fn(&Measurement) -> f64| -> (Option<f64>, Option<f64>) {
-        if alive.is_empty() {
-            return (None, None);
-        }
-        let v: Vec<f64> = alive.iter().map(|&k| chain_mean(k, f)).collect();
-        let (m, e) = mean_and_error(&v);
-        (finite(m), e.and_then(finite))
-    };
-    let (alignment, alignment_err) = stat(&|m| m.alignment);
-    let (test_mse, test_mse_err) = stat(&|m| m.test_mse);
-    let (r_overlap2, r_overlap2_err) = stat(&|m| m.r_overlap2);
-    let (outliers, outliers_err) = stat(&|m| m.outliers as f64);
-    let (energy_mean, _) = stat(&|m| m.energy);
+    let surv = Survivors::new(&acc, divergences);
+    let (alignment, alignment_err) = surv.stat(&|m| m.alignment);
+    let (test_mse, test_mse_err) = surv.stat(&|m| m.test_mse);
+    let (r_overlap2, r_overlap2_err) = surv.stat(&|m| m.r_overlap2);
+    let (outliers, outliers_err) = surv.stat(&|m| m.outliers as f64);
     let train_mse = if ens.p > 0 {
-        stat(&|m| m.train_mse.unwrap_or(0.0)).0
+        surv.stat(&|m| m.train_mse.unwrap_or(0.0)).0
     } else {
         None
     };
-    let half_energy = |first: bool| -> Option<f64> {
-        if alive.is_empty() || samples < 2 {
-            return None;
-        }
-        let h = samples / 2;
-        let v: Vec<f64> = alive
-            .iter()
-            .map(|&k| {
-                let ms = sampled(k);
-                let part = if first { &ms[..h] } else { &ms[h..] };
-                part.iter().map(|m| m.energy).sum::<f64>() / part.len() as f64
-            })
-            .collect();
-        finite(v.iter().sum::<f64>() / v.len() as f64)
-    };
     let n_test = ens.y_test.len();
-    let mut mean_pred = vec![0.0; if alive.is_empty() { 0 } else { n_test }];
-    for &k in &alive {
-        for (m, s) in mean_pred.iter_mut().zip(&acc[k].f_test_sum) {
-            *m += s;
-        }
-    }
-    let denom = (alive.len() * samples).max(1) as f64;
-    for m in &mut mean_pred {
-        *m /= denom;
-    }
-    let test_mse_mean_predictor = (!alive.is_empty()).then(|| {
+    let mean_pred = surv.mean_predictor(n_test);
+    let test_mse_mean_predictor = (!surv.is_empty()).then(|| {
         mean_pred
             .iter()
             .zip(ens.y_test)
@@ -132,88 +312,11 @@ pub(crate) fn finish<T: Real>(
     });
     let y_msq = ens.y_test.iter().map(|v| v * v).sum::<f64>() / n_test as f64;
     let mse_lower_bound = alignment.map(|a| (1.0 - a).powi(2) * y_msq);
-    let series_of = |f: &dyn Fn(&Measurement) -> f64| -> Vec<Vec<f64>> {
-        alive
-            .iter()
-            .map(|&k| sampled(k).iter().map(|m| f(m)).collect())
-            .collect()
-    };
-    let iat_alignment = integrated_autocorrelation_time(&series_of(&|m| m.alignment));
-    let iat_r = integrated_autocorrelation_time(&series_of(&|m| m.r_overlap2));
-    let iat_outliers = integrated_autocorrelation_time(&series_of(&|m| m.outliers as f64));
-    let total_samples = (alive.len() * samples) as f64;
-    let groups: Vec<GroupStats> = ens
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(g, grp)| {
-            let entries = (grp.len * alive.len() * samples) as f64;
-            let sum = |j: usize| alive.iter().map(|&k| acc[k].moments[g][j]).sum::<f64>();
-            let vir = alive.iter().map(|&k| acc[k].virial_sum[g]).sum::<f64>();
-            let ok = entries > 0.0;
-            GroupStats {
-                group: grp.name.clone(),
-                prior_variance: finite(grp.prior_var),
-                mean: ok.then(|| sum(0) / entries).and_then(finite),
-                second_moment: ok.then(|| sum(1) / entries).and_then(finite),
-                fourth_moment: ok.then(|| sum(2) / entries).and_then(finite),
-                temperature: ok.then(|| vir / entries).and_then(finite),
-                frozen: grp.frozen,
-            }
-        })
-        .collect();
-    let leading_direction_overlap = if alive.is_empty() || samples == 0 {
+    let leading_direction_overlap = if surv.is_empty() || surv.samples == 0 {
         None
     } else {
         ens.second_moment.leading_direction_overlap(ens.teacher)
     };
-    let mut counts = vec![0u64; HIST_BINS];
-    let mut outside = 0;
-    for &k in &alive {
-        for (c, h) in counts.iter_mut().zip(&acc[k].hist) {
-            *c += h;
-        }
-        outside += acc[k].hist_outside;
-    }
-    let edges = (0..=HIST_BINS)
-        .map(|i| -range + 2.0 * range * i as f64 / HIST_BINS as f64)
-        .collect();
-    // Traces: every sampling time of the surviving chains, burn-in included.
-    let n_rows = alive.first().map(|&k| acc[k].series.len()).unwrap_or(0);
-    let traces = (0..n_rows)
-        .map(|i| {
-            let rows: Vec<&(bool, Measurement)> =
-                alive.iter().map(|&k| &acc[k].series[i]).collect();
-            let n = rows.len() as f64;
-            let mean =
-                |f: &dyn Fn(&Measurement) -> f64| rows.iter().map(|(_, m)| f(m)).sum::<f64>() / n;
-            TraceRow {
-                step: rows[0].1.step,
-                burn_in: !rows[0].0,
-                energy: mean(&|m| m.energy),
-                alignment: mean(&|m| m.alignment),
-                test_mse: mean(&|m| m.test_mse),
-                train_mse: (ens.p > 0).then(|| mean(&|m| m.train_mse.unwrap_or(0.0))),
-                r_overlap2: mean(&|m| m.r_overlap2),
-                outliers: mean(&|m| m.outliers as f64),
-            }
-        })
-        .collect();
-    let chains = (0..acc.len())
-        .map(|k| {
-            let ok = divergences[k].is_none();
-            let v = |f: &dyn Fn(&Measurement) -> f64| ok.then(|| chain_mean(k, f)).and_then(finite);
-            ChainRow {
-                chain: k,
-                status: if ok { "ok" } else { "diverged" }.to_string(),
-                alignment: v(&|m| m.alignment),
-                test_mse: v(&|m| m.test_mse),
-                r_overlap2: v(&|m| m.r_overlap2),
-                outliers: v(&|m| m.outliers as f64),
-                mu: None,
-            }
-        })
-        .collect();
     let summary = Summary {
         alignment,
         alignment_err,
@@ -230,30 +333,10 @@ pub(crate) fn finish<T: Real>(
         leading_direction_overlap,
         suggested_step: (!diverged_chains.is_empty()).then(|| cfg.sampler.step / 10.0),
         diverged_chains,
-        chains_used: alive.len(),
-        samples_per_chain: samples,
+        chains_used: surv.alive.len(),
+        samples_per_chain: surv.samples,
         precision: T::NAME.to_string(),
-        diagnostics: Diagnostics {
-            energy_mean,
-            energy_first_half: half_energy(true),
-            energy_second_half: half_energy(false),
-            iat_alignment,
-            ess_alignment: iat_alignment.map(|t| total_samples / t),
-            iat_r_overlap2: iat_r,
-            ess_r_overlap2: iat_r.map(|t| total_samples / t),
-            iat_outliers,
-            ess_outliers: iat_outliers.map(|t| total_samples / t),
-            lambda_max: None,
-            step: cfg.sampler.step,
-            step_times_lambda_max: None,
-            groups,
-            method: match cfg.sampler.method {
-                SamplerMethod::Plain => "plain",
-                SamplerMethod::Collapsed => "collapsed",
-            }
-            .to_string(),
-            acceptance_rate: None,
-        },
+        diagnostics: surv.diagnostics(cfg, &ens.groups),
         start: String::new(),
         hot_start: None,
         equilibrated: None,
@@ -265,13 +348,9 @@ pub(crate) fn finish<T: Real>(
     };
     RunResult {
         summary,
-        traces,
-        chains,
-        histogram: Histogram {
-            edges,
-            counts,
-            outside,
-        },
+        traces: surv.traces(ens.p > 0),
+        chains: surv.chain_rows(divergences),
+        histogram: surv.histogram(range),
         probe_histograms: Vec::new(),
         mean_test_prediction: mean_pred,
         seconds,

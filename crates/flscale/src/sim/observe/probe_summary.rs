@@ -324,24 +324,17 @@ fn direction_overlaps(
     }
 }
 
-/// Combines the accumulators of the surviving chains (`alive`, chain order).
-pub fn summarise(
+/// Per layer ≥ 2 and feature (Φ*, Ĥe3(Φ*)): the mean squared overlap, the outliers beyond
+/// 3 analytic NNGP standard deviations (App. F.1), and the pooled histogram (added to `hists`).
+fn deeper_layer_overlaps(
     probe: &Probe,
     model: &FcnModel,
-    acc: &[ProbeAccumulator],
-    alive: &[usize],
-    mean_prediction: &[f64],
-    y_test: &[f64],
-) -> (ProbeSummary, Vec<NamedHistogram>) {
-    let used: Vec<&ProbeAccumulator> = alive
-        .iter()
-        .map(|&k| &acc[k])
-        .filter(|a| a.samples > 0)
-        .collect();
+    used: &[&ProbeAccumulator],
+    hists: &mut Vec<NamedHistogram>,
+) -> Vec<LayerOverlaps> {
     let per_chain = |f: &dyn Fn(&ProbeAccumulator) -> f64| -> Vec<f64> {
         used.iter().map(|a| f(a) / a.samples as f64).collect()
     };
-    let mut hists = Vec::new();
     let mut deeper_layers = Vec::new();
     for l in 0..probe.ranges.len() {
         let width = model.widths[l + 1];
@@ -390,6 +383,28 @@ pub fn summarise(
             features,
         });
     }
+    deeper_layers
+}
+
+/// Combines the accumulators of the surviving chains (`alive`, chain order).
+pub fn summarise(
+    probe: &Probe,
+    model: &FcnModel,
+    acc: &[ProbeAccumulator],
+    alive: &[usize],
+    mean_prediction: &[f64],
+    y_test: &[f64],
+) -> (ProbeSummary, Vec<NamedHistogram>) {
+    let used: Vec<&ProbeAccumulator> = alive
+        .iter()
+        .map(|&k| &acc[k])
+        .filter(|a| a.samples > 0)
+        .collect();
+    let per_chain = |f: &dyn Fn(&ProbeAccumulator) -> f64| -> Vec<f64> {
+        used.iter().map(|a| f(a) / a.samples as f64).collect()
+    };
+    let mut hists = Vec::new();
+    let deeper_layers = deeper_layer_overlaps(probe, model, &used, &mut hists);
     let parity_directions: Vec<DirectionOverlaps> = probe
         .directions
         .iter()
