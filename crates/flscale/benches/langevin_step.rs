@@ -5,6 +5,7 @@
 use flscale::sim::activation::Activation;
 use flscale::sim::config::{Covariance, DataConfig, SamplerMethod, TargetConfig, Teacher};
 use flscale::sim::data::Dataset;
+use flscale::sim::kernel::langevin::Proposal;
 use flscale::sim::mala::Kernel;
 use flscale::sim::model::FcnModel;
 use flscale::sim::sampler::{Dynamics, Ensemble};
@@ -72,7 +73,7 @@ fn plain_step(bencher: divan::Bencher) {
 #[divan::bench(sample_count = 20)]
 fn collapsed_step(bencher: divan::Bencher) {
     let mut ens = ensemble();
-    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, false);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, Proposal::Langevin);
     kernel.advance(&mut ens, 1);
     bencher.bench_local(|| kernel.advance(&mut ens, 1));
 }

@@ -6,6 +6,7 @@ use crate::sim::adapt::{adaptation_interval, StepSteering};
 use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::flat::ParamGroup;
@@ -56,12 +57,7 @@ pub(crate) fn run_once<T: Real>(
         .collect();
     // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
     // plain ULA keeps the sampler's fused step.
-    let new_kernel = |ens: &Ensemble<T>| {
-        let mut k = Kernel::new(ens, s.method, s.mala);
-        k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
-        k.hmc_steps = s.hmc_steps;
-        k
-    };
+    let new_kernel = |ens: &Ensemble<T>| new_kernel(ens, s);
     let tempered = s.tempering().is_some();
     let mut kernel =
         (s.method == SamplerMethod::Collapsed || s.mala || tempered).then(|| new_kernel(&ens));
@@ -92,29 +88,11 @@ pub(crate) fn run_once<T: Real>(
     let adapt_every = adaptation_interval(s.thin, s.burn_in);
     progress(0, s.steps);
     while t < s.steps {
-        if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
-            adapt_step_size(&mut ens, &mut kernel, &mut steering, s, t);
-            if let Some(r) = &mut replicas {
-                r.adapt(t, s.burn_in, |e, k, st| adapt_step_size(e, k, st, s, t));
-            }
-        } else if let (Some(r), false) = (&mut replicas, s.adapt_step) {
-            if t <= s.burn_in && t % adapt_every == 0 {
-                r.adapt(t, s.burn_in, |_, _, _| {});
-            }
+        if t <= s.burn_in && t % adapt_every == 0 {
+            adapt_in_burn_in(&mut ens, &mut kernel, &mut replicas, &mut steering, s, t);
         }
         let before = t;
-        let mut next = ((t / s.thin + 1) * s.thin).min(s.steps);
-        match (&mut kernel, &mut replicas) {
-            (Some(k), Some(r)) => {
-                // Swap rounds fall on multiples of swap_every.
-                let every = s.tempering().map_or(1, |c| c.swap_every);
-                next = next.min((t / every + 1) * every);
-                r.advance(&mut ens, k, next - t, next, t >= s.burn_in);
-            }
-            (Some(k), None) => k.advance(&mut ens, next - t),
-            _ => ens.advance(next - t),
-        }
-        t = next;
+        t = advance_block(&mut ens, &mut kernel, &mut replicas, s, t);
         if let (Some(r), true) = (&mut replicas, before < s.burn_in && t >= s.burn_in) {
             r.start_window();
         }
@@ -159,7 +137,80 @@ pub(crate) fn run_once<T: Real>(
     let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
     let lambda = max_lambda(&mut ens, &mut kernel, 20);
     let tempering = replicas.as_ref().map(|r| r.finish(&mut ens));
-    let outcome = EnsembleOutcome {
+    let outcome = ensemble_outcome(&model, &ens, data, second_moment);
+    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
+    result.sampling_seconds = sampling_seconds;
+    if cfg.target.hermite.is_some() || cfg.target.terms.is_some() {
+        result.summary.mean_predictor_hermite = mean_predictor_hermite(data, &result);
+    }
+    result.final_state = (0..s.chains)
+        .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
+        .collect();
+    attach_probe(&mut result, &probe, &model, &probe_acc, &ens, data);
+    record_health(&mut result, &ens, &kernel, lambda);
+    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    result.summary.tempering = tempering;
+    Ok(result)
+}
+
+/// The cached-gradient kernel the sampler settings ask for.
+fn new_kernel<T: Real>(ens: &Ensemble<T>, s: &SamplerConfig) -> Kernel<T> {
+    let mut k = Kernel::new(ens, s.method, Proposal::from_sampler(s.mala, s.hmc_steps));
+    k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
+    k
+}
+
+/// Moves every chain from step `t` to the next measurement time (or, under replica exchange,
+/// swap round), with the kernel where there is one; returns the new step.
+fn advance_block<T: Real>(
+    ens: &mut Ensemble<T>,
+    kernel: &mut Option<Kernel<T>>,
+    replicas: &mut Option<Replicas<T>>,
+    s: &SamplerConfig,
+    t: usize,
+) -> usize {
+    let mut next = ((t / s.thin + 1) * s.thin).min(s.steps);
+    match (kernel, replicas) {
+        (Some(k), Some(r)) => {
+            // Swap rounds fall on multiples of swap_every.
+            let every = s.tempering().map_or(1, |c| c.swap_every);
+            next = next.min((t / every + 1) * every);
+            r.advance(ens, k, next - t, next, t >= s.burn_in);
+        }
+        (Some(k), None) => k.advance(ens, next - t),
+        _ => ens.advance(next - t),
+    }
+    next
+}
+
+/// Burn-in step `t` at an adaptation time: the step size (and the collapsed sampler's
+/// preconditioner) from the stiffest chain where `adapt_step` is set, and the replica ladder.
+fn adapt_in_burn_in<T: Real>(
+    ens: &mut Ensemble<T>,
+    kernel: &mut Option<Kernel<T>>,
+    replicas: &mut Option<Replicas<T>>,
+    steering: &mut StepSteering,
+    s: &SamplerConfig,
+    t: usize,
+) {
+    if s.adapt_step {
+        adapt_step_size(ens, kernel, steering, s, t);
+        if let Some(r) = replicas {
+            r.adapt(t, s.burn_in, |e, k, st| adapt_step_size(e, k, st, s, t));
+        }
+    } else if let Some(r) = replicas {
+        r.adapt(t, s.burn_in, |_, _, _| {});
+    }
+}
+
+/// What [`finish`] needs of the ensemble besides its accumulators.
+fn ensemble_outcome<'a, T: Real>(
+    model: &FcnModel,
+    ens: &Ensemble<T>,
+    data: &'a Dataset,
+    second_moment: PooledSecondMoment,
+) -> EnsembleOutcome<'a> {
+    EnsembleOutcome {
         divergences: ens.divergences(),
         groups: (0..model.n_groups())
             .map(|g| ParamGroup {
@@ -174,29 +225,36 @@ pub(crate) fn run_once<T: Real>(
         teacher: &data.teacher,
         second_moment,
         steps_done: ens.steps_done,
-    };
-    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
-    result.sampling_seconds = sampling_seconds;
-    if cfg.target.hermite.is_some() || cfg.target.terms.is_some() {
-        // Φ* = w*·x / √(w*ᵀΣw*) of every test input (sim/data.rs).
-        let phi: Vec<f64> = data
-            .x_test
-            .chunks_exact(d)
-            .map(|x| {
-                x.iter().zip(&data.teacher).map(|(a, b)| a * b).sum::<f64>() / data.teacher_scale
-            })
-            .collect();
-        result.summary.mean_predictor_hermite =
-            hermite_components(&result.mean_test_prediction, &phi, 3);
     }
-    result.final_state = (0..s.chains)
-        .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
+}
+
+/// The mean predictor's Hermite components along Φ* = w*·x / √(w*ᵀΣw*) of every test input
+/// (sim/data.rs).
+fn mean_predictor_hermite(data: &Dataset, result: &RunResult) -> Option<Vec<f64>> {
+    let d = data.teacher.len();
+    let phi: Vec<f64> = data
+        .x_test
+        .chunks_exact(d)
+        .map(|x| x.iter().zip(&data.teacher).map(|(a, b)| a * b).sum::<f64>() / data.teacher_scale)
         .collect();
-    let alive: Vec<usize> = (0..s.chains).filter(|&k| ens.alive(k)).collect();
+    hermite_components(&result.mean_test_prediction, &phi, 3)
+}
+
+/// The probe's summary and histograms over the surviving chains, and each chain's μ along the
+/// first parity direction.
+fn attach_probe<T: Real>(
+    result: &mut RunResult,
+    probe: &Probe,
+    model: &FcnModel,
+    probe_acc: &[ProbeAccumulator],
+    ens: &Ensemble<T>,
+    data: &Dataset,
+) {
+    let alive: Vec<usize> = (0..probe_acc.len()).filter(|&k| ens.alive(k)).collect();
     let (probe_summary, probe_histograms) = summarise(
-        &probe,
-        &model,
-        &probe_acc,
+        probe,
+        model,
+        probe_acc,
         &alive,
         &result.mean_test_prediction,
         &data.y_test,
@@ -209,17 +267,23 @@ pub(crate) fn run_once<T: Real>(
             row.mu = probe_acc[row.chain].mu(0, dir).and_then(finite);
         }
     }
+}
+
+/// The sampler's health at the end: the step, λ_max and η·λ_max, the acceptance rate.
+fn record_health<T: Real>(
+    result: &mut RunResult,
+    ens: &Ensemble<T>,
+    kernel: &Option<Kernel<T>>,
+    lambda: f64,
+) {
     let dg = &mut result.summary.diagnostics;
     dg.step = ens.dynamics.step;
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
     dg.acceptance_rate = kernel
         .as_ref()
-        .and_then(|k| k.acceptance_rate(&ens))
+        .and_then(|k| k.acceptance_rate(ens))
         .and_then(finite);
-    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
-    result.summary.tempering = tempering;
-    Ok(result)
 }
 
 /// Slot `seed`'s ensemble of a run: chains from the prior (cold), teacher-aligned (hot) or

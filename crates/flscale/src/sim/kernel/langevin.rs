@@ -25,11 +25,10 @@ use crate::sim::num::real::Real;
 /// The proposal a sampler makes at every step, chosen once from the experiment's
 /// `sampler.mala` and `sampler.hmc_steps` ([`Proposal::from_sampler`]).
 ///
-/// The flat engine (CNN, attention; [`crate::sim::ensemble::flat::FlatEnsemble::proposal`])
-/// dispatches on it once per step; an engine adopting it (the FCN's
-/// [`crate::sim::kernel::mala::Kernel`], which holds `mala: bool` and `hmc_steps:
-/// Option<usize>` today) matches on it instead of testing the two fields, and a new proposal
-/// (a new variant) is then refused at compile time by every engine that does not handle it.
+/// Both engines dispatch on it once per step — the flat one (CNN, attention;
+/// [`crate::sim::ensemble::flat::FlatEnsemble::proposal`]) and the FCN's cached-gradient
+/// kernel ([`crate::sim::kernel::mala::Kernel::proposal`]) — with exhaustive matches, so a
+/// new proposal (a new variant) does not build until every engine handles it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proposal {
     /// Unadjusted Langevin (ULA, paper App. A.1): every move is taken, O(η) bias.

@@ -49,9 +49,11 @@ use rayon::prelude::*;
 use crate::sim::config::{Likelihood, Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
 use crate::sim::kernel::langevin::{
-    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts,
+    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts, Proposal,
 };
-use crate::sim::kernel::metric::{lower_times_by_columns, lower_transposed_times, Metric};
+use crate::sim::kernel::metric::{
+    lower_times_by_columns, lower_transposed_times, Metric, MetricLayout,
+};
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::fcn::{FcnModel, Scratch};
 use crate::sim::model::prior::add_gaussian_prior;
@@ -88,14 +90,11 @@ pub(super) struct BlockState<T> {
 pub struct Kernel<T> {
     /// Plain or collapsed posterior.
     pub method: SamplerMethod,
-    /// Whether steps are Metropolis-adjusted.
-    pub mala: bool,
+    /// ULA, MALA or HMC ([`Proposal`], from `sampler.mala` and `sampler.hmc_steps`).
+    pub proposal: Proposal,
     /// Which preconditioner [`Kernel::adapt_preconditioner`] sets (collapsed only; default
     /// `Block`).
     pub preconditioner: Preconditioner,
-    /// With `mala`: `Some(L)` makes every step an HMC proposal of L leapfrog steps (module
-    /// doc); `None` is MALA.
-    pub hmc_steps: Option<usize>,
     /// The inverse temperature β of the data term (replica exchange, [`crate::sim::kernel::tempering`]):
     /// the kernel samples exp(−(β·D(θ) + prior(θ))/T), D the data term of the posterior
     /// it runs on — L for the plain posterior, the collapsed data term −T·log ∫p(a)e^{−L/T}da
@@ -107,7 +106,7 @@ pub struct Kernel<T> {
 
 impl<T: Real> Kernel<T> {
     /// A kernel for `ens`'s blocks.
-    pub fn new(ens: &Ensemble<T>, method: SamplerMethod, mala: bool) -> Kernel<T> {
+    pub fn new(ens: &Ensemble<T>, method: SamplerMethod, proposal: Proposal) -> Kernel<T> {
         let states = ens
             .blocks
             .iter()
@@ -131,9 +130,8 @@ impl<T: Real> Kernel<T> {
             .collect();
         Kernel {
             method,
-            mala,
+            proposal,
             preconditioner: Preconditioner::Block,
-            hmc_steps: None,
             data_scale: 1.0,
             states,
         }
@@ -158,7 +156,7 @@ impl<T: Real> Kernel<T> {
         let threshold = ens.divergence_threshold;
         let start = ens.steps_done;
         let sampled = self.sampled(model);
-        let (method, mala, hmc_steps) = (self.method, self.mala, self.hmc_steps);
+        let (method, proposal) = (self.method, self.proposal);
         let likelihood = ens.likelihood;
         let data_scale = self.data_scale;
         ens.blocks
@@ -182,23 +180,24 @@ impl<T: Real> Kernel<T> {
                     #[inline(always)]
                     || {
                         for s in 0..n {
-                            match hmc_steps {
-                                Some(leapfrog) if mala => ctx.hmc_step(
+                            let step = start + s + 1;
+                            match proposal {
+                                Proposal::Hmc { leapfrog_steps } => ctx.hmc_step(
                                     block,
                                     state,
                                     &metric,
-                                    leapfrog,
+                                    leapfrog_steps,
                                     threshold,
-                                    start + s + 1,
+                                    step,
                                     scratch,
                                 ),
-                                _ => ctx.step(
+                                Proposal::MetropolisLangevin | Proposal::Langevin => ctx.step(
                                     block,
                                     state,
                                     &metric,
-                                    mala,
+                                    proposal.is_metropolis(),
                                     threshold,
-                                    start + s + 1,
+                                    step,
                                     scratch,
                                 ),
                             }
@@ -503,7 +502,7 @@ impl<T: Real> Kernel<T> {
     /// Accepted and proposed Metropolis steps so far, summed over the chains that did not
     /// diverge (`None` without MALA).
     pub fn acceptance_counts(&self, ens: &Ensemble<T>) -> Option<(u64, u64)> {
-        if !self.mala {
+        if !self.proposal.is_metropolis() {
             return None;
         }
         let (mut acc, mut prop) = (0u64, 0u64);
@@ -520,7 +519,7 @@ impl<T: Real> Kernel<T> {
 
     /// The per-chain acceptance rates (chain order; `None` without MALA).
     pub fn chain_acceptance(&self) -> Option<Vec<f64>> {
-        self.mala.then(|| {
+        self.proposal.is_metropolis().then(|| {
             self.states
                 .iter()
                 .flat_map(|s| {
@@ -712,6 +711,8 @@ impl<T: Real> Context<'_, T> {
         block.virial[c].copy_from_slice(&state.saved_virial[c]);
     }
 
+    /// One ULA or MALA step of the block's chains: the Langevin move with the metric, the new
+    /// energy, and (MALA) the Metropolis test against the saved point.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn step(
@@ -724,44 +725,38 @@ impl<T: Real> Context<'_, T> {
         global_step: usize,
         scratch: &mut Scratch<T>,
     ) {
-        let model = self.model;
-        let b = block.len;
         self.ensure_evaluated(block, state, scratch, threshold, global_step);
         if mala {
             self.save(block, state);
         }
+        let layout = MetricLayout::of(self.model, metric);
+        let block_xi_sq = self.propose(block, metric, &layout);
+        self.evaluate(block, scratch, &mut state.work);
+        if !mala {
+            self.check(block, &state.work, threshold, global_step);
+            return;
+        }
+        self.accept_or_reject(block, state, metric, &layout, &block_xi_sq);
+    }
+
+    /// The Langevin move θ ← θ − η·M∇U + √(2ηT)·K·ξ of every live chain's sampled groups.
+    /// Returns per chain |ξ|² of the blockwise group's noise: its forward MALA term.
+    #[inline(always)]
+    fn propose(
+        &self,
+        block: &mut ChainBlock<T>,
+        metric: &Metric,
+        layout: &MetricLayout,
+    ) -> Vec<f64> {
+        let model = self.model;
         let eta = self.dynamics.step;
         let temperature = self.dynamics.temperature;
-        // Preconditioned group: the last hidden layer, one M per neuron (row of n_in weights).
-        let g_pc = model.widths.len() - 1;
-        let n_in = model.fan_in(g_pc);
-        let n_pc = model.widths[g_pc];
-        let precond = &metric.scalar;
-        let m_of = |g: usize, c: usize, i: usize| -> f64 {
-            if g == g_pc && !precond.is_empty() {
-                precond[c * n_pc + i / n_in]
-            } else {
-                1.0
-            }
-        };
-        let nn = n_in * n_in;
-        let part = |c: usize, i: usize| (c * n_pc + i) * nn..(c * n_pc + i + 1) * nn;
-        let blockwise = |g: usize| g == g_pc && !metric.factor.is_empty();
-        // Consecutive weights of group g (of n per chain) that share one scalar M: a neuron's
-        // fan-in in the preconditioned group, the whole group elsewhere.
-        let same_metric_run = |g: usize, n: usize| {
-            if g == g_pc && !precond.is_empty() {
-                n_in.max(1)
-            } else {
-                n.max(1)
-            }
-        };
+        let n_in = layout.n_in;
         let mut tmp = vec![0.0; n_in];
         let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
         let noise_scale = (2.0 * eta * temperature).sqrt();
-        // Per chain, |ξ|² of the blockwise group's noise: its forward MALA term (below).
-        let mut block_xi_sq = vec![0.0; b];
-        for c in 0..b {
+        let mut block_xi_sq = vec![0.0; block.len];
+        for c in 0..block.len {
             if block.diverged[c].is_some() {
                 continue;
             }
@@ -773,15 +768,15 @@ impl<T: Real> Context<'_, T> {
                 let n = model.group_len(g);
                 let theta = &mut block.params[g][c * n..(c + 1) * n];
                 let grad = &block.grads[g][c * n..(c + 1) * n];
-                if blockwise(g) {
+                if layout.blockwise(g) {
                     // θ_i ← θ_i − η·M_i∇_iU + √(2ηT)·L⁻ᵀξ = θ_i − L⁻ᵀ(η·L⁻¹∇_iU − √(2ηT)·ξ)
                     // (Metric).
                     for (i, (ti, gi)) in theta.chunks_mut(n_in).zip(grad.chunks(n_in)).enumerate() {
-                        let inv = &metric.inv_factor[part(c, i)];
+                        let inv = &metric.inv_factor[layout.part(c, i)];
                         for (d, &gv) in tmp.iter_mut().zip(gi) {
                             *d = gv.f64();
                         }
-                        let inv_t = &metric.inv_factor_transposed[part(c, i)];
+                        let inv_t = &metric.inv_factor_transposed[layout.part(c, i)];
                         lower_times_by_columns(inv_t, &tmp, &mut drift_v);
                         for (d, u) in tmp.iter_mut().zip(&drift_v) {
                             let xi = T::standard_normal(rng).f64();
@@ -795,25 +790,39 @@ impl<T: Real> Context<'_, T> {
                     }
                     continue;
                 }
-                let run = same_metric_run(g, n);
+                let run = layout.same_metric_run(g, n);
                 for (i, (ti, gi)) in theta.chunks_mut(run).zip(grad.chunks(run)).enumerate() {
-                    let m = m_of(g, c, i * run);
+                    let m = layout.scalar(metric, g, c, i * run);
                     let drift = T::of(eta * m);
                     let noise = T::of((2.0 * eta * temperature * m).sqrt());
                     langevin_move(ti, gi, drift, noise, rng);
                 }
             }
         }
-        self.evaluate(block, scratch, &mut state.work);
-        if !mala {
-            self.check(block, &state.work, threshold, global_step);
-            return;
-        }
-        for c in 0..b {
+        block_xi_sq
+    }
+
+    /// MALA's Metropolis test of every live chain's proposal against its saved point: keeps
+    /// it or restores the point (log α of the module doc, accumulated in f64).
+    #[inline(always)]
+    fn accept_or_reject(
+        &self,
+        block: &mut ChainBlock<T>,
+        state: &mut BlockState<T>,
+        metric: &Metric,
+        layout: &MetricLayout,
+        block_xi_sq: &[f64],
+    ) {
+        let model = self.model;
+        let eta = self.dynamics.step;
+        let temperature = self.dynamics.temperature;
+        let n_in = layout.n_in;
+        let mut tmp = vec![0.0; n_in];
+        let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
+        for c in 0..block.len {
             if block.diverged[c].is_some() {
                 continue;
             }
-            // log α of the module doc, accumulated in f64.
             let mut forward_sq = 0.0;
             let mut backward_sq = 0.0;
             for g in 0..model.n_groups() {
@@ -826,13 +835,13 @@ impl<T: Real> Context<'_, T> {
                 let new = &block.params[g][range.clone()];
                 let old_grad = &state.saved_grads[g][range.clone()];
                 let new_grad = &block.grads[g][range];
-                if blockwise(g) {
+                if layout.blockwise(g) {
                     // |r|²_{M_i⁻¹} = |Lᵀr|² (Metric). Forward, r = θ′ − θ + η·M_i∇U(θ) is the
                     // noise √(2ηT)·L⁻ᵀξ, so |Lᵀr|² = 2ηT·|ξ|². Backward,
                     // r = θ − θ′ + η·M_i∇U(θ′) and Lᵀr = Lᵀ(θ − θ′) + η·L⁻¹∇U(θ′).
                     forward_sq += 2.0 * eta * temperature * block_xi_sq[c];
-                    for i in 0..n_pc {
-                        let range = part(c, i);
+                    for i in 0..layout.n_pc {
+                        let range = layout.part(c, i);
                         let rows = i * n_in..(i + 1) * n_in;
                         for (d, gv) in tmp.iter_mut().zip(&new_grad[rows.clone()]) {
                             *d = gv.f64();
@@ -856,7 +865,7 @@ impl<T: Real> Context<'_, T> {
                     }
                     continue;
                 }
-                let run = same_metric_run(g, n);
+                let run = layout.same_metric_run(g, n);
                 for start in (0..n).step_by(run) {
                     let r = start..(start + run).min(n);
                     add_proposal_norms(
@@ -865,17 +874,16 @@ impl<T: Real> Context<'_, T> {
                         &old_grad[r.clone()],
                         &new_grad[r],
                         eta,
-                        m_of(g, c, start),
+                        layout.scalar(metric, g, c, start),
                         &mut forward_sq,
                         &mut backward_sq,
                     );
                 }
             }
             let energy = block.energy[c];
-            let saved_energy = state.saved_energy[c];
             let log_alpha = mala_log_alpha(
                 energy,
-                saved_energy,
+                state.saved_energy[c],
                 forward_sq,
                 backward_sq,
                 eta,

@@ -28,6 +28,64 @@ pub(super) struct Metric {
     pub(super) inv_factor_lanes: Vec<f64>,
 }
 
+/// Where the metric acts in a block's parameters: the preconditioned group g_pc (the last
+/// hidden layer, one M_i per neuron, a row of n_in weights) and whether it is scalar or
+/// blockwise; every other group has M = 1.
+pub(super) struct MetricLayout {
+    g_pc: usize,
+    pub(super) n_in: usize,
+    pub(super) n_pc: usize,
+    scalar: bool,
+    blockwise: bool,
+}
+
+impl MetricLayout {
+    pub(super) fn of(model: &FcnModel, metric: &Metric) -> Self {
+        let g_pc = model.widths.len() - 1;
+        MetricLayout {
+            g_pc,
+            n_in: model.fan_in(g_pc),
+            n_pc: model.widths[g_pc],
+            scalar: !metric.scalar.is_empty(),
+            blockwise: !metric.factor.is_empty(),
+        }
+    }
+
+    /// The scalar M of weight `i` of chain `c`'s group `g` (1 outside the scalar metric).
+    #[inline(always)]
+    pub(super) fn scalar(&self, metric: &Metric, g: usize, c: usize, i: usize) -> f64 {
+        if g == self.g_pc && self.scalar {
+            metric.scalar[c * self.n_pc + i / self.n_in]
+        } else {
+            1.0
+        }
+    }
+
+    /// Whether group `g` carries the blockwise metric.
+    #[inline(always)]
+    pub(super) fn blockwise(&self, g: usize) -> bool {
+        g == self.g_pc && self.blockwise
+    }
+
+    /// Chain `c`'s neuron `i`'s n_in × n_in block in [`Metric`]'s factor arrays.
+    #[inline(always)]
+    pub(super) fn part(&self, c: usize, i: usize) -> std::ops::Range<usize> {
+        let nn = self.n_in * self.n_in;
+        (c * self.n_pc + i) * nn..(c * self.n_pc + i + 1) * nn
+    }
+
+    /// Consecutive weights of group `g` (of n per chain) that share one scalar M: a neuron's
+    /// fan-in in the preconditioned group, the whole group elsewhere.
+    #[inline(always)]
+    pub(super) fn same_metric_run(&self, g: usize, n: usize) -> usize {
+        if g == self.g_pc && self.scalar {
+            self.n_in.max(1)
+        } else {
+            n.max(1)
+        }
+    }
+}
+
 /// y = Lx for a lower-triangular n × n L given as `lt` = Lᵀ (row-major, upper triangular),
 /// as Σ_j x_j·(column j of L) = Σ_j x_j·(row j of Lᵀ): contiguous rows, no reduction.
 #[inline(always)]

@@ -7,6 +7,7 @@ use crate::sim::bench::sampling::{blog_config, SamplingSetting};
 use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
 use crate::sim::driver::run::run_experiment;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
@@ -80,7 +81,8 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
         let mut estimates = Vec::new();
         for mala in [true, false] {
             let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 5, dynamics, None);
-            let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, mala);
+            let proposal = Proposal::from_sampler(mala, None);
+            let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, proposal);
             kernel.advance(&mut ens, 200);
             let (mut sw, mut sa) = (vec![0.0; chains], vec![0.0; chains]);
             let (mut f_drawn, mut f_mean) = (vec![0.0; chains], vec![0.0; chains]);
@@ -229,8 +231,11 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
             temperature,
         };
         let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 3, dynamics, None);
-        let mut kernel = Kernel::new(&ens, SamplerMethod::Plain, mala);
-        kernel.hmc_steps = hmc_steps;
+        let mut kernel = Kernel::new(
+            &ens,
+            SamplerMethod::Plain,
+            Proposal::from_sampler(mala, hmc_steps),
+        );
         kernel.advance(&mut ens, 500);
         let mut per_chain = vec![0.0; chains];
         let samples = 2000;
@@ -358,9 +363,9 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
             };
             let chains = 32;
             let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 9, dynamics, None);
-            let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, mala);
+            let proposal = Proposal::from_sampler(mala, hmc_steps);
+            let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, proposal);
             kernel.preconditioner = kind;
-            kernel.hmc_steps = hmc_steps;
             ens.dynamics.step = 1e-3;
             kernel.advance(&mut ens, 500);
             kernel.adapt_preconditioner(&mut ens, false);
@@ -419,7 +424,7 @@ fn block_preconditioned_lambda_max_is_the_top_eigenvalue_of_m_times_h() {
     };
     let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, 1, 1, dynamics, None);
     ens.blocks[0].params[0].copy_from_slice(&w);
-    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, false);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, Proposal::Langevin);
     kernel.preconditioner = Preconditioner::Block;
     kernel.adapt_preconditioner(&mut ens, false);
     let lambda = kernel.lambda_max(&mut ens, 200)[0];

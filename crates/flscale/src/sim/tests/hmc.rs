@@ -4,6 +4,7 @@
 
 use crate::sim::config::SamplerMethod;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
@@ -69,7 +70,7 @@ fn random_momentum(ens: &Ensemble<f64>, seed: u64) -> Vec<Vec<f64>> {
 #[test]
 fn hmc_leapfrog_is_reversible_and_volume_preserving() {
     let mut ens = small_collapsed_ensemble(3, 4, 12, 4);
-    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, Proposal::MetropolisLangevin);
     ens.dynamics.step = 1e-3;
     kernel.advance(&mut ens, 50);
     kernel.adapt_preconditioner(&mut ens, false);
@@ -96,7 +97,7 @@ fn hmc_leapfrog_is_reversible_and_volume_preserving() {
 
     // Volume: chain 0 of a d = 2, N = 2 network.
     let mut ens = small_collapsed_ensemble(2, 2, 10, 2);
-    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, Proposal::MetropolisLangevin);
     kernel.advance(&mut ens, 50);
     kernel.adapt_preconditioner(&mut ens, false);
     let theta0 = ens.blocks[0].params.clone();
@@ -172,7 +173,7 @@ fn determinant(mut a: Vec<Vec<f64>>) -> f64 {
 fn hmc_energy_error_is_second_order_in_the_step() {
     let mut ens = small_collapsed_ensemble(4, 3, 0, 16);
     let v = ens.model.prior_var[0];
-    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
+    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, Proposal::MetropolisLangevin);
     let theta0 = ens.blocks[0].params.clone();
     let u0 = random_momentum(&ens, 8);
     let h0: Vec<f64> = (0..16)
@@ -225,8 +226,11 @@ fn collapsed_hmc_samples_the_prior_at_p_0() {
     ens.dynamics.temperature = 0.5;
     let (v, v_a, t) = (ens.model.prior_var[0], ens.model.prior_var[1], 0.5);
     ens.dynamics.step = 0.5 * (1.2 * v.sqrt()).powi(2);
-    let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, true);
-    kernel.hmc_steps = Some(4);
+    let mut kernel = Kernel::new(
+        &ens,
+        SamplerMethod::Collapsed,
+        Proposal::Hmc { leapfrog_steps: 4 },
+    );
     kernel.advance(&mut ens, 50);
     let samples = 400;
     let mut per_chain = vec![[0.0; 3]; chains];

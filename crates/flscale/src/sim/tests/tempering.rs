@@ -9,6 +9,7 @@ use crate::sim::data::Dataset;
 use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
 use crate::sim::driver::tempered::{slot_seed, Replicas};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::num::linalg;
@@ -123,7 +124,8 @@ tempering = { replicas = 5, beta_min = 0.05, swap_every = 5 }
         }
         e
     };
-    let new_kernel = |e: &Ensemble<f64>| Kernel::new(e, SamplerMethod::Plain, true);
+    let new_kernel =
+        |e: &Ensemble<f64>| Kernel::new(e, SamplerMethod::Plain, Proposal::MetropolisLangevin);
     let mut ens = start(0);
     let mut kernel = new_kernel(&ens);
     let mut replicas = Replicas::new(s.tempering().unwrap(), s, chains, start, new_kernel);
