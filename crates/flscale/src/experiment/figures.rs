@@ -119,30 +119,31 @@ fn draw_probe_figures(
             )?;
         }
     }
-    let by_n1 = |key: &str| -> Vec<(f64, f64)> {
-        let mut pts: Vec<(f64, f64)> = data
-            .runs
-            .iter()
-            .filter_map(|r| {
-                let v = r.summary.get(key).and_then(|v| v.as_f64())?;
-                Some((coordinate(r, "n1")?, v))
-            })
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        pts
+    // Runs whose starts disagree are drawn hollow, off the line.
+    let series_of = |label: &str, key: &str, mark: Mark| -> Series {
+        let mut s = Series::new(label, summary_points_by_n1(data, key, true), mark);
+        s.hollow = summary_points_by_n1(data, key, false);
+        s
     };
-    let layer2 = by_n1("outliers_layer2_phi");
-    if distinct(layer2.iter().map(|p| p.0)).len() >= 2 {
+    let hollow_note = |series: &[Series]| -> Vec<String> {
+        if series.iter().any(|s| !s.hollow.is_empty()) {
+            vec![HOLLOW_NOTE.to_string()]
+        } else {
+            Vec::new()
+        }
+    };
+    let layer2 = series_of("layer 2 along Φ*", "outliers_layer2_phi", Mark::LinePoints);
+    if distinct(layer2.points.iter().chain(&layer2.hollow).map(|p| p.0)).len() >= 2 {
         let series = vec![
-            Series::new(
+            series_of(
                 "layer 1, |w·w*| > 3σ1/√d",
-                by_n1("outliers_layer1"),
+                "outliers_layer1",
                 Mark::LinePoints,
             ),
-            Series::new("layer 2 along Φ*", layer2, Mark::LinePoints),
-            Series::new(
+            layer2,
+            series_of(
                 "layer 2 along Ĥe3(Φ*)",
-                by_n1("outliers_layer2_he3"),
+                "outliers_layer2_he3",
                 Mark::LinePoints,
             ),
         ];
@@ -152,8 +153,8 @@ fn draw_probe_figures(
             y_label: "outliers per network".into(),
             log_x: true,
             log_y: false,
+            notes: hollow_note(&series),
             series,
-            notes: Vec::new(),
         };
         save(dir, "outliers_by_layer_vs_n1", &chart, out)?;
     }
@@ -179,10 +180,10 @@ fn draw_probe_figures(
             save(dir, "parity_overlap_histograms", &chart, out)?;
         }
     }
-    let mu = by_n1("mu");
-    if distinct(mu.iter().map(|p| p.0)).len() >= 2 {
-        let mut series = vec![Series::new("measured μ", mu, Mark::Points)];
-        let mut notes = Vec::new();
+    let mu = series_of("measured μ", "mu", Mark::Points);
+    if distinct(mu.points.iter().chain(&mu.hollow).map(|p| p.0)).len() >= 2 {
+        let mut notes = hollow_note(std::slice::from_ref(&mu));
+        let mut series = vec![mu];
         if let Some(f) = inputs.mu_fit {
             series.push(Series::new(
                 format!("fit, slope {:.2}", f.exponent.value),
@@ -207,7 +208,7 @@ fn draw_probe_figures(
             }
         }
         let chart = LineChart {
-            title: "μ-specialisation magnitude along w_{*,1+2} vs N1".into(),
+            title: "μ-specialisation magnitude along (e1+e2)/√2 vs N1".into(),
             x_label: "N1".into(),
             y_label: "μ (mean |w·u| of specialising neurons)".into(),
             log_x: true,
@@ -265,10 +266,29 @@ fn slope_line(points: &[(f64, f64)], slope: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// (N1, summary value of `key`) of the analysed runs (`analysed`) or of the others (runs whose
+/// hot and cold starts disagree, left out unless `include_unequilibrated`), by N1.
+fn summary_points_by_n1(data: &StoreData, key: &str, analysed: bool) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = data
+        .runs
+        .iter()
+        .filter(|r| analysed == (data.include_unequilibrated || r.equilibrated != Some(false)))
+        .filter_map(|r| {
+            let v = r.summary.get(key).and_then(|v| v.as_f64())?;
+            Some((coordinate(r, "n1")?, v))
+        })
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
+}
+
+/// The legend note of figures with hollow markers.
+const HOLLOW_NOTE: &str = "open circles: hot and cold starts disagree (not used)";
+
 /// The cells of the runs whose hot and cold starts disagree (drawn, not used).
 fn unequilibrated_cells(
     data: &StoreData,
-    group: &str,
+    group: Option<&str>,
     x: &str,
     obs: &str,
 ) -> Vec<(f64, Vec<super::analysis::Cell>)> {
@@ -285,7 +305,7 @@ fn unequilibrated_cells(
         include_unequilibrated: true,
         ..data.clone()
     };
-    super::analysis::cells(&only_bad, Some(group), x, obs).unwrap_or_default()
+    super::analysis::cells(&only_bad, group, x, obs).unwrap_or_default()
 }
 
 /// Draws every figure the data supports into `dir`; returns the files written.
@@ -295,7 +315,7 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
     let obs = a.observable.as_str();
     // Observable vs x per group; runs whose hot and cold starts disagree drawn hollow.
     let groups = super::analysis::cells(data, Some(&a.group), &a.x, obs).ok();
-    let unequilibrated = unequilibrated_cells(data, &a.group, &a.x, obs);
+    let unequilibrated = unequilibrated_cells(data, Some(&a.group), &a.x, obs);
     if let Some(groups) = &groups {
         let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
         if xs.len() >= 2 {
@@ -318,7 +338,7 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
             let notes = if unequilibrated.is_empty() {
                 Vec::new()
             } else {
-                vec!["open circles: hot and cold starts disagree (not used)".to_string()]
+                vec![HOLLOW_NOTE.to_string()]
             };
             if obs == "alignment" {
                 series.push(Series::new(
@@ -411,8 +431,16 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
                 .iter()
                 .flat_map(|(_, c)| c.iter().map(|c| (c.x, c.mean())))
                 .collect();
-            let mut series = vec![Series::new("mean outliers", pts.clone(), Mark::Points)];
+            let mut mean = Series::new("mean outliers", pts, Mark::Points);
+            mean.hollow = unequilibrated_cells(data, None, "n1", "outliers")
+                .iter()
+                .flat_map(|(_, cs)| cs.iter().map(|c| (c.x, c.mean())))
+                .collect();
             let mut notes = Vec::new();
+            if !mean.hollow.is_empty() {
+                notes.push(HOLLOW_NOTE.to_string());
+            }
+            let mut series = vec![mean];
             if let Some(f) = inputs.outlier_fit {
                 series.push(Series::new(
                     format!("fit, slope {:.2}", f.exponent.value),
@@ -554,7 +582,38 @@ fn mse_bound_curve(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mse_bound_curve, target_mean_square};
+    use super::{mse_bound_curve, summary_points_by_n1, target_mean_square};
+    use crate::experiment::store::{RunData, StoreData};
+    use std::collections::BTreeMap;
+
+    /// fig7's μ against N1: a run whose starts disagree is kept off the analysed points and
+    /// returned among the hollow ones, unless the store includes unequilibrated runs.
+    #[test]
+    fn unequilibrated_runs_are_drawn_apart_in_the_probe_figures() {
+        let runs: Vec<RunData> = [
+            (20.0, 2.4, Some(true)),
+            (40.0, 2.5, None),
+            (320.0, 1.5, Some(false)),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &(n1, mu, eq))| {
+            let mut r = RunData::synthetic(i, BTreeMap::from([("n1".to_string(), n1)]), Vec::new());
+            r.summary = serde_json::json!({ "mu": mu });
+            r.equilibrated = eq;
+            r
+        })
+        .collect();
+        let mut data = StoreData::of_runs(runs);
+        assert_eq!(
+            summary_points_by_n1(&data, "mu", true),
+            vec![(20.0, 2.4), (40.0, 2.5)]
+        );
+        assert_eq!(summary_points_by_n1(&data, "mu", false), vec![(320.0, 1.5)]);
+        data.include_unequilibrated = true;
+        assert_eq!(summary_points_by_n1(&data, "mu", true).len(), 3);
+        assert!(summary_points_by_n1(&data, "mu", false).is_empty());
+    }
 
     #[test]
     fn mse_bound_is_one_smooth_decreasing_curve_over_the_runs_alignment_range() {
