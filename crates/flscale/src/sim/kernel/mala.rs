@@ -711,8 +711,7 @@ impl<T: Real> Context<'_, T> {
         block.virial[c].copy_from_slice(&state.saved_virial[c]);
     }
 
-    /// One ULA or MALA step of the block's chains: the Langevin move with the metric, the new
-    /// energy, and (MALA) the Metropolis test against the saved point.
+    /// One ULA or MALA step of the block's chains: move, new energy, (MALA) Metropolis test.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn step(
@@ -802,8 +801,7 @@ impl<T: Real> Context<'_, T> {
         block_xi_sq
     }
 
-    /// MALA's Metropolis test of every live chain's proposal against its saved point: keeps
-    /// it or restores the point (log α of the module doc, accumulated in f64).
+    /// MALA's test of each live chain's proposal (log α of the module doc, in f64).
     #[inline(always)]
     fn accept_or_reject(
         &self,
