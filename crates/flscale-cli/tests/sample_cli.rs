@@ -352,6 +352,14 @@ fn tempered_sample_reports_its_ladder_and_rejects_bad_settings() {
             "tempering = { replicas = 4, swap_every = 0 }",
             "sampler.tempering.swap_every = 0",
         ),
+        (
+            "tempering = { replicas = 4, max_replicas = 65 }",
+            "sampler.tempering.max_replicas = 65",
+        ),
+        (
+            "tempering = { replicas = 4, max_replicas = 8, adapt = false }",
+            "sampler.tempering.max_replicas = 8 is not allowed with replicas = 4 and adapt = false",
+        ),
     ] {
         let path = write(dir.path(), "bad.toml", &format!("{QUICK}{bad}\n"));
         let r = flscale(&["sample", &path, "--out", out.to_str().unwrap()], None);
@@ -377,6 +385,10 @@ fn bench_sampling_rejects_bad_hmc_options() {
         (
             vec!["--collapsed-thin", "0"],
             "--collapsed-thin 0 is not allowed",
+        ),
+        (
+            vec!["--tempered", "4", "--max-replicas", "1"],
+            "--max-replicas 1 is not allowed",
         ),
     ] {
         let mut all = vec!["bench", "--sampling"];

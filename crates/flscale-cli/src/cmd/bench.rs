@@ -95,6 +95,11 @@ pub struct BenchArgs {
     /// With --tempered: proposals between swap rounds (`sampler.tempering.swap_every`).
     #[arg(long = "swap-every", default_value_t = 1)]
     pub swap_every: usize,
+    /// With --tempered: let R follow the measured barrier, ⌈2Λ⌉ + 1 replicas chosen during
+    /// burn-in, at most this many (`sampler.tempering.max_replicas`, 2 … 64); --tempered is
+    /// then the starting R and the cost counts the R of the window.
+    #[arg(long = "max-replicas", value_name = "R")]
+    pub max_replicas: Option<usize>,
 }
 
 /// Runs `flscale bench`.
@@ -263,6 +268,7 @@ fn run_sampling(args: &BenchArgs, ctx: &Ctx) -> Result<()> {
             adapt: true,
             beta_min: args.beta_min,
             swap_every: args.swap_every,
+            max_replicas: args.max_replicas,
         };
         return run_tempered(setting, tempering, args.json, ctx);
     }
@@ -363,6 +369,13 @@ fn run_tempered(
             tempering.swap_every
         )));
     }
+    if let Some(max) = tempering.max_replicas {
+        if !(2..=64).contains(&max) {
+            return Err(Error::invalid(format!(
+                "--max-replicas {max} is not allowed; it is the most replicas per chain the adapted ladder may use, between 2 and 64"
+            )));
+        }
+    }
     if !ctx.quiet && !json {
         eprintln!(
             "sampling P = {}, {} chains: collapsed {} steps, then the same with {replicas} replicas per chain …",
@@ -382,8 +395,9 @@ fn run_tempered(
         setting.steps,
         rayon_threads()
     );
+    let window_replicas = c.replicas;
     t += &format!(
-        "collapsed: {}; tempered: the same with {replicas} replicas, whose cost (steps, τ) counts all replicas:\n",
+        "collapsed: {}; tempered: the same with {window_replicas} replicas, whose cost (steps, τ) counts all replicas:\n",
         collapsed_name(&setting)
     );
     let rows = [("collapsed", &c.collapsed), ("tempered", &c.tempered)];
@@ -421,6 +435,12 @@ fn run_tempered(
             tp.round_trip_rate,
             tp.predicted_round_trip_rate
         );
+        for r in &tp.resizes {
+            t += &format!(
+                "R {} → {} at burn-in step {} (Λ {:.2} over the interval before)\n",
+                r.from, r.to, r.step, r.barrier
+            );
+        }
     }
     out(&t)
 }

@@ -69,6 +69,15 @@ impl StepSteering {
         }
     }
 
+    /// The same steering for a new kernel (a slot added to a tempering ladder): the scale
+    /// learnt so far, the acceptance counted from the new kernel's zero.
+    pub(crate) fn restarted(&self) -> Self {
+        StepSteering {
+            counts_then: (0, 0),
+            ..*self
+        }
+    }
+
     /// η·λ_max for the next stretch, given the run's acceptance counts so far (`None`
     /// without a Metropolis test).
     pub(crate) fn fraction(&mut self, counts: Option<(u64, u64)>) -> f64 {

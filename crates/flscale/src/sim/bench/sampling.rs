@@ -355,7 +355,7 @@ fn samplers_agree(a: &SamplerEfficiency, b: &SamplerEfficiency) -> Option<bool> 
 pub struct TemperedComparison {
     /// The setting (the collapsed sampler's).
     pub setting: SamplingSetting,
-    /// R.
+    /// R of the sampling window (the starting R unless `max_replicas` let it change).
     pub replicas: usize,
     /// The collapsed sampler alone.
     pub collapsed: SamplerEfficiency,
@@ -396,6 +396,12 @@ pub fn compare_tempered(
     tempered_cfg.sampler.tempering = tempering;
     tempered_cfg.validate()?;
     let tempered_run = run_experiment(&tempered_cfg, &mut |_, _| {})?;
+    // R of the sampling window: the adapted one where `max_replicas` let it change.
+    let replicas = tempered_run
+        .summary
+        .tempering
+        .as_ref()
+        .map_or(replicas, |t| t.replicas);
     let tempered = efficiency_over_replicas(&tempered_run, burn_in, thin, leapfrog, replicas);
     Ok(TemperedComparison {
         setting,

@@ -336,6 +336,12 @@ pub struct TemperingConfig {
     /// replica changed state re-evaluates its gradient once.
     #[serde(default = "default_swap_every")]
     pub swap_every: usize,
+    /// With `adapt = true`: let R itself follow the barrier, ⌈2Λ⌉ + 1 slots (Syed et al. 2022,
+    /// §5.3), chosen in the second quarter of burn-in and at most this many (2 … 64); `replicas`
+    /// is then the starting R. Unset (the default): R stays `replicas`. Every slot costs as
+    /// much as a chain, so this bounds the run's cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<usize>,
 }
 
 impl Default for TemperingConfig {
@@ -345,6 +351,7 @@ impl Default for TemperingConfig {
             adapt: true,
             beta_min: default_beta_min(),
             swap_every: default_swap_every(),
+            max_replicas: None,
         }
     }
 }

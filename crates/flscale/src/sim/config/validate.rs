@@ -204,6 +204,19 @@ impl ExperimentConfig {
                 t.swap_every
             )));
         }
+        if let Some(max) = t.max_replicas {
+            if !(2..=64).contains(&max) {
+                return Err(Error::invalid(format!(
+                    "sampler.tempering.max_replicas = {max} is not allowed; it is the most replicas per chain that the adapted ladder may use, an integer between 2 and 64"
+                )));
+            }
+            if t.replicas < 2 || !t.adapt {
+                return Err(Error::invalid(format!(
+                    "sampler.tempering.max_replicas = {max} is not allowed with replicas = {} and adapt = {}; R is chosen from the barrier while the ladder adapts: set replicas ≥ 2 (the starting R) and adapt = true, or leave max_replicas out",
+                    t.replicas, t.adapt
+                )));
+            }
+        }
         if t.replicas == 1 {
             return Ok(());
         }

@@ -196,10 +196,12 @@ fn adapt_in_burn_in<T: Real>(
     if s.adapt_step {
         adapt_step_size(ens, kernel, steering, s, t);
         if let Some(r) = replicas {
-            r.adapt(t, s.burn_in, |e, k, st| adapt_step_size(e, k, st, s, t));
+            r.adapt(ens, t, s.burn_in, |e, k, st| {
+                adapt_step_size(e, k, st, s, t)
+            });
         }
     } else if let Some(r) = replicas {
-        r.adapt(t, s.burn_in, |_, _, _| {});
+        r.adapt(ens, t, s.burn_in, |_, _, _| {});
     }
 }
 

@@ -68,6 +68,23 @@ pub struct TemperingDiagnostics {
     pub steps: Vec<f64>,
     /// Chains left out of the swaps because one of their replicas at β < 1 diverged.
     pub diverged_replicas: usize,
+    /// The changes of R during burn-in (`max_replicas`), in order; R is `replicas` after the
+    /// last one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resizes: Vec<LadderResize>,
+}
+
+/// One change of the number of replicas during burn-in (`sampler.tempering.max_replicas`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LadderResize {
+    /// The burn-in step at which it happened.
+    pub step: usize,
+    /// The barrier Λ measured over the swaps since the previous adaptation.
+    pub barrier: f64,
+    /// R before.
+    pub from: usize,
+    /// R after: ⌈2Λ⌉ + 1 within 2 … `max_replicas`.
+    pub to: usize,
 }
 
 /// One slot of the ladder at β < 1.
@@ -77,12 +94,63 @@ struct Slot<T: Real> {
     steering: StepSteering,
 }
 
+/// Builds a slot's kernel for its ensemble.
+type KernelFactory<'a, T> = Box<dyn FnMut(&Ensemble<T>) -> Kernel<T> + 'a>;
+
+/// How the slots' ensembles and kernels are built: `start(stream)` is an ensemble of the
+/// run's model, data and start with the noise streams of `stream` (distinct for every slot
+/// ever built; [`slot_seed`]), `kernel` its kernel. Kept for the slots a growing ladder adds.
+struct SlotFactory<'a, T: Real> {
+    start: Box<dyn FnMut(usize) -> Ensemble<T> + 'a>,
+    kernel: KernelFactory<'a, T>,
+    /// Streams used so far (slot 0's included).
+    streams: usize,
+    /// (mala, hmc) of the sampler, for a new slot's step steering.
+    steering: (bool, bool),
+}
+
+impl<T: Real> SlotFactory<'_, T> {
+    /// A slot with the next unused noise streams, its kernel, and the step steering of
+    /// `steering` restarted (a fresh one without).
+    fn slot(&mut self, steering: Option<&StepSteering>) -> Slot<T> {
+        let ens = (self.start)(self.streams);
+        self.streams += 1;
+        let kernel = (self.kernel)(&ens);
+        Slot {
+            ens,
+            kernel: Some(kernel),
+            steering: steering.map_or_else(
+                || StepSteering::new(self.steering.0, self.steering.1),
+                StepSteering::restarted,
+            ),
+        }
+    }
+}
+
+/// Copies every chain's state of `from` into `to` (same model, data and chain blocks): the
+/// parameters, the data term and training error they leave, the divergence marks, the step
+/// and the step count. The noise streams stay `to`'s own.
+fn copy_states<T: Real>(from: &Ensemble<T>, to: &mut Ensemble<T>) {
+    for (a, b) in from.blocks.iter().zip(&mut to.blocks) {
+        for (pa, pb) in a.params.iter().zip(&mut b.params) {
+            pb.copy_from_slice(pa);
+        }
+        b.data_loss.clone_from(&a.data_loss);
+        b.sq_error.clone_from(&a.sq_error);
+        b.diverged.clone_from(&a.diverged);
+    }
+    to.dynamics.step = from.dynamics.step;
+    to.steps_done = from.steps_done;
+}
+
 /// The replicas of a tempered run beside its β = 1 ensemble (module doc).
-pub(crate) struct Replicas<T: Real> {
+pub(crate) struct Replicas<'a, T: Real> {
     config: TemperingConfig,
     ladder: Ladder,
     /// Slots 1 … R−1.
     slots: Vec<Slot<T>>,
+    factory: SlotFactory<'a, T>,
+    resizes: Vec<LadderResize>,
     /// Per chain: who sits where, and the swap statistics.
     sets: Vec<ReplicaSet>,
     swap_rngs: Vec<ChaCha8Rng>,
@@ -104,27 +172,31 @@ pub(crate) fn slot_seed(seed: u64, slot: usize) -> u64 {
 /// The stream tag of the swap uniforms (chain k uses stream k of this seed).
 const SWAP_STREAM_SEED: u64 = 0x5357_4150_5354_524D;
 
-impl<T: Real> Replicas<T> {
-    /// The replicas of slots 1 … R−1; `start(slot)` builds slot j's ensemble (same model,
-    /// data and start as slot 0, its own streams) and `kernel(&ens)` its kernel.
+impl<'a, T: Real> Replicas<'a, T> {
+    /// The replicas of slots 1 … R−1; `start(stream)` builds an ensemble with the model, data
+    /// and start of slot 0 and the noise streams of `stream` (slot j starts with stream j;
+    /// slots added by a growing ladder get new ones) and `kernel(&ens)` its kernel.
     pub(crate) fn new(
         config: &TemperingConfig,
         sampler: &SamplerConfig,
         chains: usize,
-        mut start: impl FnMut(usize) -> Ensemble<T>,
-        mut kernel: impl FnMut(&Ensemble<T>) -> Kernel<T>,
+        start: impl FnMut(usize) -> Ensemble<T> + 'a,
+        kernel: impl FnMut(&Ensemble<T>) -> Kernel<T> + 'a,
     ) -> Self {
         let ladder = Ladder::geometric(config.replicas, config.beta_min);
+        let mut factory = SlotFactory {
+            start: Box::new(start),
+            kernel: Box::new(kernel),
+            streams: 1,
+            steering: (sampler.mala, sampler.hmc_steps.is_some()),
+        };
         let slots = (1..config.replicas)
             .map(|j| {
-                let ens = start(j);
-                let mut k = kernel(&ens);
-                k.data_scale = ladder.betas()[j];
-                Slot {
-                    ens,
-                    kernel: Some(k),
-                    steering: StepSteering::new(sampler.mala, sampler.hmc_steps.is_some()),
+                let mut slot = factory.slot(None);
+                if let Some(k) = &mut slot.kernel {
+                    k.data_scale = ladder.betas()[j];
                 }
+                slot
             })
             .collect();
         let swap_seed = sampler.seed ^ SWAP_STREAM_SEED;
@@ -145,45 +217,116 @@ impl<T: Real> Replicas<T> {
             round: 0,
             adapted: false,
             window_steps: 0,
+            factory,
+            resizes: Vec::new(),
         }
     }
 
     /// Every slot's step adaptation (`adapt` is the driver's, run on each slot's own ensemble,
     /// kernel and steering), preceded in the first half of burn-in by the ladder's adaptation.
+    /// `ens0` is the β = 1 slot, the source of new slots' states where it is the nearest.
     pub(crate) fn adapt(
         &mut self,
+        ens0: &Ensemble<T>,
         t: usize,
         burn_in: usize,
         mut adapt: impl FnMut(&mut Ensemble<T>, &mut Option<Kernel<T>>, &mut StepSteering),
     ) {
         if self.config.adapt && 2 * t <= burn_in && self.round > 0 {
-            self.equalise_ladder();
+            self.equalise_ladder(ens0, t, burn_in);
         }
         for slot in &mut self.slots {
             adapt(&mut slot.ens, &mut slot.kernel, &mut slot.steering);
         }
     }
 
-    /// Moves the β's to equal rejection per pair from the swaps since the last call, then
-    /// restarts the statistics.
-    fn equalise_ladder(&mut self) {
+    /// Moves the β's to equal rejection per pair from the swaps since the last call — with
+    /// [`Replicas::replicas_wanted`] slots — then restarts the statistics.
+    fn equalise_ladder(&mut self, ens0: &Ensemble<T>, t: usize, burn_in: usize) {
         let pooled = self.pooled_stats();
         if pooled.proposed.contains(&0) {
             return;
         }
-        self.ladder = self
-            .ladder
-            .equalised(&pooled.rejection(), self.config.replicas);
-        for (j, slot) in self.slots.iter_mut().enumerate() {
-            if let Some(k) = &mut slot.kernel {
-                k.data_scale = self.ladder.betas()[j + 1];
-                k.invalidate();
+        let (from, barrier) = (self.ladder.len(), pooled.barrier());
+        let to = self.replicas_wanted(barrier, t, burn_in);
+        let ladder = self.ladder.equalised(&pooled.rejection(), to);
+        if to == from {
+            self.ladder = ladder;
+            for (j, slot) in self.slots.iter_mut().enumerate() {
+                if let Some(k) = &mut slot.kernel {
+                    k.data_scale = self.ladder.betas()[j + 1];
+                    k.invalidate();
+                }
             }
-        }
-        for set in &mut self.sets {
-            set.reset_stats();
+            for set in &mut self.sets {
+                set.reset_stats();
+            }
+        } else {
+            self.resize(ens0, ladder);
+            self.resizes.push(LadderResize {
+                step: t,
+                barrier,
+                from,
+                to,
+            });
         }
         self.adapted = true;
+    }
+
+    /// R for the next stretch. Without `max_replicas`, the current R. With it, from the second
+    /// quarter of burn-in on (the first quarter's swaps are of states far from equilibrium and
+    /// of a ladder not yet equalised), R ≈ 2Λ + 1 ([`Ladder::replicas_for_barrier`]): grown
+    /// whenever Λ asks for more (a coarse ladder's rejections saturate at 1, so its Σ r_k
+    /// underestimates Λ and the next, finer ladder measures more), shrunk only by two or more
+    /// (Λ from one interval is noisy; a one-slot change back and forth would only cost).
+    fn replicas_wanted(&self, barrier: f64, t: usize, burn_in: usize) -> usize {
+        let now = self.ladder.len();
+        let Some(max) = self.config.max_replicas else {
+            return now;
+        };
+        if 4 * t < burn_in {
+            return now;
+        }
+        let wanted = Ladder::replicas_for_barrier(barrier, max);
+        if wanted > now || wanted + 1 < now {
+            wanted
+        } else {
+            now
+        }
+    }
+
+    /// Replaces the slots by those of `ladder` (another R): each new slot j ≥ 1 starts from a
+    /// copy of every chain's state (parameters, data term, divergence) and of the step of the
+    /// old slot nearest to β_j in log β — slot 0 included — with new noise streams, a new
+    /// kernel and the old slot's step steering. The run stays exact: the ladder only changes
+    /// during burn-in, and after its last change every slot targets its π_β from there on.
+    fn resize(&mut self, ens0: &Ensemble<T>, ladder: Ladder) {
+        let old_betas = self.ladder.betas().to_vec();
+        let old_slots = std::mem::take(&mut self.slots);
+        for &beta in &ladder.betas()[1..] {
+            let nearest = (0..old_betas.len())
+                .min_by(|&a, &b| {
+                    let dist = |k: usize| (old_betas[k].ln() - beta.ln()).abs();
+                    dist(a).total_cmp(&dist(b))
+                })
+                .expect("at least two slots");
+            // Slot 0's steering is the driver's: a copy of it is steered afresh.
+            let (source, steering) = match nearest {
+                0 => (ens0, None),
+                k => (&old_slots[k - 1].ens, Some(&old_slots[k - 1].steering)),
+            };
+            let mut slot = self.factory.slot(steering);
+            copy_states(source, &mut slot.ens);
+            if let Some(k) = &mut slot.kernel {
+                k.data_scale = beta;
+            }
+            self.slots.push(slot);
+        }
+        self.ladder = ladder;
+        let r = self.ladder.len();
+        for set in &mut self.sets {
+            *set = ReplicaSet::new(r);
+        }
     }
 
     /// Advances every slot by `n` steps (slot 0 by `advance0`), then, when `t_end` is a
@@ -293,7 +436,7 @@ impl<T: Real> Replicas<T> {
 
     /// The statistics summed over the chains whose replicas are all alive.
     fn pooled_stats(&self) -> SwapStats {
-        let pairs = self.config.replicas - 1;
+        let pairs = self.ladder.len() - 1;
         let mut pooled = SwapStats {
             proposed: vec![0; pairs],
             accepted: vec![0; pairs],
@@ -353,7 +496,7 @@ impl<T: Real> Replicas<T> {
             .count()
             .max(1);
         TemperingDiagnostics {
-            replicas: self.config.replicas,
+            replicas: self.ladder.len(),
             betas: self.ladder.betas().to_vec(),
             swap_every: self.config.swap_every,
             adapted: self.adapted,
@@ -372,6 +515,7 @@ impl<T: Real> Replicas<T> {
                 .chain(self.slots.iter().map(|s| s.ens.dynamics.step))
                 .collect(),
             diverged_replicas: diverged,
+            resizes: self.resizes.clone(),
         }
     }
 }

@@ -7,7 +7,7 @@
 use crate::sim::config::{ExperimentConfig, SamplerMethod};
 use crate::sim::data::Dataset;
 use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
-use crate::sim::driver::tempered::{slot_seed, Replicas};
+use crate::sim::driver::tempered::{slot_seed, Replicas, TemperingDiagnostics};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
@@ -73,8 +73,37 @@ sigma2 = [1.0, 2.0]
 /// per chain, z = Lᵀ(a − m), must have mean 0 and identity covariance.
 #[test]
 fn tempered_frozen_first_layer_gives_bayesian_linear_regression() {
+    let diagnostics = tempered_frozen_first_layer("replicas = 5");
+    assert_eq!(diagnostics.replicas, 5);
+    assert!(diagnostics.resizes.is_empty());
+}
+
+/// The same with R chosen from the barrier (`max_replicas`): started over-provisioned at
+/// R = 10, the ladder shrinks to ⌈2Λ⌉ + 1 in the second quarter of burn-in, each new slot a
+/// copy of the nearest old one, and the β = 1 law is still the exact one.
+#[test]
+fn tempered_frozen_first_layer_stays_exact_when_the_ladder_is_resized() {
+    let diagnostics = tempered_frozen_first_layer("replicas = 10, max_replicas = 16");
+    let last = diagnostics.resizes.last().expect("R was resized");
+    assert_eq!(diagnostics.resizes[0].from, 10, "{diagnostics:?}");
+    assert_eq!(diagnostics.replicas, last.to);
+    for r in &diagnostics.resizes {
+        assert_eq!(
+            r.to,
+            crate::sim::kernel::tempering::Ladder::replicas_for_barrier(r.barrier, 16)
+        );
+    }
+    assert!(diagnostics.replicas < 10, "{diagnostics:?}");
+    assert_eq!(diagnostics.betas.len(), diagnostics.replicas);
+    assert_eq!(diagnostics.swap_acceptance.len(), diagnostics.replicas - 1);
+}
+
+/// The frozen-first-layer run with `sampler.tempering = { <tempering>, beta_min = 0.05,
+/// swap_every = 5 }`, its whitened β = 1 readouts checked against the closed form; returns the
+/// tempering diagnostics.
+fn tempered_frozen_first_layer(tempering: &str) -> TemperingDiagnostics {
     let (model, x, y, kappa) = super::fcn::frozen_first_layer_problem();
-    let (d, n, p) = (model.d, model.widths[0], y.len());
+    let n = model.widths[0];
     let v_readout = model.prior_var[1];
     let chains = 24;
     let dynamics = Dynamics {
@@ -82,7 +111,7 @@ fn tempered_frozen_first_layer_gives_bayesian_linear_regression() {
         step: 2e-3,
         temperature: 1.0,
     };
-    let settings = config(
+    let settings = config(&format!(
         r#"
 [model]
 kind = "fcn"
@@ -101,9 +130,9 @@ thin = 1
 chains = 24
 seed = 3
 mala = true
-tempering = { replicas = 5, beta_min = 0.05, swap_every = 5 }
-"#,
-    );
+tempering = {{ {tempering}, beta_min = 0.05, swap_every = 5 }}
+"#
+    ));
     let s = &settings.sampler;
     let start = |slot: usize| {
         // Every slot's chain k gets chain k's frozen W₁ (the seed of slot 0) and its own
@@ -130,43 +159,17 @@ tempering = { replicas = 5, beta_min = 0.05, swap_every = 5 }
     let mut kernel = new_kernel(&ens);
     let mut replicas = Replicas::new(s.tempering().unwrap(), s, chains, start, new_kernel);
     let exact: Vec<(Vec<f64>, Vec<f64>)> = (0..chains)
-        .map(|k| {
-            let w1 = ens.chain_group(k, 0);
-            let phi: Vec<f64> = (0..p)
-                .flat_map(|mu| {
-                    let row = &x[mu * d..(mu + 1) * d];
-                    let w1 = &w1;
-                    (0..n).map(move |i| libm::erf((0..d).map(|j| w1[i * d + j] * row[j]).sum()))
-                })
-                .collect();
-            let mut lambda = vec![0.0; n * n];
-            for i in 0..n {
-                for j in 0..n {
-                    lambda[i * n + j] = (0..p)
-                        .map(|mu| phi[mu * n + i] * phi[mu * n + j])
-                        .sum::<f64>()
-                        / kappa;
-                }
-                lambda[i * n + i] += 1.0 / v_readout;
-            }
-            let mut l = vec![0.0; n * n];
-            assert!(linalg::cholesky(&lambda, &mut l, n));
-            let b: Vec<f64> = (0..n)
-                .map(|i| (0..p).map(|mu| phi[mu * n + i] * y[mu]).sum::<f64>() / kappa)
-                .collect();
-            let mut m = b.clone();
-            linalg::cholesky_solve(&l, &mut m, n);
-            (l, m)
-        })
+        .map(|k| readout_posterior(&ens.chain_group(k, 0), &x, &y, kappa, v_readout, n))
         .collect();
     let mut t = 0;
-    // Burn-in with two ladder adaptations.
+    // Burn-in of 3000 steps with three ladder adaptations (at t = 500, 1000, 1500: the
+    // second and third in the second quarter, where R may change).
     for _ in 0..3 {
         for _ in 0..100 {
             t += 5;
             replicas.advance(&mut ens, &mut kernel, 5, t, false);
         }
-        replicas.adapt(0, 1000, |_, _, _| {});
+        replicas.adapt(&ens, t, 3000, |_, _, _| {});
     }
     replicas.start_window();
     let (mut sum, mut cov, mut count) = (vec![0.0; n], vec![0.0; n * n], 0.0);
@@ -213,6 +216,45 @@ tempering = { replicas = 5, beta_min = 0.05, swap_every = 5 }
             );
         }
     }
+    diagnostics
+}
+
+/// The readout posterior of the frozen-first-layer network with first layer `w1` (N × d):
+/// Bayesian linear regression on Φ = erf(XW₁ᵀ), precision Λ = ΦᵀΦ/κ + I/v and mean
+/// Λ⁻¹Φᵀy/κ (T = 1); returns (the Cholesky factor of Λ, the mean).
+fn readout_posterior(
+    w1: &[f64],
+    x: &[f64],
+    y: &[f64],
+    kappa: f64,
+    v_readout: f64,
+    n: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let p = y.len();
+    let d = x.len() / p;
+    let phi: Vec<f64> = (0..p)
+        .flat_map(|mu| {
+            let row = &x[mu * d..(mu + 1) * d];
+            (0..n).map(move |i| libm::erf((0..d).map(|j| w1[i * d + j] * row[j]).sum()))
+        })
+        .collect();
+    let mut lambda = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            lambda[i * n + j] = (0..p)
+                .map(|mu| phi[mu * n + i] * phi[mu * n + j])
+                .sum::<f64>()
+                / kappa;
+        }
+        lambda[i * n + i] += 1.0 / v_readout;
+    }
+    let mut l = vec![0.0; n * n];
+    assert!(linalg::cholesky(&lambda, &mut l, n));
+    let mut m: Vec<f64> = (0..n)
+        .map(|i| (0..p).map(|mu| phi[mu * n + i] * y[mu]).sum::<f64>() / kappa)
+        .collect();
+    linalg::cholesky_solve(&l, &mut m, n);
+    (l, m)
 }
 
 /// One erf neuron fitting y = He1(Φ*) = ±x (d = 1): f = a·erf(wx) has two mirror modes,
@@ -286,6 +328,42 @@ fn tempering_finds_both_mirror_modes_of_one_neuron() {
     assert!(t.round_trips as usize > chains, "{t:?}");
 }
 
+/// Started with too few replicas for the mirror modes' barrier (R = 3, whose two pairs
+/// rejected 88 % of swaps), `max_replicas` grows the ladder to ⌈2Λ⌉ + 1 during burn-in and the
+/// tempered run then finds both modes with weight ½.
+#[test]
+fn a_growing_ladder_finds_both_mirror_modes_of_one_neuron() {
+    let chains = 200;
+    let cfg = one_neuron(
+        chains,
+        "tempering = { replicas = 3, max_replicas = 16, swap_every = 2 }",
+    );
+    let data = Dataset::generate(&cfg.data, &cfg.target, cfg.sampler.seed);
+    let sign = data.teacher[0].signum();
+    let initial: Vec<Vec<Vec<f64>>> = (0..chains)
+        .map(|_| vec![vec![1.5 * sign], vec![1.0]])
+        .collect();
+    let r = run_experiment_from(&cfg, &initial, &mut |_, _| {}).unwrap();
+    let t = r.summary.tempering.as_ref().unwrap();
+    assert!(t.replicas > 3, "{t:?}");
+    assert_eq!(t.resizes[0].from, 3, "{t:?}");
+    // Every resize in the second quarter of burn-in (steps 250 … 500).
+    assert!(
+        t.resizes.iter().all(|z| (250..=500).contains(&z.step)),
+        "{t:?}"
+    );
+    // R ≈ 2Λ + 1 spreads Λ over the pairs at a rejection of about ½ each (measured 3 → 5 →
+    // 6 → 7 slots, acceptance 0.55–0.59 per pair, where R = 3 accepted 0.12).
+    assert!(
+        t.swap_acceptance.iter().all(|&a| a > 0.35 && a < 0.8),
+        "{t:?}"
+    );
+    assert!(t.suggested_replicas.abs_diff(t.replicas) <= 1, "{t:?}");
+    let f = fraction_positive_readout(&r);
+    assert!((f - 0.5).abs() < 0.14, "tempered: {f}, {t:?}");
+    assert!(t.round_trips as usize > chains, "{t:?}");
+}
+
 /// The swaps draw from per-chain streams and visit chains in order: a tempered run (two
 /// blocks of chains, so two threads split every slot) is identical for 1 and 2 threads.
 #[test]
@@ -314,7 +392,7 @@ thin = 50
 chains = 8
 mala = true
 hmc_steps = 3
-tempering = { replicas = 3, swap_every = 4 }
+tempering = { replicas = 3, max_replicas = 6, swap_every = 4 }
 "#,
     );
     let run = |threads: usize| {
@@ -325,6 +403,9 @@ tempering = { replicas = 3, swap_every = 4 }
             .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap().summary)
     };
     let one = run(1);
-    assert!(one.tempering.as_ref().unwrap().round_trips > 0);
+    let t = one.tempering.as_ref().unwrap();
+    assert!(t.round_trips > 0);
+    // The ladder grew (3 → 4 at step 100): the resize path is covered too.
+    assert!(!t.resizes.is_empty(), "{t:?}");
     assert_eq!(one, run(2));
 }
