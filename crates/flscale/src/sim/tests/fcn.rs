@@ -122,10 +122,48 @@ pub(super) fn frozen_first_layer_problem() -> (FcnModel, Vec<f64>, Vec<f64>, f64
     (model, x, y, kappa)
 }
 
+/// The readout posterior of the frozen-first-layer network with first layer `w1` (N × d):
+/// Bayesian linear regression on Φ = erf(XW₁ᵀ), precision Λ = ΦᵀΦ/κ + I/v and mean
+/// Λ⁻¹Φᵀy/κ (T = 1); returns (the Cholesky factor of Λ, the mean).
+pub(super) fn readout_posterior(
+    w1: &[f64],
+    x: &[f64],
+    y: &[f64],
+    kappa: f64,
+    v_readout: f64,
+    n: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let p = y.len();
+    let d = x.len() / p;
+    let phi: Vec<f64> = (0..p)
+        .flat_map(|mu| {
+            let row = &x[mu * d..(mu + 1) * d];
+            (0..n).map(move |i| libm::erf((0..d).map(|j| w1[i * d + j] * row[j]).sum()))
+        })
+        .collect();
+    let mut lambda = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            lambda[i * n + j] = (0..p)
+                .map(|mu| phi[mu * n + i] * phi[mu * n + j])
+                .sum::<f64>()
+                / kappa;
+        }
+        lambda[i * n + i] += 1.0 / v_readout;
+    }
+    let mut l = vec![0.0; n * n];
+    assert!(linalg::cholesky(&lambda, &mut l, n));
+    let mut m: Vec<f64> = (0..n)
+        .map(|i| (0..p).map(|mu| phi[mu * n + i] * y[mu]).sum::<f64>() / kappa)
+        .collect();
+    linalg::cholesky_solve(&l, &mut m, n);
+    (l, m)
+}
+
 #[test]
 fn frozen_first_layer_gives_bayesian_linear_regression() {
     let (model, x, y, kappa) = frozen_first_layer_problem();
-    let (d, n, p) = (model.d, model.widths[0], y.len());
+    let n = model.widths[0];
     let v_readout = model.prior_var[1];
     let chains = 24;
     let eta = 2e-4;
@@ -136,39 +174,9 @@ fn frozen_first_layer_gives_bayesian_linear_regression() {
     };
     let mut ens = Ensemble::<f64>::new(model, &x, &y, chains, 3, dynamics, None);
     // Exact posterior of each chain.
-    let mut exact = Vec::new();
-    for k in 0..chains {
-        let w1 = ens.chain_group(k, 0);
-        let phi: Vec<f64> = (0..p)
-            .flat_map(|mu| {
-                let row = &x[mu * d..(mu + 1) * d];
-                let w1 = &w1;
-                (0..n).map(move |i| libm::erf((0..d).map(|j| w1[i * d + j] * row[j]).sum()))
-            })
-            .collect();
-        let mut lambda = vec![0.0; n * n];
-        for i in 0..n {
-            for j in 0..n {
-                lambda[i * n + j] = (0..p)
-                    .map(|mu| phi[mu * n + i] * phi[mu * n + j])
-                    .sum::<f64>()
-                    / kappa;
-            }
-            lambda[i * n + i] += 1.0 / v_readout;
-        }
-        let l = cholesky(&lambda, n);
-        let b: Vec<f64> = (0..n)
-            .map(|i| (0..p).map(|mu| phi[mu * n + i] * y[mu]).sum::<f64>() / kappa)
-            .collect();
-        // m = Λ⁻¹ b = L⁻ᵀ L⁻¹ b.
-        let u = solve_lower(&l, &b, n);
-        let mut m = vec![0.0; n];
-        for i in (0..n).rev() {
-            let s: f64 = (i + 1..n).map(|k| l[k * n + i] * m[k]).sum();
-            m[i] = (u[i] - s) / l[i * n + i];
-        }
-        exact.push((l, m));
-    }
+    let exact: Vec<(Vec<f64>, Vec<f64>)> = (0..chains)
+        .map(|k| readout_posterior(&ens.chain_group(k, 0), &x, &y, kappa, v_readout, n))
+        .collect();
     // λ_max of a quadratic U is the top eigenvalue of Λ (power iteration on the exact Λ).
     let lambdas = ens.lambda_max(60);
     for (k, (l, _)) in exact.iter().enumerate() {

@@ -12,7 +12,6 @@ use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::fcn::FcnModel;
-use crate::sim::num::linalg;
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -159,7 +158,7 @@ tempering = {{ {tempering}, beta_min = 0.05, swap_every = 5 }}
     let mut kernel = new_kernel(&ens);
     let mut replicas = Replicas::new(s.tempering().unwrap(), s, chains, start, new_kernel);
     let exact: Vec<(Vec<f64>, Vec<f64>)> = (0..chains)
-        .map(|k| readout_posterior(&ens.chain_group(k, 0), &x, &y, kappa, v_readout, n))
+        .map(|k| super::fcn::readout_posterior(&ens.chain_group(k, 0), &x, &y, kappa, v_readout, n))
         .collect();
     let mut t = 0;
     // Burn-in of 3000 steps with three ladder adaptations (at t = 500, 1000, 1500: the
@@ -217,44 +216,6 @@ tempering = {{ {tempering}, beta_min = 0.05, swap_every = 5 }}
         }
     }
     diagnostics
-}
-
-/// The readout posterior of the frozen-first-layer network with first layer `w1` (N × d):
-/// Bayesian linear regression on Φ = erf(XW₁ᵀ), precision Λ = ΦᵀΦ/κ + I/v and mean
-/// Λ⁻¹Φᵀy/κ (T = 1); returns (the Cholesky factor of Λ, the mean).
-fn readout_posterior(
-    w1: &[f64],
-    x: &[f64],
-    y: &[f64],
-    kappa: f64,
-    v_readout: f64,
-    n: usize,
-) -> (Vec<f64>, Vec<f64>) {
-    let p = y.len();
-    let d = x.len() / p;
-    let phi: Vec<f64> = (0..p)
-        .flat_map(|mu| {
-            let row = &x[mu * d..(mu + 1) * d];
-            (0..n).map(move |i| libm::erf((0..d).map(|j| w1[i * d + j] * row[j]).sum()))
-        })
-        .collect();
-    let mut lambda = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            lambda[i * n + j] = (0..p)
-                .map(|mu| phi[mu * n + i] * phi[mu * n + j])
-                .sum::<f64>()
-                / kappa;
-        }
-        lambda[i * n + i] += 1.0 / v_readout;
-    }
-    let mut l = vec![0.0; n * n];
-    assert!(linalg::cholesky(&lambda, &mut l, n));
-    let mut m: Vec<f64> = (0..n)
-        .map(|i| (0..p).map(|mu| phi[mu * n + i] * y[mu]).sum::<f64>() / kappa)
-        .collect();
-    linalg::cholesky_solve(&l, &mut m, n);
-    (l, m)
 }
 
 /// One erf neuron fitting y = He1(Φ*) = ±x (d = 1): f = a·erf(wx) has two mirror modes,
