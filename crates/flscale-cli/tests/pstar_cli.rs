@@ -109,6 +109,7 @@ fn fit_with_falling_matches_pstar() {
         let w = v["fit_warnings"].as_array().unwrap();
         let last = w.last().unwrap().as_str().unwrap();
         assert!(last.contains("rests on 0 resolved P* value(s) of d"), "{v}");
+        assert_eq!(v["exponent_claimed"], false, "{v}");
         assert!(
             last.contains(&format!("--out {d} --refine-pstar 1.1")),
             "{v}"
@@ -120,6 +121,12 @@ fn fit_with_falling_matches_pstar() {
     assert!(text.contains("--refine-pstar"), "{text}");
     assert!(
         text.contains("warning: the exponent rests on 0 resolved"),
+        "{text}"
+    );
+    // The slope through unresolved crossings is shown, not claimed as a measurement.
+    assert!(
+        text.contains("P* vs d: no exponent claimed from 3 point(s)")
+            && !text.contains("measured exponent"),
         "{text}"
     );
 }

@@ -60,48 +60,15 @@ pub fn fit_json(f: &ExponentFit, p: Option<&Predicted>) -> serde_json::Value {
     })
 }
 
-/// Runs `flscale fit`.
-pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
-    // A wrong preset name is the user's to fix: say so before any fit can fail on the data.
-    if let Some(p) = &args.preset {
-        flscale::patterns::arch::Architecture::from_preset(p).map_err(|e| e.context("--preset"))?;
-    }
-    let mut data = super::pstar::load(
-        &args.store.dir,
-        args.store.threshold,
-        None,
-        None,
-        None,
-        args.store.skip_damaged,
-    )?;
-    data.include_unequilibrated = args.store.include_unequilibrated;
-    let a = data.analysis.clone();
-    let spec = a
-        .fit
-        .clone()
-        .unwrap_or(flscale::experiment::sweep::FitSpec {
-            y: "pstar".into(),
-            x: a.group.clone(),
-        });
-    let y = args.y.clone().unwrap_or(spec.y);
-    let x = args.x.clone().unwrap_or(spec.x);
-    let mut boot = args.store.bootstrap();
-    let mut unresolved = Vec::new();
-    let mut warnings = Vec::new();
-    let f = if y == "pstar" {
-        // The crossing as `flscale pstar` finds it ([analysis] falling and resolution
-        // included), grouped by the fit's x.
-        let mut query = analysis::PstarQuery::from_analysis(&data);
-        query.group = x.clone();
-        let t = analysis::pstar(&data, &query, &mut boot)?;
-        unresolved = flscale::experiment::pstar::unresolved_notes(&t);
-        warnings =
-            flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
-        analysis::fit_pstar(&t)?
-    } else {
-        analysis::fit_observable(&data, &x, &y, &mut boot)?
-    };
-    let predict = match (&args.preset, &a.predict) {
+/// The prediction printed beside the fit: `--preset` (with `--at/--quantity/--scale`), else
+/// the experiment's `[analysis] predict` with those flags applied, and only when it is about
+/// the fitted quantity (P\* or an observable).
+fn prediction_spec(
+    args: &FitArgs,
+    predict: Option<&PredictSpec>,
+    y: &str,
+) -> Result<Option<PredictSpec>> {
+    Ok(match (&args.preset, predict) {
         (Some(p), _) => Some(PredictSpec {
             preset: p.clone(),
             at: args.at.clone(),
@@ -133,7 +100,62 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
             }
             None
         }
+    })
+}
+
+/// Runs `flscale fit`.
+pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
+    // A wrong preset name is the user's to fix: say so before any fit can fail on the data.
+    if let Some(p) = &args.preset {
+        flscale::patterns::arch::Architecture::from_preset(p).map_err(|e| e.context("--preset"))?;
+    }
+    let mut data = super::pstar::load(
+        &args.store.dir,
+        args.store.threshold,
+        None,
+        None,
+        None,
+        args.store.skip_damaged,
+    )?;
+    data.include_unequilibrated = args.store.include_unequilibrated;
+    let a = data.analysis.clone();
+    let spec = a
+        .fit
+        .clone()
+        .unwrap_or(flscale::experiment::sweep::FitSpec {
+            y: "pstar".into(),
+            x: a.group.clone(),
+        });
+    let y = args.y.clone().unwrap_or(spec.y);
+    let x = args.x.clone().unwrap_or(spec.x);
+    let mut boot = args.store.bootstrap();
+    let mut unresolved = Vec::new();
+    let warnings;
+    let carries;
+    let f = if y == "pstar" {
+        // The crossing as `flscale pstar` finds it ([analysis] falling and resolution
+        // included), grouped by the fit's x.
+        let mut query = analysis::PstarQuery::from_analysis(&data);
+        query.group = x.clone();
+        let t = analysis::pstar(&data, &query, &mut boot)?;
+        unresolved = flscale::experiment::pstar::unresolved_notes(&t);
+        warnings =
+            flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
+        carries = flscale::experiment::pstar::carries_exponent(&t);
+        analysis::fit_pstar(&t)?
+    } else {
+        let f = analysis::fit_observable(&data, &x, &y, &mut boot)?;
+        warnings = analysis::observable_fit_readiness(
+            &f,
+            &data,
+            &x,
+            &y,
+            &args.store.dir.display().to_string(),
+        );
+        carries = warnings.is_empty();
+        f
     };
+    let predict = prediction_spec(&args, a.predict.as_ref(), &y)?;
     let predicted = predict
         .as_ref()
         .map(analysis::predicted_exponent)
@@ -151,6 +173,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         }
         v["unresolved"] = serde_json::json!(unresolved);
         v["fit_warnings"] = serde_json::json!(warnings);
+        v["exponent_claimed"] = serde_json::json!(carries);
         v["equilibration"] = serde_json::json!(data.equilibration_note());
         return out_json(&v);
     }
@@ -171,7 +194,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     if let Some(n) = &mu_rule {
         s += &format!("  {n}\n");
     }
-    s += &analysis::side_by_side(&f, predicted.as_ref());
+    s += &analysis::claim(&f, predicted.as_ref(), carries);
     s += "\n";
     out(&s)
 }

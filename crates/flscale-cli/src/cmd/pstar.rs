@@ -209,6 +209,7 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
     let fit = analysis::fit_pstar(&t).ok();
     let warnings =
         flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
+    let carries = flscale::experiment::pstar::carries_exponent(&t);
     let predicted = a
         .predict
         .as_ref()
@@ -226,6 +227,7 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         })));
         v["equilibration"] = serde_json::json!(data.equilibration_note());
         v["fit_warnings"] = serde_json::json!(warnings);
+        v["exponent_claimed"] = serde_json::json!(carries);
         return out_json(&v);
     }
     let mut s = table_text(&t);
@@ -234,7 +236,7 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         s += &format!("warning: {w}\n");
     }
     if let Some(f) = &fit {
-        s += &analysis::side_by_side(f, predicted.as_ref());
+        s += &analysis::claim(f, predicted.as_ref(), carries);
         s += "\n";
     }
     out(&s)

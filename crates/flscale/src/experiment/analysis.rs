@@ -262,7 +262,7 @@ pub fn cells(
         check_coordinate(data, g)?;
     }
     let mut out: Vec<(f64, Vec<Cell>)> = Vec::new();
-    for r in data.analysed_runs() {
+    for r in data.analysed_runs_for(observable) {
         let gv = group.and_then(|g| coordinate(r, g)).unwrap_or(0.0);
         let xv = coordinate(r, x).unwrap_or(f64::NAN);
         let vals: Vec<f64> = r
@@ -369,6 +369,84 @@ pub fn fit_observable(
         fit,
         skipped,
     })
+}
+
+/// What keeps an observable's power-law fit from carrying an exponent, one sentence saying
+/// what to run; empty when the fit stands on at least
+/// [`super::pstar::MIN_RESOLVED_FOR_FIT`] distinct values of `x`. The rule is P\*'s: two points
+/// fix a line and test nothing (issue 15: "refuse to claim an exponent from too few
+/// equilibrated points"). Runs left out as unequilibrated are named with their `x`, since
+/// rerunning them longer is the cheapest way to a third point.
+pub fn observable_fit_readiness(
+    fit: &ExponentFit,
+    data: &StoreData,
+    x: &str,
+    y: &str,
+    dir: &str,
+) -> Vec<String> {
+    let need = super::pstar::MIN_RESOLVED_FOR_FIT;
+    let mut xs: Vec<f64> = fit.points.iter().map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    if xs.len() >= need {
+        return Vec::new();
+    }
+    let mut left_out: Vec<f64> = if data.include_unequilibrated {
+        Vec::new()
+    } else {
+        data.runs
+            .iter()
+            .filter(|r| !data.analyses(r, y))
+            .filter_map(|r| coordinate(r, x))
+            .filter(|v| !xs.contains(v))
+            .collect()
+    };
+    left_out.sort_by(f64::total_cmp);
+    left_out.dedup();
+    let mut todo = Vec::new();
+    if !left_out.is_empty() {
+        let list: Vec<String> = left_out.iter().map(|v| format!("{x} = {v}")).collect();
+        todo.push(format!(
+            "{} left out as unequilibrated: rerun them with longer chains (sampler.steps) into `{dir}`",
+            list.join(", ")
+        ));
+    }
+    let missing = need - xs.len();
+    if left_out.len() < missing {
+        todo.push(format!(
+            "add {} value(s) of {x} to the sweep in EXP and rerun `flscale sweep EXP --out {dir}`",
+            missing - left_out.len()
+        ));
+    }
+    vec![format!(
+        "the exponent of {} rests on {} value(s) of {x} (needs {need}): {}",
+        fit.what,
+        xs.len(),
+        todo.join("; ")
+    )]
+}
+
+/// The fit's one-line verdict: [`side_by_side`] when the fit has points enough
+/// (`carries_exponent`: [`super::pstar::carries_exponent`], or [`observable_fit_readiness`]
+/// empty); otherwise no exponent is claimed and the slope through the points is shown as
+/// such, beside the prediction.
+pub fn claim(fit: &ExponentFit, predicted: Option<&Predicted>, carries_exponent: bool) -> String {
+    if carries_exponent {
+        return side_by_side(fit, predicted);
+    }
+    let mut s = format!(
+        "{}: no exponent claimed from {} point(s) (see the warning); the slope through them is {:.3}",
+        fit.what,
+        fit.points.len(),
+        fit.exponent.value
+    );
+    if let Some(err) = fit.exponent.err {
+        s += &format!(" ± {err:.3}");
+    }
+    if let Some(p) = predicted {
+        s += &format!(", predicted {} — {}", p.exact, p.description);
+    }
+    s
 }
 
 /// The scaling engine's exponent for the same architecture.
@@ -709,6 +787,41 @@ mod tests {
         assert!(e.to_string().contains("energy"), "{e}");
         let e = pstar(&data, &query("q", "d"), &mut boot).unwrap_err();
         assert!(e.to_string().contains("`q`"), "{e}");
+    }
+
+    /// fig2c's situation (session 13): of three widths one run's starts disagree, so the
+    /// outlier exponent would rest on two points. No exponent is claimed; the warning names
+    /// the left-out width and what to run. With the third width equilibrated it is claimed.
+    #[test]
+    fn an_observable_fit_on_two_equilibrated_points_claims_no_exponent() {
+        let mut data = synthetic(&[20.0, 40.0, 80.0], &[4.0], 8);
+        data.runs[2].equilibrated = Some(false);
+        let mut boot = Bootstrap::new(0, 100);
+        let f = fit_observable(&data, "n1", "outliers", &mut boot).unwrap();
+        assert_eq!(f.points.len(), 2, "{f:?}");
+        let w = observable_fit_readiness(&f, &data, "n1", "outliers", "runs/fig2c");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("rests on 2 value(s) of n1 (needs 3)")
+                && w[0].contains("n1 = 80 left out as unequilibrated")
+                && w[0].contains("runs/fig2c")
+                && !w[0].contains("add "),
+            "{w:?}"
+        );
+        let line = claim(&f, None, w.is_empty());
+        assert!(
+            line.contains("no exponent claimed from 2 point(s)") && !line.contains("measured"),
+            "{line}"
+        );
+        // A width that was never run is asked for as a new grid value.
+        let two = synthetic(&[20.0, 40.0], &[4.0], 8);
+        let f2 = fit_observable(&two, "n1", "outliers", &mut boot).unwrap();
+        let w2 = observable_fit_readiness(&f2, &two, "n1", "outliers", "runs/x");
+        assert!(w2[0].contains("add 1 value(s) of n1"), "{w2:?}");
+        data.runs[2].equilibrated = Some(true);
+        let f3 = fit_observable(&data, "n1", "outliers", &mut boot).unwrap();
+        assert!(observable_fit_readiness(&f3, &data, "n1", "outliers", "runs/fig2c").is_empty());
+        assert!(claim(&f3, None, true).contains("measured exponent"));
     }
 
     #[test]

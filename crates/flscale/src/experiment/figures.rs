@@ -266,13 +266,13 @@ fn slope_line(points: &[(f64, f64)], slope: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// (N1, summary value of `key`) of the analysed runs (`analysed`) or of the others (runs whose
-/// hot and cold starts disagree, left out unless `include_unequilibrated`), by N1.
+/// (N1, summary value of `key`) of the runs an analysis of `key` uses (`analysed`) or of the
+/// others (runs whose hot and cold starts disagree on it, [`StoreData::analyses`]), by N1.
 fn summary_points_by_n1(data: &StoreData, key: &str, analysed: bool) -> Vec<(f64, f64)> {
     let mut pts: Vec<(f64, f64)> = data
         .runs
         .iter()
-        .filter(|r| analysed == (data.include_unequilibrated || r.equilibrated != Some(false)))
+        .filter(|r| analysed == data.analyses(r, key))
         .filter_map(|r| {
             let v = r.summary.get(key).and_then(|v| v.as_f64())?;
             Some((coordinate(r, "n1")?, v))
@@ -292,14 +292,14 @@ fn unequilibrated_cells(
     x: &str,
     obs: &str,
 ) -> Vec<(f64, Vec<super::analysis::Cell>)> {
-    if data.include_unequilibrated || data.runs.iter().all(|r| r.equilibrated != Some(false)) {
+    if data.runs.iter().all(|r| data.analyses(r, obs)) {
         return Vec::new();
     }
     let only_bad = StoreData {
         runs: data
             .runs
             .iter()
-            .filter(|r| r.equilibrated == Some(false))
+            .filter(|r| !data.analyses(r, obs))
             .cloned()
             .collect(),
         include_unequilibrated: true,

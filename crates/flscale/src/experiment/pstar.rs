@@ -334,8 +334,7 @@ pub fn fit_readiness(table: &PstarTable, dir: &str) -> Vec<String> {
     let mut sound = 0;
     for r in &table.rows {
         let Some(b) = r.bracket else { continue };
-        let below = r.curve.iter().filter(|p| p.0 <= b.lo).count();
-        let above = r.curve.iter().filter(|p| p.0 >= b.hi).count();
+        let (below, above) = grid_points_beside(r, b);
         let (min_x, max_x) = r
             .curve
             .iter()
@@ -399,6 +398,31 @@ pub fn fit_readiness(table: &PstarTable, dir: &str) -> Vec<String> {
         todo.join("; ")
     ));
     notes
+}
+
+/// Grid points of a row's curve at or below the bracket's lower end, and at or above its upper.
+fn grid_points_beside(r: &PstarRow, b: Bracket) -> (usize, usize) {
+    let below = r.curve.iter().filter(|p| p.0 <= b.lo).count();
+    let above = r.curve.iter().filter(|p| p.0 >= b.hi).count();
+    (below, above)
+}
+
+/// Whether the table carries an exponent: at least [`MIN_RESOLVED_FOR_FIT`] resolved
+/// crossings with [`MIN_POINTS_PER_SIDE`] grid points on each side ([`fit_readiness`] says
+/// what is missing otherwise).
+pub fn carries_exponent(table: &PstarTable) -> bool {
+    let sound = table
+        .rows
+        .iter()
+        .filter(|r| {
+            r.resolved
+                && r.bracket.is_some_and(|b| {
+                    let (below, above) = grid_points_beside(r, b);
+                    below >= MIN_POINTS_PER_SIDE && above >= MIN_POINTS_PER_SIDE
+                })
+        })
+        .count();
+    sound >= MIN_RESOLVED_FOR_FIT
 }
 
 /// A grid value as the sweep would hold it: integers for counts.
@@ -559,6 +583,7 @@ mod tests {
         let data = synthetic_store(&coarse, 1, 10, response);
         let t = pstar(&data, &query(false), &mut Bootstrap::new(1, 50)).unwrap();
         let notes = fit_readiness(&t, "runs/x");
+        assert!(!carries_exponent(&t));
         assert_eq!(notes.len(), 3, "{notes:?}");
         assert!(
             notes[0]
@@ -601,6 +626,7 @@ mod tests {
         let data = synthetic_store(&fine, 1, 10, response);
         let t = pstar(&data, &query(false), &mut Bootstrap::new(1, 50)).unwrap();
         assert!(fit_readiness(&t, "runs/x").is_empty());
+        assert!(carries_exponent(&t));
         // Two of them are not enough.
         let two: Vec<(f64, f64)> = fine.iter().copied().filter(|p| p.0 < 30.0).collect();
         let t = pstar(
@@ -610,6 +636,7 @@ mod tests {
         )
         .unwrap();
         let notes = fit_readiness(&t, "runs/x");
+        assert!(!carries_exponent(&t));
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
             notes[0].contains("rests on 2 resolved") && notes[0].contains("add 1 value(s) of d"),

@@ -65,6 +65,49 @@ pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
     t.push("equilibrated", Column::Text(run_eq));
 }
 
+/// The names of the hot/cold verdicts (`summary.equilibration.observables`,
+/// `sim::driver::starts::fitted_observables`) that judge a per-chain observable of the results
+/// table: μ stands on the specialised neurons' identification, so its verdicts along every
+/// parity direction and their specialised counts.
+fn verdicts_of(observable: &str, name: &str) -> bool {
+    match observable {
+        "outliers" | "outliers_layer1" => name == "outliers_layer1",
+        "mu" => name.starts_with("mu_") || name.starts_with("specialising_"),
+        o => name == o,
+    }
+}
+
+impl RunData {
+    /// Whether the run's hot and cold starts agree on `observable` (a per-chain observable,
+    /// e.g. alignment or outliers): every verdict that judges it agrees. None for a run with one
+    /// start or one whose summary has no verdict for it (then only the run-level verdict says).
+    pub fn starts_agree_on(&self, observable: &str) -> Option<bool> {
+        let list = self.summary["equilibration"]["observables"].as_array()?;
+        let verdicts: Vec<bool> = list
+            .iter()
+            .filter(|o| {
+                o["name"]
+                    .as_str()
+                    .is_some_and(|n| verdicts_of(observable, n))
+            })
+            .filter_map(|o| o["agree"].as_bool())
+            .collect();
+        (!verdicts.is_empty()).then(|| verdicts.iter().all(|&a| a))
+    }
+
+    /// The verdicts on which the starts disagree (`summary.equilibration.disagree`).
+    pub fn disagreeing_observables(&self) -> Vec<String> {
+        self.summary["equilibration"]["disagree"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 impl StoreData {
     /// The runs the analysis uses: all of them, less those whose hot and cold starts disagree
     /// (unless `include_unequilibrated`).
@@ -72,6 +115,29 @@ impl StoreData {
         self.runs
             .iter()
             .filter(|r| self.include_unequilibrated || r.equilibrated != Some(false))
+    }
+
+    /// The runs an analysis of `observable` uses: those of [`StoreData::analysed_runs`], and
+    /// also a run whose starts disagree on other observables but agree on every verdict of this
+    /// one ([`RunData::starts_agree_on`]). A P\* of the alignment needs the alignment
+    /// equilibrated; a first-order transition can leave the hot start with more specialised
+    /// neurons at the same alignment (fig3a at d = 40, P = 400: alignment 0.354 vs 0.355,
+    /// outliers 2.3 vs 6.4), and the outlier fits still leave that run out.
+    pub fn analysed_runs_for<'a>(
+        &'a self,
+        observable: &'a str,
+    ) -> impl Iterator<Item = &'a RunData> + 'a {
+        self.runs
+            .iter()
+            .filter(move |r| self.analyses(r, observable))
+    }
+
+    /// Whether an analysis of `observable` uses run `r` ([`StoreData::analysed_runs_for`]); the
+    /// figures draw the others hollow.
+    pub fn analyses(&self, r: &RunData, observable: &str) -> bool {
+        self.include_unequilibrated
+            || r.equilibrated != Some(false)
+            || r.starts_agree_on(observable) == Some(true)
     }
 
     /// One sentence on the equilibration of the runs, for every report: how many were tested
@@ -82,11 +148,18 @@ impl StoreData {
             .iter()
             .filter(|r| r.equilibrated.is_some())
             .count();
-        let failed: Vec<&str> = self
+        let failed: Vec<String> = self
             .runs
             .iter()
             .filter(|r| r.equilibrated == Some(false))
-            .map(|r| r.id.as_str())
+            .map(|r| {
+                let on = r.disagreeing_observables();
+                if on.is_empty() {
+                    r.id.clone()
+                } else {
+                    format!("{} (on {})", r.id, on.join(", "))
+                }
+            })
             .collect();
         if tested == 0 {
             return "equilibration untested: no run has sampler.start = \"both\" (hot and cold starts)".into();
@@ -104,7 +177,7 @@ impl StoreData {
                 if self.include_unequilibrated {
                     " (included, marked)"
                 } else {
-                    " (left out; rerun them longer or with the collapsed sampler, or pass --include-unequilibrated)"
+                    " (left out of the analysis of every observable their starts disagree on; rerun them longer or with the collapsed sampler, or pass --include-unequilibrated)"
                 }
             );
         }
@@ -216,8 +289,26 @@ mod tests {
             note.contains("run-00000") && note.contains("left out"),
             "{note}"
         );
+        // run-00000 disagrees on the outlier count only: its alignment is analysed, its
+        // outliers are not.
+        assert_eq!(d.runs[0].starts_agree_on("alignment"), Some(true));
+        assert_eq!(d.runs[0].starts_agree_on("outliers"), Some(false));
+        assert_eq!(d.runs[1].starts_agree_on("outliers"), Some(true));
+        assert_eq!(d.runs[2].starts_agree_on("alignment"), None);
+        let used = |d: &StoreData, o: &str| -> Vec<String> {
+            d.analysed_runs_for(o).map(|r| r.id.clone()).collect()
+        };
+        assert_eq!(
+            used(&d, "alignment"),
+            ["run-00000", "run-00001", "run-00002"]
+        );
+        assert_eq!(used(&d, "outliers"), ["run-00001", "run-00002"]);
+        assert_eq!(used(&d, "outliers_layer1"), ["run-00001", "run-00002"]);
+        // A verdict the run does not have (R here) falls back on the run-level one.
+        assert_eq!(used(&d, "r_overlap2"), ["run-00001", "run-00002"]);
         d.include_unequilibrated = true;
         assert_eq!(d.analysed_runs().count(), 3);
+        assert_eq!(d.analysed_runs_for("outliers").count(), 3);
         d.runs.iter_mut().for_each(|r| r.equilibrated = None);
         assert!(d.equilibration_note().contains("untested"));
     }
