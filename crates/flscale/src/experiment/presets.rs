@@ -126,4 +126,21 @@ mod tests {
         assert_eq!(preset("fig8").unwrap().name, "fig3c");
         assert!(preset("fig9").unwrap_err().to_string().contains("fig2b"));
     }
+
+    /// Issue 17: "the fig2c and blog presets can opt in" to replica exchange by uncommenting
+    /// one line; that line must parse and give the adaptive ladder it documents.
+    #[test]
+    fn the_commented_tempering_line_of_fig2c_and_blog_opts_in() {
+        for name in ["fig2c", "blog"] {
+            let text = preset(name).unwrap().text;
+            assert!(text.contains("\n# tempering = {"), "{name}");
+            let opted = text.replace("\n# tempering = {", "\ntempering = {");
+            let s = Sweep::from_toml(&opted, name, true).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let t = s.runs[0].config.sampler.tempering().expect(name);
+            assert!(
+                t.adapt && t.replicas == 8 && t.max_replicas == Some(24),
+                "{name}: {t:?}"
+            );
+        }
+    }
 }

@@ -277,8 +277,10 @@ impl<'a, T: Real> Replicas<'a, T> {
     /// quarter of burn-in on (the first quarter's swaps are of states far from equilibrium and
     /// of a ladder not yet equalised), R ≈ 2Λ + 1 ([`Ladder::replicas_for_barrier`]): grown
     /// whenever Λ asks for more (a coarse ladder's rejections saturate at 1, so its Σ r_k
-    /// underestimates Λ and the next, finer ladder measures more), shrunk only by two or more
-    /// (Λ from one interval is noisy; a one-slot change back and forth would only cost).
+    /// underestimates Λ and the next, finer ladder measures more), shrunk only by three or
+    /// more: Λ from one interval is noisy, and at the blog setting's P = 32d it moved between
+    /// 10.3 and 11.7 from one adaptation to the next, so a two-slot threshold flipped R between
+    /// 22 and 24 five times in one burn-in (BENCHMARKS.md, "Replica exchange … R from Λ").
     fn replicas_wanted(&self, barrier: f64, t: usize, burn_in: usize) -> usize {
         let now = self.ladder.len();
         let Some(max) = self.config.max_replicas else {
@@ -288,7 +290,7 @@ impl<'a, T: Real> Replicas<'a, T> {
             return now;
         }
         let wanted = Ladder::replicas_for_barrier(barrier, max);
-        if wanted > now || wanted + 1 < now {
+        if wanted > now || wanted + 2 < now {
             wanted
         } else {
             now
