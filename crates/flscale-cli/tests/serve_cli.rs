@@ -495,7 +495,14 @@ fn pages_work_in_headless_chromium() {
     let base = format!("http://{addr}");
     let b = Browser::start(&driver, &chrome);
 
-    // The solvable model: u below coexistence, then dragged past it, then b moved.
+    check_model_view(&b, &base, &shots);
+    check_engine_view(&b, &base, &shots);
+    check_results_view(&b, &base, &shots, &store);
+    eprintln!("screenshots written to {}", shots.display());
+}
+
+/// The solvable model: u below coexistence, then dragged past it, then b moved.
+fn check_model_view(b: &Browser, base: &str, shots: &Path) {
     b.goto(&format!("{base}/model?u=20"));
     b.wait(
         "the model view",
@@ -540,8 +547,10 @@ fn pages_work_in_headless_chromium() {
             .contains("b=0.2"),
         "the URL keeps the state"
     );
+}
 
-    // The scaling engine: the preset, an edited regime, a broken TOML.
+/// The scaling engine: the preset, an edited regime, a broken TOML.
+fn check_engine_view(b: &Browser, base: &str, shots: &Path) {
     b.goto(&format!("{base}/engine"));
     b.wait(
         "the engine view",
@@ -585,8 +594,10 @@ fn pages_work_in_headless_chromium() {
         .unwrap_err()
         .to_string();
     assert_eq!(b.text("toml-error"), lib_err);
+}
 
-    // The results browser: the figure and the exponent beside `flscale fit`'s.
+/// The results browser: the figure and the exponent beside `flscale fit`'s.
+fn check_results_view(b: &Browser, base: &str, shots: &Path, store: &Path) {
     b.goto(&format!("{base}/results/0"));
     b.wait(
         "the results view",
@@ -611,5 +622,4 @@ fn pages_work_in_headless_chromium() {
         json!(7)
     );
     b.screenshot(&shots.join("results.png"));
-    eprintln!("screenshots written to {}", shots.display());
 }

@@ -625,13 +625,6 @@ precision = "f64"
         assert!(cold.abs() < 0.15, "cold alignment {cold}");
     }
 
-    /// Cholesky factor (lower, row-major) of a small SPD matrix.
-    fn cholesky(a: &[f64], n: usize) -> Vec<f64> {
-        let mut l = vec![0.0; n * n];
-        assert!(crate::sim::num::linalg::cholesky(a, &mut l, n));
-        l
-    }
-
     /// With the attention matrices frozen, f is linear in the value vectors:
     /// f(X) = φ(X)·w with φ_{h,k}(X) = (1/√L) Σ_{a,b} @_{ab;h}(X) x^b_k, so the posterior of w
     /// is Bayesian linear regression — precision Λ = ΦᵀΦ/κ + I/v_w, mean Λ⁻¹Φᵀy/κ. The
@@ -642,6 +635,7 @@ precision = "f64"
     fn frozen_attention_gives_bayesian_linear_regression_for_the_values() {
         use crate::sim::ensemble::fcn::Dynamics;
         use crate::sim::ensemble::flat::FlatEnsemble;
+        use crate::sim::tests::exact::{linear_readout_posterior, WhitenedMoments};
         let (d, l, heads, p, kappa) = (3, 4, 2, 30, 0.5);
         let text = attention_toml(d, l, heads, p)
             .replace("kappa = 0.1", "kappa = 0.5")
@@ -695,75 +689,26 @@ precision = "f64"
                         })
                     })
                     .collect();
-                let mut lambda = vec![0.0; n * n];
-                let mut rhs = vec![0.0; n];
-                for (row, &y) in phi.chunks(n).zip(&data.y_train) {
-                    for i in 0..n {
-                        rhs[i] += row[i] * y / kappa;
-                        for j in 0..n {
-                            lambda[i * n + j] += row[i] * row[j] / kappa;
-                        }
-                    }
-                }
-                for i in 0..n {
-                    lambda[i * n + i] += 1.0 / v_w;
-                }
-                let chol = cholesky(&lambda, n);
-                // m = Λ⁻¹ rhs by forward and back substitution.
-                let mut z = vec![0.0; n];
-                for i in 0..n {
-                    let s: f64 = (0..i).map(|k| chol[i * n + k] * z[k]).sum();
-                    z[i] = (rhs[i] - s) / chol[i * n + i];
-                }
-                let mut m = vec![0.0; n];
-                for i in (0..n).rev() {
-                    let s: f64 = (i + 1..n).map(|k| chol[k * n + i] * m[k]).sum();
-                    m[i] = (z[i] - s) / chol[i * n + i];
-                }
-                (chol, m)
+                linear_readout_posterior(&phi, &data.y_train, kappa, v_w)
             })
             .collect();
         ens.advance(4000);
-        let mut sum = vec![0.0; n];
-        let mut sum2 = vec![0.0; n * n];
-        let mut count = 0.0;
+        let mut moments = WhitenedMoments::new(n);
         for _ in 0..400 {
             ens.advance(50);
             for (c, (chol, m)) in ens.chains.iter().zip(&posterior) {
-                let w = &c.theta[heads * d * d..];
-                // z = Lᵀ(w − m).
-                let z: Vec<f64> = (0..n)
-                    .map(|i| (i..n).map(|k| chol[k * n + i] * (w[k] - m[k])).sum())
-                    .collect();
-                for i in 0..n {
-                    sum[i] += z[i];
-                    for j in 0..n {
-                        sum2[i * n + j] += z[i] * z[j];
-                    }
-                }
-                count += 1.0;
+                moments.add(chol, m, &c.theta[heads * d * d..], 1.0);
             }
         }
         // ≳ 500 effective samples per direction (relaxation ≤ 1/(η·λ_min) ≈ 700 steps): errors
         // ≈ 0.05 on the mean and 0.07 on a covariance entry, 0.03 on the mean variance over the
         // n directions; ULA inflates the stiffest variance by ηλ_max/2 ≲ 5 %.
-        let mean_variance = (0..n)
-            .map(|i| sum2[i * n + i] / count - (sum[i] / count).powi(2))
-            .sum::<f64>()
-            / n as f64;
+        let mean_variance = moments.mean_variance();
         assert!(
             (mean_variance - 1.0).abs() < 0.08,
             "mean variance {mean_variance}"
         );
-        for i in 0..n {
-            let mean = sum[i] / count;
-            assert!(mean.abs() < 0.15, "mean of z_{i} = {mean}");
-            for j in 0..n {
-                let c = sum2[i * n + j] / count - mean * sum[j] / count;
-                let want = if i == j { 1.0 } else { 0.0 };
-                assert!((c - want).abs() < 0.15, "cov z[{i}, {j}] = {c}");
-            }
-        }
+        moments.assert_standard_normal(0.15, 0.15, "frozen attention");
         assert!(ens.chains.iter().all(|c| c.diverged.is_none()));
     }
 

@@ -11,6 +11,7 @@ use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
+use crate::sim::tests::exact::top_eigenvalue;
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -152,22 +153,8 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
 /// and so is HMC with 4 leapfrog steps of ε = √(2η) (mala.rs) per proposal.
 #[test]
 fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
-    let (d, n, p, kappa, temperature) = (3, 4, 12, 0.5, 0.8);
-    let v = 1.0 / n as f64;
-    let model = FcnModel {
-        d,
-        widths: vec![n],
-        activation: Activation::Erf,
-        prior_var: vec![1.0 / d as f64, v],
-        frozen: vec![true, false],
-        layernorm: false,
-    };
-    let x: Vec<f64> = (0..p * d)
-        .map(|i| ((i * 7919 % 113) as f64 / 113.0 - 0.5) * 3.0)
-        .collect();
-    let y: Vec<f64> = (0..p)
-        .map(|mu| (x[mu * d] - 0.5 * x[mu * d + 1]).sin())
-        .collect();
+    let (model, x, y, kappa) = super::fcn::frozen_first_layer_problem();
+    let (n, p, temperature) = (model.widths[0], y.len(), 0.8);
     let chains = 16;
     let probe = Ensemble::<f64>::new(
         model.clone(),
@@ -202,24 +189,8 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
             k - b.first,
         )
         .unwrap();
-        let l = &cond.chol;
-        let a: Vec<f64> = (0..n * n)
-            .map(|ij| {
-                (0..n)
-                    .map(|r| l[(ij / n) * n + r] * l[(ij % n) * n + r])
-                    .sum()
-            })
-            .collect();
-        let mut u = vec![1.0; n];
-        let mut top = 0.0;
-        for _ in 0..300 {
-            let w: Vec<f64> = (0..n)
-                .map(|i| (0..n).map(|j| a[i * n + j] * u[j]).sum())
-                .collect();
-            top = w.iter().map(|c| c * c).sum::<f64>().sqrt();
-            u = w.iter().map(|c| c / top).collect();
-        }
-        lambda_top = lambda_top.max(top / kappa);
+        // cond.chol factors A = ΦᵀΦ + (κ/v)·I, so the curvature of U is eig(A)/κ.
+        lambda_top = lambda_top.max(top_eigenvalue(&cond.chol, n, 300) / kappa);
         exact.push(cond);
     }
     let step = 1.0 / lambda_top;

@@ -10,6 +10,7 @@ use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::num::linalg;
+use crate::sim::tests::exact::{linear_readout_posterior, top_eigenvalue};
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -141,23 +142,7 @@ pub(super) fn readout_posterior(
             (0..n).map(move |i| libm::erf((0..d).map(|j| w1[i * d + j] * row[j]).sum()))
         })
         .collect();
-    let mut lambda = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            lambda[i * n + j] = (0..p)
-                .map(|mu| phi[mu * n + i] * phi[mu * n + j])
-                .sum::<f64>()
-                / kappa;
-        }
-        lambda[i * n + i] += 1.0 / v_readout;
-    }
-    let mut l = vec![0.0; n * n];
-    assert!(linalg::cholesky(&lambda, &mut l, n));
-    let mut m: Vec<f64> = (0..n)
-        .map(|i| (0..p).map(|mu| phi[mu * n + i] * y[mu]).sum::<f64>() / kappa)
-        .collect();
-    linalg::cholesky_solve(&l, &mut m, n);
-    (l, m)
+    linear_readout_posterior(&phi, y, kappa, v_readout)
 }
 
 #[test]
@@ -180,22 +165,7 @@ fn frozen_first_layer_gives_bayesian_linear_regression() {
     // λ_max of a quadratic U is the top eigenvalue of Λ (power iteration on the exact Λ).
     let lambdas = ens.lambda_max(60);
     for (k, (l, _)) in exact.iter().enumerate() {
-        let lam: Vec<f64> = (0..n * n)
-            .map(|ij| {
-                (0..n)
-                    .map(|r| l[(ij / n) * n + r] * l[(ij % n) * n + r])
-                    .sum()
-            })
-            .collect();
-        let mut v = vec![1.0; n];
-        let mut top = 0.0;
-        for _ in 0..500 {
-            let w: Vec<f64> = (0..n)
-                .map(|i| (0..n).map(|j| lam[i * n + j] * v[j]).sum())
-                .collect();
-            top = w.iter().map(|a| a * a).sum::<f64>().sqrt();
-            v = w.iter().map(|a| a / top).collect();
-        }
+        let top = top_eigenvalue(l, n, 500);
         assert!(
             (lambdas[k] / top - 1.0).abs() < 0.02,
             "chain {k}: λ_max {} vs exact {top}",

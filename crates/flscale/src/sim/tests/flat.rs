@@ -20,6 +20,7 @@ use crate::sim::model::collapsed::{cholesky, cholesky_solve};
 use crate::sim::model::collapsed_flat::{data_gradient_block, CollapsedWork};
 use crate::sim::model::flat::{FlatData, FlatModel};
 use crate::sim::num::real::Real;
+use crate::sim::tests::exact::{linear_readout_posterior, WhitenedMoments};
 
 fn config(text: &str) -> ExperimentConfig {
     ExperimentConfig::from_toml(text, "test.toml").unwrap()
@@ -476,8 +477,8 @@ fn one_patch_collapsed_cnn_reproduces_the_fcn_collapsed_sampler() {
 }
 
 /// Bayesian linear regression (Bishop eq. 3.53–3.54): with the hidden groups frozen the
-/// collapsed sampler's readout draws are exact, a ~ 𝒩(m, κT·A⁻¹), A = ΦᵀΦ + (κ/v)I,
-/// m = A⁻¹Φᵀy. With Φ from the definitions and A = LLᵀ, z = Lᵀ(a − m)/√(κT) over 16 chains ×
+/// collapsed sampler's readout draws are exact, a ~ 𝒩(m, T·Λ⁻¹), Λ = ΦᵀΦ/κ + I/v,
+/// m = Λ⁻¹Φᵀy/κ. With Φ from the definitions and Λ = LLᵀ, z = Lᵀ(a − m)/√T over 16 chains ×
 /// 200 draws has mean 0 and identity covariance (errors ≈ 0.02 on a mean, 0.025 on a
 /// covariance entry: the draws are independent).
 #[test]
@@ -522,41 +523,13 @@ fn frozen_hidden_groups_give_exact_bayesian_linear_regression_draws() {
         };
         let chains = 16;
         let draws = 200;
-        let mut sum = vec![0.0; k];
-        let mut sum2 = vec![0.0; k * k];
+        let mut moments = WhitenedMoments::new(k);
         let mut whiten =
             |theta: &[f64], definition: &dyn FeatureDefinition, samples: &[Vec<f64>]| {
-                let phi = features_direct(definition, theta, &data.x_train);
-                let mut a = vec![0.0; k * k];
-                let mut rhs = vec![0.0; k];
-                for (row, &y) in phi.iter().zip(&data.y_train) {
-                    for i in 0..k {
-                        rhs[i] += row[i] * y;
-                        for j in 0..k {
-                            a[i * k + j] += row[i] * row[j];
-                        }
-                    }
-                }
-                for i in 0..k {
-                    a[i * k + i] += kappa / v;
-                }
-                let mut l = vec![0.0; k * k];
-                assert!(cholesky(&a, &mut l, k));
-                let mut m = rhs.clone();
-                cholesky_solve(&l, &mut m, k);
+                let phi = features_direct(definition, theta, &data.x_train).concat();
+                let (l, m) = linear_readout_posterior(&phi, &data.y_train, kappa, v);
                 for s in samples {
-                    let z: Vec<f64> = (0..k)
-                        .map(|i| {
-                            (i..k).map(|j| l[j * k + i] * (s[j] - m[j])).sum::<f64>()
-                                / (kappa * t).sqrt()
-                        })
-                        .collect();
-                    for i in 0..k {
-                        sum[i] += z[i];
-                        for j in 0..k {
-                            sum2[i * k + j] += z[i] * z[j];
-                        }
-                    }
+                    moments.add(&l, &m, s, t.sqrt());
                 }
             };
         macro_rules! sample {
@@ -589,24 +562,7 @@ fn frozen_hidden_groups_give_exact_bayesian_linear_regression_draws() {
         } else {
             sample!(frozen_att, &attention);
         }
-        let count = (chains * draws) as f64;
-        for i in 0..k {
-            let mean = sum[i] / count;
-            assert!(
-                mean.abs() < 0.1,
-                "{:?}: mean of z_{i} = {mean}",
-                cfg.model.kind
-            );
-            for j in 0..k {
-                let c = sum2[i * k + j] / count - mean * sum[j] / count;
-                let want = if i == j { 1.0 } else { 0.0 };
-                assert!(
-                    (c - want).abs() < 0.12,
-                    "{:?}: cov z[{i}, {j}] = {c}",
-                    cfg.model.kind
-                );
-            }
-        }
+        moments.assert_standard_normal(0.1, 0.12, &format!("{:?}", cfg.model.kind));
     }
 }
 
