@@ -1,10 +1,10 @@
 //! `flscale ldt` — large deviations of the prior alignment (paper App. A.3, B.2, B.3;
 //! spec 05 A): the Chernoff rate E(α), the tilted overlap law at t\*, and the d-scaling of E.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use flscale::ldt::{self, LdtModel, Perp};
+use flscale::ldt::{self, LdtModel, Perp, TiltedDistribution};
 use flscale::plot::write_figure;
 use flscale::{Error, Result};
 use serde_json::json;
@@ -251,13 +251,67 @@ fn sampled_histogram(
     })
 }
 
+/// `flscale ldt tilted`: the tilted overlap law at t, with a sampled run's histogram beside it
+/// when `--histogram` is given.
 fn tilted(a: TiltedArgs) -> Result<()> {
     let model = a.model.model()?;
     let sampled = match &a.histogram {
         Some(dir) => Some(sampled_histogram(dir, a.run, &model)?),
         None => None,
     };
-    let alpha_arg = match (a.alpha, &sampled) {
+    let (t, alpha) = tilt_of(&a, &model, sampled.as_ref())?;
+    // With a histogram, tabulate over its range (and finely enough for the tail masses).
+    let (beta_max, grid) = match &sampled {
+        Some(h) => (
+            h.bins
+                .iter()
+                .map(|b| b.0.abs().max(b.1.abs()))
+                .fold(a.beta_max.min(0.0), f64::max),
+            a.grid.max(2001),
+        ),
+        None => (a.beta_max, a.grid),
+    };
+    let dist = model.tilted(t, beta_max, grid)?;
+    // The paper's outlier threshold 3σ₁/√d (App. F.0.1).
+    let threshold = 3.0 * (model.sigma1_sq / model.d).sqrt();
+    let overlay = match &sampled {
+        Some(h) => Some(Overlay::new(h, &dist, threshold)?),
+        None => None,
+    };
+    if let Some(path) = &a.out {
+        let label = format!("tilted law, perp {:?}", model.perp).to_lowercase();
+        let chart = match &overlay {
+            Some(o) => ldt::tilted_overlay_chart(
+                &dist,
+                &label,
+                &o.density,
+                &format!("Langevin histogram, run {}", o.run.id),
+            ),
+            None => ldt::tilted_chart(&[(label, &dist)]),
+        };
+        write_figure(path, 800, 560, &chart)?;
+    }
+    if a.json {
+        let figure = a.out.as_deref();
+        return out_json(&tilted_json(
+            &model,
+            (t, alpha),
+            &dist,
+            overlay.as_ref(),
+            figure,
+        )?);
+    }
+    out(&tilted_text(&model, t, &dist, overlay.as_ref()))
+}
+
+/// The tilt t (`--t`, else t\*(α)) and the α it was taken at (`None` with `--t`); α is
+/// `--alpha`, else the sampled run's measured alignment, else 1.
+fn tilt_of(
+    a: &TiltedArgs,
+    model: &LdtModel,
+    sampled: Option<&SampledHistogram>,
+) -> Result<(f64, Option<f64>)> {
+    let alpha_arg = match (a.alpha, sampled) {
         (Some(x), _) => x,
         (
             None,
@@ -276,82 +330,84 @@ fn tilted(a: TiltedArgs) -> Result<()> {
         }
         _ => 1.0,
     };
-    let (t, alpha) = match a.t {
+    match a.t {
         Some(t) => {
             if !(t.is_finite() && t >= 0.0) {
                 return Err(Error::invalid(format!(
                     "--t {t} is not allowed; the tilt must be a finite number ≥ 0"
                 )));
             }
-            (t, None)
+            Ok((t, None))
         }
-        None => (model.rate(alpha_arg, 1.0)?.t_star, Some(alpha_arg)),
-    };
-    // With a histogram, tabulate over its range (and finely enough for the tail masses).
-    let (beta_max, grid) = match &sampled {
-        Some(h) => (
-            h.bins
-                .iter()
-                .map(|b| b.0.abs().max(b.1.abs()))
-                .fold(a.beta_max.min(0.0), f64::max),
-            a.grid.max(2001),
-        ),
-        None => (a.beta_max, a.grid),
-    };
-    let dist = model.tilted(t, beta_max, grid)?;
-    // The paper's outlier threshold 3σ₁/√d (App. F.0.1).
-    let threshold = 3.0 * (model.sigma1_sq / model.d).sqrt();
-    let overlay = match &sampled {
-        Some(h) => {
-            let density = ldt::histogram_density(&h.bins)?;
-            Some((
-                density,
-                ldt::histogram_tail_fraction(&h.bins, threshold),
-                ldt::tilted_tail_fraction(&dist, threshold),
-            ))
-        }
-        None => None,
-    };
-    if let Some(path) = &a.out {
-        let label = format!("tilted law, perp {:?}", model.perp).to_lowercase();
-        let chart = match (&overlay, &sampled) {
-            (Some((density, _, _)), Some(h)) => ldt::tilted_overlay_chart(
-                &dist,
-                &label,
-                density,
-                &format!("Langevin histogram, run {}", h.id),
-            ),
-            _ => ldt::tilted_chart(&[(label, &dist)]),
-        };
-        write_figure(path, 800, 560, &chart)?;
+        None => Ok((model.rate(alpha_arg, 1.0)?.t_star, Some(alpha_arg))),
     }
-    let histogram_json = match (&overlay, &sampled) {
-        (Some((density, sampled_tail, predicted_tail)), Some(h)) => json!({
-            "run": h.id,
-            "measured_alignment": h.alignment,
-            "outlier_threshold": threshold,
-            "sampled_outlier_fraction": sampled_tail,
-            "predicted_outlier_fraction": predicted_tail,
-            "density": density.iter().map(|(b, p)| json!([b, p])).collect::<Vec<_>>(),
+}
+
+/// A sampled histogram beside the tilted law: its density and the fractions of overlaps
+/// beyond the outlier threshold in the run and under the law.
+struct Overlay<'a> {
+    run: &'a SampledHistogram,
+    density: Vec<(f64, f64)>,
+    threshold: f64,
+    sampled_tail: f64,
+    predicted_tail: f64,
+}
+
+impl<'a> Overlay<'a> {
+    fn new(run: &'a SampledHistogram, dist: &TiltedDistribution, threshold: f64) -> Result<Self> {
+        Ok(Overlay {
+            run,
+            density: ldt::histogram_density(&run.bins)?,
+            threshold,
+            sampled_tail: ldt::histogram_tail_fraction(&run.bins, threshold),
+            predicted_tail: ldt::tilted_tail_fraction(dist, threshold),
+        })
+    }
+}
+
+/// The JSON object of `flscale ldt tilted --json`; `figure` is the picture written, if any.
+fn tilted_json(
+    model: &LdtModel,
+    (t, alpha): (f64, Option<f64>),
+    dist: &TiltedDistribution,
+    overlay: Option<&Overlay>,
+    figure: Option<&Path>,
+) -> Result<serde_json::Value> {
+    let histogram_json = match overlay {
+        Some(o) => json!({
+            "run": o.run.id,
+            "measured_alignment": o.run.alignment,
+            "outlier_threshold": o.threshold,
+            "sampled_outlier_fraction": o.sampled_tail,
+            "predicted_outlier_fraction": o.predicted_tail,
+            "density": o.density.iter().map(|(b, p)| json!([b, p])).collect::<Vec<_>>(),
         }),
-        _ => serde_json::Value::Null,
+        None => serde_json::Value::Null,
     };
-    if a.json {
-        return out_json(&json!({
-            "histogram": histogram_json,
-            "model": to_json(&model)?,
-            "alpha": alpha,
-            "t": t,
-            "log_z": dist.log_z,
-            "bimodal": dist.bimodal,
-            "beta_star": dist.beta_star,
-            "side_mass": dist.side_mass,
-            "specialised_neurons": dist.specialised_neurons,
-            "peaks": to_json(&dist.peaks)?,
-            "density": dist.density.iter().map(|(b, p)| json!([b, p])).collect::<Vec<_>>(),
-            "figure": a.out.as_ref().map(|p| p.display().to_string()),
-        }));
-    }
+    Ok(json!({
+        "histogram": histogram_json,
+        "model": to_json(model)?,
+        "alpha": alpha,
+        "t": t,
+        "log_z": dist.log_z,
+        "bimodal": dist.bimodal,
+        "beta_star": dist.beta_star,
+        "side_mass": dist.side_mass,
+        "specialised_neurons": dist.specialised_neurons,
+        "peaks": to_json(&dist.peaks)?,
+        "density": dist.density.iter().map(|(b, p)| json!([b, p])).collect::<Vec<_>>(),
+        "figure": figure.map(|p| p.display().to_string()),
+    }))
+}
+
+/// The text of `flscale ldt tilted`: the peaks, bimodality and side mass, and the tail
+/// fractions of the overlaid run.
+fn tilted_text(
+    model: &LdtModel,
+    t: f64,
+    dist: &TiltedDistribution,
+    overlay: Option<&Overlay>,
+) -> String {
     let mut s = format!(
         "Tilted overlap law at t = {t:.6} (d = {}, N = {}, perp = {:?})\n",
         model.d, model.n, model.perp
@@ -366,17 +422,17 @@ fn tilted(a: TiltedArgs) -> Result<()> {
         "  bimodal: {}, beta* = {:.4}, mass beyond the minimum {:.4} (≈ {:.2} specialised neurons)\n",
         dist.bimodal, dist.beta_star, dist.side_mass, dist.specialised_neurons
     );
-    if let (Some((_, sampled_tail, predicted_tail)), Some(h)) = (&overlay, &sampled) {
+    if let Some(o) = overlay {
         s += &format!(
             "  histogram of run {} (alpha = measured A_f {}): fraction of overlaps beyond 3σ1/√d = {:.4}: sampled {:.5}, tilted law {:.5}\n",
-            h.id,
-            h.alignment.map_or("n/a".into(), |x| format!("{x:.4}")),
-            threshold,
-            sampled_tail,
-            predicted_tail
+            o.run.id,
+            o.run.alignment.map_or("n/a".into(), |x| format!("{x:.4}")),
+            o.threshold,
+            o.sampled_tail,
+            o.predicted_tail
         );
     }
-    out(&s)
+    s
 }
 
 fn scaling(a: ScalingArgs) -> Result<()> {

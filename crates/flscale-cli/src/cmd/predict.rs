@@ -1,14 +1,14 @@
 //! `flscale predict`: which feature-learning pattern wins, and how P\* scales.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use flscale::patterns::arch::Architecture;
-use flscale::patterns::phase::{line_chart, phase_line, phase_map, MapFigure, PhaseMap};
+use flscale::patterns::phase::{line_chart, phase_line, phase_map, MapFigure, PhaseLine, PhaseMap};
 use flscale::patterns::report::{to_json, to_text};
 use flscale::plot::write_figure;
 use flscale::scaling::energy::exponent_strings;
 use flscale::scaling::expr::parse_decimal;
-use flscale::scaling::{fmt_q, Monomial, Q};
+use flscale::scaling::{fmt_q, Monomial, Regime, Q};
 use flscale::{Error, Result};
 use serde_json::json;
 
@@ -148,183 +148,242 @@ fn check_scale(arch: &Architecture, option: &str, name: &str) -> Result<()> {
 
 /// Runs `flscale predict`.
 pub fn run(args: PredictArgs, _ctx: &Ctx) -> Result<()> {
-    let arch = match (&args.preset, &args.file) {
-        (Some(name), _) => Architecture::from_preset(name)?,
-        (None, Some(path)) => Architecture::from_file(path)?,
-        (None, None) => {
-            return Err(Error::invalid(
-                "give an architecture file or --preset NAME (see `flscale presets`)",
-            ))
-        }
+    let arch = load_architecture(&args)?;
+    let regime = regime_with_overrides(&arch, args.at.as_deref())?;
+    let Some(phase) = &args.phase else {
+        return predict_in_regime(&args, &arch, &regime);
     };
+    let range = parse_range(&args.range)?;
+    let axes = phase_axes(&arch, phase, args.grid)?;
+    match axes.as_slice() {
+        [axis] => run_phase_line(&args, &arch, &regime, axis, range),
+        [x, y] => run_phase_map(&args, &arch, &regime, (x, y), range),
+        _ => Err(Error::invalid(format!(
+            "--phase \"{phase}\" must name one or two scales, e.g. N or N1,N2"
+        ))),
+    }
+}
+
+/// The architecture of `--preset` or of the file argument.
+fn load_architecture(args: &PredictArgs) -> Result<Architecture> {
+    match (&args.preset, &args.file) {
+        (Some(name), _) => Architecture::from_preset(name),
+        (None, Some(path)) => Architecture::from_file(path),
+        (None, None) => Err(Error::invalid(
+            "give an architecture file or --preset NAME (see `flscale presets`)",
+        )),
+    }
+}
+
+/// The architecture's regime with the `--at` assignments applied (each scale checked first).
+fn regime_with_overrides(arch: &Architecture, at: Option<&str>) -> Result<Regime> {
     let mut regime = arch.regime.clone();
-    if let Some(at) = &args.at {
+    if let Some(at) = at {
         for part in at.split(',').filter_map(|p| p.split_once('=')) {
-            check_scale(&arch, "--at", part.0.trim())?;
+            check_scale(arch, "--at", part.0.trim())?;
         }
         regime
             .apply_assignments(at)
             .map_err(|e| e.context("--at"))?;
     }
-    let Some(phase) = &args.phase else {
-        if args.out.is_some() {
-            return Err(Error::invalid(
-                "--out writes a phase diagram; give --phase SCALE[,SCALE] too",
-            ));
-        }
-        let pred = arch.predict_in(&regime)?;
-        if args.json {
-            return out_json(&to_json(&pred));
-        }
-        let mut text = to_text(&pred, args.all);
-        for n in &arch.notes {
-            text.push_str(&format!("\n{n}\n"));
-        }
-        return out(&text);
-    };
-    let (lo, hi) = parse_range(&args.range)?;
+    Ok(regime)
+}
+
+/// The prediction at one regime (no `--phase`): the table, or the JSON object with `--json`.
+fn predict_in_regime(args: &PredictArgs, arch: &Architecture, regime: &Regime) -> Result<()> {
+    if args.out.is_some() {
+        return Err(Error::invalid(
+            "--out writes a phase diagram; give --phase SCALE[,SCALE] too",
+        ));
+    }
+    let pred = arch.predict_in(regime)?;
+    if args.json {
+        return out_json(&to_json(&pred));
+    }
+    let mut text = to_text(&pred, args.all);
+    for n in &arch.notes {
+        text.push_str(&format!("\n{n}\n"));
+    }
+    out(&text)
+}
+
+/// The scales of `--phase`, each checked against the architecture; with two, `grid` is
+/// checked too (at least 2 points per axis, at most the phase-map cap).
+fn phase_axes<'a>(arch: &Architecture, phase: &'a str, grid: usize) -> Result<Vec<&'a str>> {
     let axes: Vec<&str> = phase
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
     for axis in &axes {
-        check_scale(&arch, "--phase", axis)?;
+        check_scale(arch, "--phase", axis)?;
     }
     if axes.len() == 2 {
-        if args.grid < 2 {
+        if grid < 2 {
             return Err(Error::invalid(format!(
-                "--grid = {} is not allowed; a phase map needs at least 2 points per axis",
-                args.grid
+                "--grid = {grid} is not allowed; a phase map needs at least 2 points per axis"
             )));
         }
         flscale::limits::check_cap(
             "--grid",
-            args.grid,
+            grid,
             flscale::limits::MAX_PHASE_GRID,
             "the map solves every pattern's LP in each of grid² cells; 200² is about a minute",
         )?;
     }
-    match axes.as_slice() {
-        [axis] => {
-            let line = phase_line(&arch, &regime, axis, lo, hi)?;
-            if let Some(path) = &args.out {
-                let mut chart =
-                    line_chart(&line, &format!("winner and P* exponent vs log_d {axis}"));
-                chart.notes.insert(0, arch.title.clone());
-                write_figure(path, 900, 560, &chart)?;
-            }
-            if args.json {
-                let regions: Vec<_> = line
-                    .regions
-                    .iter()
-                    .map(|r| {
-                        let (a, _) = exponent_strings(&r.p_star.a);
-                        let (b, _) = exponent_strings(&r.p_star.b);
-                        json!({"from": fmt_q(&r.from), "to": fmt_q(&r.to), "winners": r.winners, "optimum": r.energy,
-                               "p_star_exponent": {"slope": a, "intercept": b}})
-                    })
-                    .collect();
-                let bounds: Vec<_> = line
-                    .boundaries
-                    .iter()
-                    .map(|b| {
-                        json!({"at": fmt_q(&b.at), "scale": Monomial::power("d", b.at).to_string(), "tied": b.tied,
-                               "winners_change": b.winners_change, "exact": b.exact})
-                    })
-                    .collect();
-                return out_json(
-                    &json!({"axis": axis, "regions": regions, "boundaries": bounds,
-                                        "figure": args.out.as_ref().map(|p| p.display().to_string())}),
-                );
-            }
-            let mut text = format!(
-                "{}\nphase diagram along log_d {axis} in [{}, {}]\n\n",
-                arch.title,
-                fmt_q(&lo),
-                fmt_q(&hi)
-            );
-            for r in &line.regions {
-                text.push_str(&format!(
-                    "  {axis} from {} to {}: {}  (Ẽ = {}, P* exponent = {}·ν + {})\n",
-                    Monomial::power("d", r.from),
-                    Monomial::power("d", r.to),
-                    r.winners.join(" = "),
-                    r.energy,
-                    fmt_q(&r.p_star.a),
-                    fmt_q(&r.p_star.b)
-                ));
-            }
-            for b in &line.boundaries {
-                let at = Monomial::power("d", b.at);
-                let approx = if b.exact {
-                    ""
-                } else {
-                    " (located between two samples, not exact)"
-                };
-                if b.winners_change {
-                    text.push_str(&format!(
-                        "  boundary at {axis} = {at}: {} tie there{approx}\n",
-                        b.tied.join(", ")
-                    ));
-                } else {
-                    text.push_str(&format!(
-                        "  at {axis} = {at} the winners stay, but their optimum changes form (a constraint starts or stops binding){approx}\n"
-                    ));
-                }
-            }
-            if let Some(p) = &args.out {
-                text.push_str(&format!("\nfigure: {}\n", p.display()));
-            }
-            out(&text)
-        }
-        [x, y] => {
-            let map = phase_map(&arch, &regime, (x, y), lo, hi, args.grid)?;
-            if let Some(path) = &args.out {
-                let fig = MapFigure {
-                    map: &map,
-                    title: format!("winner over (log_d {x}, log_d {y})"),
-                };
-                write_figure(path, 1000, 620, &fig)?;
-            }
-            if args.json {
-                return out_json(&phase_map_json(&map, args.out.as_deref()));
-            }
-            let mut text = format!(
-                "{}\nphase map over log_d {x} (columns) and log_d {y} (rows) in [{}, {}], {}x{} grid\n\n",
-                arch.title,
-                fmt_q(&lo),
-                fmt_q(&hi),
-                map.grid.0.len(),
-                map.grid.0.len()
-            );
-            let symbols: Vec<char> = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".chars().collect();
-            for (iy, row) in map.cells.iter().enumerate().rev() {
-                let line: String = row
-                    .iter()
-                    .map(|c| c.map_or('.', |k| symbols[k % symbols.len()]))
-                    .collect();
-                text.push_str(&format!("{:>6} | {line}\n", fmt_q(&map.grid.1[iy])));
-            }
-            text.push('\n');
-            for (k, w) in map.winner_sets.iter().enumerate() {
-                text.push_str(&format!(
-                    "  {} = {}\n",
-                    symbols[k % symbols.len()],
-                    w.join(" = ")
-                ));
-            }
-            text.push_str("\nboundaries (where the neighbouring winners' energies are equal):\n");
-            for b in &map.boundaries {
-                text.push_str(&format!("  {b}\n"));
-            }
-            if let Some(p) = &args.out {
-                text.push_str(&format!("\nfigure: {}\n", p.display()));
-            }
-            out(&text)
-        }
-        _ => Err(Error::invalid(format!(
-            "--phase \"{phase}\" must name one or two scales, e.g. N or N1,N2"
-        ))),
+    Ok(axes)
+}
+
+/// `--phase SCALE`: the winners and P\* exponent along the exponent of one scale over
+/// `(lo, hi)`, as text or JSON, with the figure when `--out` is given.
+fn run_phase_line(
+    args: &PredictArgs,
+    arch: &Architecture,
+    regime: &Regime,
+    axis: &str,
+    (lo, hi): (Q, Q),
+) -> Result<()> {
+    let line = phase_line(arch, regime, axis, lo, hi)?;
+    if let Some(path) = &args.out {
+        let mut chart = line_chart(&line, &format!("winner and P* exponent vs log_d {axis}"));
+        chart.notes.insert(0, arch.title.clone());
+        write_figure(path, 900, 560, &chart)?;
     }
+    if args.json {
+        return out_json(&phase_line_json(&line, axis, args.out.as_deref()));
+    }
+    let mut text = format!(
+        "{}\nphase diagram along log_d {axis} in [{}, {}]\n\n",
+        arch.title,
+        fmt_q(&lo),
+        fmt_q(&hi)
+    );
+    text.push_str(&phase_line_text(&line, axis));
+    if let Some(p) = &args.out {
+        text.push_str(&format!("\nfigure: {}\n", p.display()));
+    }
+    out(&text)
+}
+
+/// The phase line as the JSON object of `flscale predict --phase SCALE --json`; `figure` is
+/// the picture written beside it, if any.
+fn phase_line_json(line: &PhaseLine, axis: &str, figure: Option<&Path>) -> serde_json::Value {
+    let regions: Vec<_> = line
+        .regions
+        .iter()
+        .map(|r| {
+            let (a, _) = exponent_strings(&r.p_star.a);
+            let (b, _) = exponent_strings(&r.p_star.b);
+            json!({"from": fmt_q(&r.from), "to": fmt_q(&r.to), "winners": r.winners, "optimum": r.energy,
+                   "p_star_exponent": {"slope": a, "intercept": b}})
+        })
+        .collect();
+    let bounds: Vec<_> = line
+        .boundaries
+        .iter()
+        .map(|b| {
+            json!({"at": fmt_q(&b.at), "scale": Monomial::power("d", b.at).to_string(), "tied": b.tied,
+                   "winners_change": b.winners_change, "exact": b.exact})
+        })
+        .collect();
+    json!({"axis": axis, "regions": regions, "boundaries": bounds,
+                        "figure": figure.map(|p| p.display().to_string())})
+}
+
+/// One line per region of the phase line (winners, optimum, P\* exponent), then one per
+/// boundary (where the winners tie, or where their optimum changes form).
+fn phase_line_text(line: &PhaseLine, axis: &str) -> String {
+    let mut text = String::new();
+    for r in &line.regions {
+        text.push_str(&format!(
+            "  {axis} from {} to {}: {}  (Ẽ = {}, P* exponent = {}·ν + {})\n",
+            Monomial::power("d", r.from),
+            Monomial::power("d", r.to),
+            r.winners.join(" = "),
+            r.energy,
+            fmt_q(&r.p_star.a),
+            fmt_q(&r.p_star.b)
+        ));
+    }
+    for b in &line.boundaries {
+        let at = Monomial::power("d", b.at);
+        let approx = if b.exact {
+            ""
+        } else {
+            " (located between two samples, not exact)"
+        };
+        if b.winners_change {
+            text.push_str(&format!(
+                "  boundary at {axis} = {at}: {} tie there{approx}\n",
+                b.tied.join(", ")
+            ));
+        } else {
+            text.push_str(&format!(
+                "  at {axis} = {at} the winners stay, but their optimum changes form (a constraint starts or stops binding){approx}\n"
+            ));
+        }
+    }
+    text
+}
+
+/// `--phase X,Y`: the winner over a grid of the two scales' exponents in `(lo, hi)`, as a
+/// letter map with its legend and boundaries, or JSON, with the figure when `--out` is given.
+fn run_phase_map(
+    args: &PredictArgs,
+    arch: &Architecture,
+    regime: &Regime,
+    (x, y): (&str, &str),
+    (lo, hi): (Q, Q),
+) -> Result<()> {
+    let map = phase_map(arch, regime, (x, y), lo, hi, args.grid)?;
+    if let Some(path) = &args.out {
+        let fig = MapFigure {
+            map: &map,
+            title: format!("winner over (log_d {x}, log_d {y})"),
+        };
+        write_figure(path, 1000, 620, &fig)?;
+    }
+    if args.json {
+        return out_json(&phase_map_json(&map, args.out.as_deref()));
+    }
+    let mut text = format!(
+        "{}\nphase map over log_d {x} (columns) and log_d {y} (rows) in [{}, {}], {}x{} grid\n\n",
+        arch.title,
+        fmt_q(&lo),
+        fmt_q(&hi),
+        map.grid.0.len(),
+        map.grid.0.len()
+    );
+    text.push_str(&phase_map_text(&map));
+    if let Some(p) = &args.out {
+        text.push_str(&format!("\nfigure: {}\n", p.display()));
+    }
+    out(&text)
+}
+
+/// The phase map as rows of letters (one per winner set, highest y first), the letters'
+/// winner sets and the boundaries between neighbouring winners.
+fn phase_map_text(map: &PhaseMap) -> String {
+    let mut text = String::new();
+    let symbols: Vec<char> = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".chars().collect();
+    for (iy, row) in map.cells.iter().enumerate().rev() {
+        let line: String = row
+            .iter()
+            .map(|c| c.map_or('.', |k| symbols[k % symbols.len()]))
+            .collect();
+        text.push_str(&format!("{:>6} | {line}\n", fmt_q(&map.grid.1[iy])));
+    }
+    text.push('\n');
+    for (k, w) in map.winner_sets.iter().enumerate() {
+        text.push_str(&format!(
+            "  {} = {}\n",
+            symbols[k % symbols.len()],
+            w.join(" = ")
+        ));
+    }
+    text.push_str("\nboundaries (where the neighbouring winners' energies are equal):\n");
+    for b in &map.boundaries {
+        text.push_str(&format!("  {b}\n"));
+    }
+    text
 }

@@ -1,12 +1,12 @@
 //! `flscale reproduce NAME [--quick]`: a figure of the paper end to end — the sweep, the
 //! analysis (measured exponent beside the engine's prediction) and the figures (spec 03).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use flscale::experiment::analysis;
-use flscale::experiment::presets::preset;
-use flscale::experiment::{ResultsFormat, Sweep};
+use flscale::experiment::presets::{preset, Preset};
+use flscale::experiment::{ResultsFormat, StoreData, Sweep, SweepOutcome};
 use flscale::{Error, Result};
 
 use super::{out, out_json, Ctx};
@@ -48,19 +48,7 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
     if args.show {
         return out(p.text);
     }
-    let source = format!("presets/experiments/{}.toml", p.name);
-    if let Some(why) = p.missing {
-        // Validate anyway, so that the message also carries the loader's own words.
-        let loader = match Sweep::from_toml(p.text, &source, args.quick) {
-            Err(e) => format!(" ({e})"),
-            Ok(_) => String::new(),
-        };
-        return Err(Error::runtime(format!(
-            "preset {} ({}) cannot run in this build: {why}{loader}; no results were produced",
-            p.name, p.paper
-        )));
-    }
-    let sweep = Sweep::from_toml(p.text, &source, args.quick)?;
+    let sweep = preset_sweep(p, args.quick)?;
     let dir = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("runs").join(if args.quick {
             format!("{}-quick", p.name)
@@ -74,109 +62,175 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
     let (files, an, data) = super::plot::draw(&dir, &figdir, args.bootstrap, false)?;
     let seconds = start.elapsed().as_secs_f64();
     let warnings = fit_warnings(&data, an.pstar.as_ref(), &dir);
+    let report = Reproduced {
+        preset: p,
+        quick: args.quick,
+        dir: &dir,
+        outcome: &outcome,
+        seconds,
+        figures: &files,
+        analysed: &an,
+        data: &data,
+        warnings: &warnings,
+    };
     if args.json {
-        return out_json(&serde_json::json!({
+        return out_json(&report.json());
+    }
+    out(&report.text())
+}
+
+/// The preset's sweep at full or quick sizes; a preset this build cannot run is refused with
+/// the reason (and the loader's own words, if it objects too).
+fn preset_sweep(p: &Preset, quick: bool) -> Result<Sweep> {
+    let source = format!("presets/experiments/{}.toml", p.name);
+    if let Some(why) = p.missing {
+        // Validate anyway, so that the message also carries the loader's own words.
+        let loader = match Sweep::from_toml(p.text, &source, quick) {
+            Err(e) => format!(" ({e})"),
+            Ok(_) => String::new(),
+        };
+        return Err(Error::runtime(format!(
+            "preset {} ({}) cannot run in this build: {why}{loader}; no results were produced",
+            p.name, p.paper
+        )));
+    }
+    Sweep::from_toml(p.text, &source, quick)
+}
+
+/// Everything the report of `flscale reproduce` shows: the sweep, the analysis, the figures.
+struct Reproduced<'a> {
+    preset: &'a Preset,
+    quick: bool,
+    dir: &'a Path,
+    outcome: &'a SweepOutcome,
+    /// Wall-clock seconds of the sweep and the figures.
+    seconds: f64,
+    figures: &'a [PathBuf],
+    analysed: &'a analysis::Analysed,
+    data: &'a StoreData,
+    warnings: &'a [String],
+}
+
+impl Reproduced<'_> {
+    /// The report as the JSON object of `--json`.
+    fn json(&self) -> serde_json::Value {
+        let (p, an) = (self.preset, self.analysed);
+        serde_json::json!({
             "preset": p.name,
             "paper": p.paper,
-            "quick": args.quick,
-            "dir": dir.display().to_string(),
-            "runs": outcome.finished,
-            "runs_computed": outcome.computed,
+            "quick": self.quick,
+            "dir": self.dir.display().to_string(),
+            "runs": self.outcome.finished,
+            "runs_computed": self.outcome.computed,
             "pstar": an.pstar.as_ref().map(super::pstar::table_json),
             "fit": an.fit.as_ref().map(|f| super::fit::fit_json(f, an.predicted.as_ref())),
-            "figures": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "figures": self.figures.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "notes": an.notes,
-            "fit_warnings": warnings,
+            "fit_warnings": self.warnings,
             "partial": p.partial,
-        }));
+        })
     }
-    let mut s = format!(
-        "{} — {} ({}){}\n{} runs in {} ({} computed now, {:.1} s)\n",
-        p.name,
-        p.shows,
-        p.paper,
-        if args.quick { ", quick sizes" } else { "" },
-        outcome.finished,
-        dir.display(),
-        outcome.computed,
-        seconds
-    );
-    if let Some(t) = &an.pstar {
-        s += &super::pstar::table_text(t);
-    }
-    if data.analysis.observable != "alignment" || an.pstar.is_none() {
-        for r in &data.runs {
-            let g = |k: &str| {
-                r.summary
-                    .get(k)
-                    .and_then(|v| v.as_f64())
-                    .map(|v| format!("{v:.4}"))
-                    .unwrap_or_else(|| "n/a".into())
-            };
+
+    /// The report as text: the header, the P\* table, one block per run where there is no P\*
+    /// of the alignment, the fit beside the prediction, notes, warnings and the figures.
+    fn text(&self) -> String {
+        let (p, an) = (self.preset, self.analysed);
+        let mut s = format!(
+            "{} — {} ({}){}\n{} runs in {} ({} computed now, {:.1} s)\n",
+            p.name,
+            p.shows,
+            p.paper,
+            if self.quick { ", quick sizes" } else { "" },
+            self.outcome.finished,
+            self.dir.display(),
+            self.outcome.computed,
+            self.seconds
+        );
+        if let Some(t) = &an.pstar {
+            s += &super::pstar::table_text(t);
+        }
+        if self.data.analysis.observable != "alignment" || an.pstar.is_none() {
+            s += &run_lines(self.data);
+        }
+        if let Some(f) = &an.fit {
+            s += &analysis::side_by_side(f, an.predicted.as_ref());
+            s += "\n";
+        } else if let Some(pr) = &an.predicted {
+            s += &format!("predicted: {}\n", pr.description);
+        }
+        for n in &an.notes {
+            s += &format!("note: {n}\n");
+        }
+        for w in self.warnings {
+            s += &format!("warning: {w}\n");
+        }
+        if !self.warnings.is_empty() {
             s += &format!(
-                "  {}  d={} p={} n1={}  alignment {}  R {}  outliers {}  test MSE {}\n",
-                r.id,
-                r.coords.get("d").copied().unwrap_or(f64::NAN),
-                r.coords.get("p").copied().unwrap_or(f64::NAN),
-                r.coords.get("n1").copied().unwrap_or(f64::NAN),
-                g("alignment"),
-                g("r_overlap2"),
-                g("outliers_layer1"),
-                g("test_mse")
+                "EXP in the warnings is the preset's experiment file: `flscale reproduce {} --show > EXP`{}\n",
+                p.name,
+                if self.quick {
+                    "; add --quick to the sweep commands, as this store has the quick sizes"
+                } else {
+                    ""
+                }
             );
-            // Deeper-layer (Fig. 8) and parity (Fig. 7) observables, when the run has them.
-            let has = |k: &str| r.summary.get(k).is_some_and(|v| v.is_number());
-            if has("outliers_layer2_phi") {
-                s += &format!(
-                    "           layer-2 outliers (3 NNGP std) along Φ* {}, along Ĥe3(Φ*) {}\n",
-                    g("outliers_layer2_phi"),
-                    g("outliers_layer2_he3")
-                );
-            }
-            if has("test_accuracy") {
-                s += &format!(
-                    "           test accuracy {}  specialising along e1+e2 {}  μ {} ± {}\n",
-                    g("test_accuracy"),
-                    g("specialising"),
-                    g("mu"),
-                    g("mu_err")
-                );
-            }
+        }
+        if let Some(part) = p.partial {
+            s += &format!("not reproduced: {part}\n");
+        }
+        if self.quick {
+            s += "quick sizes are far from the paper's; read the numbers as a smoke test, not a measurement\n";
+        }
+        for f in self.figures {
+            s += &format!("figure {}\n", f.display());
+        }
+        s
+    }
+}
+
+/// One line per run (coordinates, alignment, R, outliers, test MSE), with the deeper-layer
+/// (Fig. 8) and parity (Fig. 7) observables beneath when the run has them.
+fn run_lines(data: &StoreData) -> String {
+    let mut s = String::new();
+    for r in &data.runs {
+        let g = |k: &str| {
+            r.summary
+                .get(k)
+                .and_then(|v| v.as_f64())
+                .map(|v| format!("{v:.4}"))
+                .unwrap_or_else(|| "n/a".into())
+        };
+        s += &format!(
+            "  {}  d={} p={} n1={}  alignment {}  R {}  outliers {}  test MSE {}\n",
+            r.id,
+            r.coords.get("d").copied().unwrap_or(f64::NAN),
+            r.coords.get("p").copied().unwrap_or(f64::NAN),
+            r.coords.get("n1").copied().unwrap_or(f64::NAN),
+            g("alignment"),
+            g("r_overlap2"),
+            g("outliers_layer1"),
+            g("test_mse")
+        );
+        // Deeper-layer (Fig. 8) and parity (Fig. 7) observables, when the run has them.
+        let has = |k: &str| r.summary.get(k).is_some_and(|v| v.is_number());
+        if has("outliers_layer2_phi") {
+            s += &format!(
+                "           layer-2 outliers (3 NNGP std) along Φ* {}, along Ĥe3(Φ*) {}\n",
+                g("outliers_layer2_phi"),
+                g("outliers_layer2_he3")
+            );
+        }
+        if has("test_accuracy") {
+            s += &format!(
+                "           test accuracy {}  specialising along e1+e2 {}  μ {} ± {}\n",
+                g("test_accuracy"),
+                g("specialising"),
+                g("mu"),
+                g("mu_err")
+            );
         }
     }
-    if let Some(f) = &an.fit {
-        s += &analysis::side_by_side(f, an.predicted.as_ref());
-        s += "\n";
-    } else if let Some(pr) = &an.predicted {
-        s += &format!("predicted: {}\n", pr.description);
-    }
-    for n in &an.notes {
-        s += &format!("note: {n}\n");
-    }
-    for w in &warnings {
-        s += &format!("warning: {w}\n");
-    }
-    if !warnings.is_empty() {
-        s += &format!(
-            "EXP in the warnings is the preset's experiment file: `flscale reproduce {} --show > EXP`{}\n",
-            p.name,
-            if args.quick {
-                "; add --quick to the sweep commands, as this store has the quick sizes"
-            } else {
-                ""
-            }
-        );
-    }
-    if let Some(part) = p.partial {
-        s += &format!("not reproduced: {part}\n");
-    }
-    if args.quick {
-        s += "quick sizes are far from the paper's; read the numbers as a smoke test, not a measurement\n";
-    }
-    for f in &files {
-        s += &format!("figure {}\n", f.display());
-    }
-    out(&s)
+    s
 }
 
 /// The minimum-points warnings of `flscale pstar` and `flscale fit`

@@ -235,35 +235,67 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
     write_atomic(&dir.join("histogram_rho.csv"), &hist)
 }
 
+/// The summary as the aligned text of `flscale sample` (without `--json`).
 fn human(s: &Summary, dir: &Path) -> String {
-    let f = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "n/a".into());
-    let pm = |x: Option<f64>, e: Option<f64>| match e {
-        Some(e) => format!("{} ± {:.4}", f(x), e),
-        None => f(x),
-    };
+    let mut t = String::new();
+    t += &observable_lines(s);
+    t += &probe_lines(s);
+    t += &diagnostic_lines(s);
+    t += &tempering_lines(s);
+    t += &hot_start_line(s);
+    if let Some(sp) = s.steps_per_second {
+        t += &format!("speed              {sp:.1} ensemble-steps/s\n");
+    }
+    t += &format!("diverged chains    {}\n", s.diverged_chains.len());
+    t += &format!("written to         {}\n", dir.display());
+    t
+}
+
+/// A summary number to four decimals, `n/a` when missing.
+fn fixed4(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "n/a".into())
+}
+
+/// A summary number with its error bar when there is one.
+fn fixed4_err(x: Option<f64>, e: Option<f64>) -> String {
+    match e {
+        Some(e) => format!("{} ± {:.4}", fixed4(x), e),
+        None => fixed4(x),
+    }
+}
+
+/// The observables: chains, alignment, test and train MSE, outliers, R, the leading direction
+/// and the mean predictor's Hermite coefficients.
+fn observable_lines(s: &Summary) -> String {
     let mut t = String::new();
     t += &format!(
         "chains used        {} ({} samples each, {}, {} start)\n",
         s.chains_used, s.samples_per_chain, s.precision, s.start
     );
-    t += &format!("alignment A_f      {}\n", pm(s.alignment, s.alignment_err));
+    t += &format!(
+        "alignment A_f      {}\n",
+        fixed4_err(s.alignment, s.alignment_err)
+    );
     t += &format!(
         "test MSE           {}   (mean predictor {}, bound (1−A)² = {})\n",
-        pm(s.test_mse, s.test_mse_err),
-        f(s.test_mse_mean_predictor),
-        f(s.mse_lower_bound)
+        fixed4_err(s.test_mse, s.test_mse_err),
+        fixed4(s.test_mse_mean_predictor),
+        fixed4(s.mse_lower_bound)
     );
-    t += &format!("train MSE          {}\n", f(s.train_mse));
+    t += &format!("train MSE          {}\n", fixed4(s.train_mse));
     t += &format!(
         "outliers layer 1   {}   (|ρ| > {:.4})\n",
-        pm(s.outliers_layer1, s.outliers_layer1_err),
+        fixed4_err(s.outliers_layer1, s.outliers_layer1_err),
         s.outlier_threshold
     );
     t += &format!(
         "R = E[ρ²]          {}\n",
-        pm(s.r_overlap2, s.r_overlap2_err)
+        fixed4_err(s.r_overlap2, s.r_overlap2_err)
     );
-    t += &format!("leading dir · w*   {}\n", f(s.leading_direction_overlap));
+    t += &format!(
+        "leading dir · w*   {}\n",
+        fixed4(s.leading_direction_overlap)
+    );
     if let Some(c) = &s.mean_predictor_hermite {
         let parts: Vec<String> = c
             .iter()
@@ -272,6 +304,12 @@ fn human(s: &Summary, dir: &Path) -> String {
             .collect();
         t += &format!("mean predictor     {}\n", parts.join(", "));
     }
+    t
+}
+
+/// The deeper-layer outliers, the test accuracy and the parity directions, where measured.
+fn probe_lines(s: &Summary) -> String {
+    let mut t = String::new();
     let pr = &s.probe;
     for layer in &pr.deeper_layers {
         for ft in &layer.features {
@@ -279,101 +317,115 @@ fn human(s: &Summary, dir: &Path) -> String {
                 "layer {} · {:<4}     outliers {}  (|o| > {}, 3 NNGP std), ⟨o²⟩ {}\n",
                 layer.layer,
                 ft.feature,
-                pm(ft.outliers, ft.outliers_err),
-                f(ft.threshold),
-                f(ft.overlap2)
+                fixed4_err(ft.outliers, ft.outliers_err),
+                fixed4(ft.threshold),
+                fixed4(ft.overlap2)
             );
         }
     }
     if pr.test_accuracy.is_some() {
         t += &format!(
             "test accuracy      {}   (mean predictor {})\n",
-            pm(pr.test_accuracy, pr.test_accuracy_err),
-            f(pr.test_accuracy_mean_predictor)
+            fixed4_err(pr.test_accuracy, pr.test_accuracy_err),
+            fixed4(pr.test_accuracy_mean_predictor)
         );
     }
     for dir in &pr.parity_directions {
         t += &format!(
             "along {:<12} specialising {}  μ {}  R {}  ({}, |w·u| > {})\n",
             dir.direction,
-            pm(dir.specialising, dir.specialising_err),
-            pm(dir.mu, dir.mu_err),
-            f(dir.r_overlap2),
+            fixed4_err(dir.specialising, dir.specialising_err),
+            fixed4_err(dir.mu, dir.mu_err),
+            fixed4(dir.r_overlap2),
             dir.classifier,
-            f(dir.threshold)
+            fixed4(dir.threshold)
         );
     }
+    t
+}
+
+/// The energy halves, the autocorrelation times and effective sample sizes, and each
+/// parameter group's temperature and second moment.
+fn diagnostic_lines(s: &Summary) -> String {
+    let mut t = String::new();
     let dg = &s.diagnostics;
     t += &format!(
         "energy             {}  (first half {}, second half {})\n",
-        f(dg.energy_mean),
-        f(dg.energy_first_half),
-        f(dg.energy_second_half)
+        fixed4(dg.energy_mean),
+        fixed4(dg.energy_first_half),
+        fixed4(dg.energy_second_half)
     );
     t += &format!(
         "IAT / ESS          alignment {} / {}, R {} / {}\n",
-        f(dg.iat_alignment),
-        f(dg.ess_alignment),
-        f(dg.iat_r_overlap2),
-        f(dg.ess_r_overlap2)
+        fixed4(dg.iat_alignment),
+        fixed4(dg.ess_alignment),
+        fixed4(dg.iat_r_overlap2),
+        fixed4(dg.ess_r_overlap2)
     );
     for g in &dg.groups {
         t += &format!(
             "  {:<8} temperature {}  ⟨θ²⟩ {} (prior {}){}\n",
             g.group,
-            f(g.temperature),
-            f(g.second_moment),
-            f(g.prior_variance),
+            fixed4(g.temperature),
+            fixed4(g.second_moment),
+            fixed4(g.prior_variance),
             if g.frozen { "  frozen" } else { "" }
         );
     }
-    if let Some(tp) = &s.tempering {
-        let list = |v: &[f64]| {
-            v.iter()
-                .map(|b| format!("{b:.3}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        t += &format!(
-            "tempering          {} replicas, β = {}{}
-",
-            tp.replicas,
-            list(&tp.betas),
-            if tp.adapted { " (adapted)" } else { "" }
-        );
-        t += &format!(
-            "  swaps            acceptance per pair {}, barrier Λ {:.2} (suggests {} replicas)
-",
-            list(&tp.swap_acceptance),
-            tp.barrier,
-            tp.suggested_replicas
-        );
-        t += &format!(
-            "  round trips      {} ({:.3} per chain per 1000 steps; per round {:.4}, DEO limit {:.4})
-",
-            tp.round_trips,
-            tp.round_trips_per_1000_steps,
-            tp.round_trip_rate,
-            tp.predicted_round_trip_rate
-        );
-    }
-    if let Some(h) = &s.hot_start {
-        t += &format!(
-            "hot start          alignment {}, R {}, outliers {}  → {}\n",
-            pm(h.alignment, h.alignment_err),
-            pm(h.r_overlap2, h.r_overlap2_err),
-            f(h.outliers_layer1),
-            match s.equilibrated {
-                Some(true) => "cold and hot agree",
-                Some(false) => "NOT EQUILIBRATED: cold and hot starts disagree",
-                None => "no error bars to compare",
-            }
-        );
-    }
-    if let Some(sp) = s.steps_per_second {
-        t += &format!("speed              {sp:.1} ensemble-steps/s\n");
-    }
-    t += &format!("diverged chains    {}\n", s.diverged_chains.len());
-    t += &format!("written to         {}\n", dir.display());
     t
+}
+
+/// The replica-exchange ladder, swap acceptance and round trips (empty without tempering).
+fn tempering_lines(s: &Summary) -> String {
+    let Some(tp) = &s.tempering else {
+        return String::new();
+    };
+    let mut t = String::new();
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|b| format!("{b:.3}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    t += &format!(
+        "tempering          {} replicas, β = {}{}
+",
+        tp.replicas,
+        list(&tp.betas),
+        if tp.adapted { " (adapted)" } else { "" }
+    );
+    t += &format!(
+        "  swaps            acceptance per pair {}, barrier Λ {:.2} (suggests {} replicas)
+",
+        list(&tp.swap_acceptance),
+        tp.barrier,
+        tp.suggested_replicas
+    );
+    t += &format!(
+        "  round trips      {} ({:.3} per chain per 1000 steps; per round {:.4}, DEO limit {:.4})
+",
+        tp.round_trips,
+        tp.round_trips_per_1000_steps,
+        tp.round_trip_rate,
+        tp.predicted_round_trip_rate
+    );
+    t
+}
+
+/// The hot start's observables and whether they agree with the cold start (empty without one).
+fn hot_start_line(s: &Summary) -> String {
+    let Some(h) = &s.hot_start else {
+        return String::new();
+    };
+    format!(
+        "hot start          alignment {}, R {}, outliers {}  → {}\n",
+        fixed4_err(h.alignment, h.alignment_err),
+        fixed4_err(h.r_overlap2, h.r_overlap2_err),
+        fixed4(h.outliers_layer1),
+        match s.equilibrated {
+            Some(true) => "cold and hot agree",
+            Some(false) => "NOT EQUILIBRATED: cold and hot starts disagree",
+            None => "no error bars to compare",
+        }
+    )
 }

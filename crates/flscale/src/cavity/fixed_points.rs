@@ -28,7 +28,8 @@ use serde::Serialize;
 use super::adaptive::{finish, map_step, AdaptiveParams, Branch, FixedPoint, FreeEnergy, Prepared};
 use super::overlap_posterior::overlap_posterior;
 use super::phase_at::PhaseAtFixedPoint;
-use super::roots2d::{find_roots, Rect, RootSettings, Unresolved};
+use super::potential::FiniteModel;
+use super::roots2d::{find_roots, Rect, Root, RootSettings, Unresolved};
 use super::sampled_kernel::Points;
 use super::solver::Method;
 use crate::error::{Error, Result};
@@ -290,18 +291,7 @@ pub fn fixed_points(prm: &AdaptiveParams, opts: &FixedPointOptions) -> Result<Fi
         prm.sigma_w2,
     );
     let range = map_range_of(&prep.train.z, &prep.y);
-    let (wb, wc) = (
-        (1.0 + RANGE_MARGIN) * range.b_max,
-        (1.0 + RANGE_MARGIN) * range.c_max,
-    );
-    let b_range = opts.b_range.unwrap_or((-wb, wb));
-    let c_range = opts.c_range.unwrap_or((-wc, wc));
-    check_range("b-range", b_range)?;
-    check_range("c-range", c_range)?;
-    let covers = b_range.0 < -range.b_max
-        && b_range.1 > range.b_max
-        && c_range.0 < -range.c_max
-        && c_range.1 > range.c_max;
+    let (rect, covers) = search_rectangle(&range, opts)?;
     let model = prm.model(prm.p)?;
     let g = |(b, c): (f64, f64)| -> Result<(f64, f64)> {
         let next = map_step(prm, &model, &prep, (b, c))?.next;
@@ -314,58 +304,12 @@ pub fn fixed_points(prm: &AdaptiveParams, opts: &FixedPointOptions) -> Result<Fi
         fd_step: 1e-6,
         same: 1e-5,
     };
-    let search = find_roots(
-        &g,
-        Rect {
-            x: b_range,
-            y: c_range,
-        },
-        &settings,
-    )?;
+    let search = find_roots(&g, rect, &settings)?;
     let test = Points::sample(prm.d, prm.p_test, prm.seed, 1);
     let mut points: Vec<FixedPointSolution> = search
         .roots
         .par_iter()
-        .map(|root| -> Result<FixedPointSolution> {
-            let step = map_step(prm, &model, &prep, root.x)?;
-            let fp = FixedPoint {
-                bc: root.x,
-                post: overlap_posterior(&model, root.x.0, root.x.1)?,
-                alpha: step.alpha,
-                log_det: step.log_det,
-                iterations: root.newton_steps,
-                converged: true,
-                last_step: root.residual,
-                method: Method::Newton,
-                evaluations: 0,
-            };
-            let sol = finish(prm, &prep, &test, Branch::Unaligned, fp)?;
-            // ∂G = ∂g + I.
-            let mut jac = root.jacobian;
-            jac[0][0] += 1.0;
-            jac[1][1] += 1.0;
-            let ev = eigenvalues(jac);
-            let (stability, stable_undamped, max_stable_damping) = classify(root.index, &ev);
-            Ok(FixedPointSolution {
-                b: root.x.0,
-                c: root.x.1,
-                r: sol.r,
-                outliers: sol.outliers,
-                centre_drive: sol.centre_drive,
-                test_mse: sol.test_mse,
-                test_mse_relative: sol.test_mse_relative,
-                free_energy: sol.free_energy,
-                residual: root.residual,
-                jacobian: jac,
-                eigenvalues: ev,
-                index: root.index,
-                stability,
-                stable_undamped,
-                max_stable_damping,
-                cells: root.cells,
-                phase: sol.phase,
-            })
-        })
+        .map(|root| solution_at_root(prm, &model, (&prep, &test), root))
         .collect::<Result<_>>()?;
     points.sort_by(|a, b| a.r.total_cmp(&b.r));
     let attracting: Vec<&FixedPointSolution> = points
@@ -382,27 +326,14 @@ pub fn fixed_points(prm: &AdaptiveParams, opts: &FixedPointOptions) -> Result<Fi
         _ => None,
     };
     let damped = if opts.with_damped {
-        let rep = super::adaptive::solve(prm)?;
-        [rep.unaligned, rep.aligned]
-            .into_iter()
-            .map(|s| DampedResult {
-                branch: s.branch,
-                b: s.b,
-                c: s.c,
-                r: s.r,
-                converged: s.converged,
-                matches: points
-                    .iter()
-                    .position(|p| (p.b - s.b).abs().max((p.c - s.c).abs()) < 1e-5),
-            })
-            .collect()
+        damped_results(prm, &points)?
     } else {
         Vec::new()
     };
     Ok(FixedPointReport {
         params: prm.clone(),
-        b_range,
-        c_range,
+        b_range: rect.x,
+        c_range: rect.y,
         grid: opts.grid,
         map_range: range,
         covers_map_range: covers,
@@ -417,6 +348,100 @@ pub fn fixed_points(prm: &AdaptiveParams, opts: &FixedPointOptions) -> Result<Fi
         evaluations: search.evaluations,
         damped,
     })
+}
+
+/// The search rectangle over (b, c) (the options' ranges, else the map range with a margin),
+/// and whether it contains the map range (then it holds every fixed point).
+fn search_rectangle(range: &MapRange, opts: &FixedPointOptions) -> Result<(Rect, bool)> {
+    let (wb, wc) = (
+        (1.0 + RANGE_MARGIN) * range.b_max,
+        (1.0 + RANGE_MARGIN) * range.c_max,
+    );
+    let b_range = opts.b_range.unwrap_or((-wb, wb));
+    let c_range = opts.c_range.unwrap_or((-wc, wc));
+    check_range("b-range", b_range)?;
+    check_range("c-range", c_range)?;
+    let covers = b_range.0 < -range.b_max
+        && b_range.1 > range.b_max
+        && c_range.0 < -range.c_max
+        && c_range.1 > range.c_max;
+    Ok((
+        Rect {
+            x: b_range,
+            y: c_range,
+        },
+        covers,
+    ))
+}
+
+/// The fixed point at a root of G − id: the solution there (on the training set and the
+/// `test` points), ∂G, its eigenvalues and the stability they imply.
+fn solution_at_root(
+    prm: &AdaptiveParams,
+    model: &FiniteModel,
+    (prep, test): (&Prepared, &Points),
+    root: &Root,
+) -> Result<FixedPointSolution> {
+    let step = map_step(prm, model, prep, root.x)?;
+    let fp = FixedPoint {
+        bc: root.x,
+        post: overlap_posterior(model, root.x.0, root.x.1)?,
+        alpha: step.alpha,
+        log_det: step.log_det,
+        iterations: root.newton_steps,
+        converged: true,
+        last_step: root.residual,
+        method: Method::Newton,
+        evaluations: 0,
+    };
+    let sol = finish(prm, prep, test, Branch::Unaligned, fp)?;
+    // ∂G = ∂g + I.
+    let mut jac = root.jacobian;
+    jac[0][0] += 1.0;
+    jac[1][1] += 1.0;
+    let ev = eigenvalues(jac);
+    let (stability, stable_undamped, max_stable_damping) = classify(root.index, &ev);
+    Ok(FixedPointSolution {
+        b: root.x.0,
+        c: root.x.1,
+        r: sol.r,
+        outliers: sol.outliers,
+        centre_drive: sol.centre_drive,
+        test_mse: sol.test_mse,
+        test_mse_relative: sol.test_mse_relative,
+        free_energy: sol.free_energy,
+        residual: root.residual,
+        jacobian: jac,
+        eigenvalues: ev,
+        index: root.index,
+        stability,
+        stable_undamped,
+        max_stable_damping,
+        cells: root.cells,
+        phase: sol.phase,
+    })
+}
+
+/// `solve`'s damped iteration from both starts, each matched to the fixed point it reached
+/// (within 1e-5 in b and c), if any.
+fn damped_results(
+    prm: &AdaptiveParams,
+    points: &[FixedPointSolution],
+) -> Result<Vec<DampedResult>> {
+    let rep = super::adaptive::solve(prm)?;
+    Ok([rep.unaligned, rep.aligned]
+        .into_iter()
+        .map(|s| DampedResult {
+            branch: s.branch,
+            b: s.b,
+            c: s.c,
+            r: s.r,
+            converged: s.converged,
+            matches: points
+                .iter()
+                .position(|p| (p.b - s.b).abs().max((p.c - s.c).abs()) < 1e-5),
+        })
+        .collect())
 }
 
 #[cfg(test)]

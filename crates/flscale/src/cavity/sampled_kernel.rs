@@ -190,42 +190,12 @@ pub fn kernel_block(
     n_sa2: f64,
     same: bool,
 ) -> Mat<f64> {
-    let (na, nb, nk) = (a.len(), b.len(), nodes.len());
-    let kap_a: Vec<f64> = var_a.iter().map(|v| 1.0 / (1.0 + 2.0 * v).sqrt()).collect();
-    let kap_b: Vec<f64> = var_b.iter().map(|v| 1.0 / (1.0 + 2.0 * v).sqrt()).collect();
-    let r = Mat::from_fn(na, nb, |i, j| 2.0 * cov[(i, j)] * kap_a[i] * kap_b[j]);
-    let sqrt_w: Vec<f64> = nodes.iter().map(|&(_, w)| w.max(0.0).sqrt()).collect();
-
-    // Per point and node: x = κρz, the Hermite recurrence state and e^{−x²}.
-    struct Side {
-        x: Vec<f64>,
-        h_prev: Vec<f64>,
-        h_cur: Vec<f64>,
-        gauss: Vec<f64>,
-    }
-    let side = |pts: &Points, kap: &[f64]| {
-        let x: Vec<f64> = (0..pts.len())
-            .flat_map(|i| nodes.iter().map(move |&(rho, _)| (i, rho)))
-            .map(|(i, rho)| kap[i] * rho * pts.z[i])
-            .collect();
-        let gauss = x.iter().map(|x| (-x * x).exp()).collect();
-        Side {
-            h_prev: vec![0.0; x.len()],
-            h_cur: vec![1.0; x.len()],
-            gauss,
-            x,
-        }
-    };
-    let mut sa = side(a, &kap_a);
-    let mut sb = side(b, &kap_b);
-    let two_over_sqrt_pi = 2.0 / std::f64::consts::PI.sqrt();
-
-    let mut out = Mat::<f64>::zeros(na, nb);
-    let mut prod = Mat::<f64>::zeros(na, nb);
-    // r^n, column-major like `out`.
-    let mut pow = vec![1.0f64; na * nb];
-    let mut ea = Mat::<f64>::zeros(na, nk);
-    let mut eb = Mat::<f64>::zeros(nb, nk);
+    let (na, nb) = (a.len(), b.len());
+    let side_a = BlockSide::new(a, var_a);
+    let side_b = BlockSide::new(b, var_b);
+    let r = Mat::from_fn(na, nb, |i, j| {
+        2.0 * cov[(i, j)] * side_a.kap[i] * side_b.kap[j]
+    });
     // Terms needed for the largest |r| handled by the series: remainder ≤ 1e-15.
     let r_series = (0..nb)
         .flat_map(|j| (0..na).map(move |i| (i, j)))
@@ -234,23 +204,112 @@ pub fn kernel_block(
         .filter(|&v| v <= SERIES_MAX_R)
         .fold(0.0, f64::max);
     let terms = series_terms_for(r_series, SERIES_TERMS);
-    for n in 0..=terms {
-        let fill = |e: &mut Mat<f64>, s: &Side, len: usize| {
-            for (k, &wk) in sqrt_w.iter().enumerate() {
-                let col = e.col_as_slice_mut(k);
-                for (i, slot) in col.iter_mut().enumerate().take(len) {
-                    let idx = i * nk + k;
-                    let v = if n == 0 {
-                        libm::erf(s.x[idx])
-                    } else {
-                        two_over_sqrt_pi * s.h_cur[idx] * s.gauss[idx]
-                    };
-                    *slot = v * wk;
-                }
+    let mut out = mehler_series_block(
+        HermiteSide::new(a, &side_a.kap, nodes),
+        HermiteSide::new(b, &side_b.kap, nodes),
+        &r,
+        nodes,
+        terms,
+    );
+    resum_pairs_beyond_series(&mut out, (&side_a, &side_b), cov, &r, nodes, same);
+    for j in 0..nb {
+        for i in 0..na {
+            out[(i, j)] *= n_sa2;
+        }
+    }
+    out
+}
+
+/// One side of a kernel block: its points, their perpendicular variances C_μμ and
+/// κ = (1 + 2C_μμ)^{−1/2}.
+struct BlockSide<'a> {
+    pts: &'a Points,
+    var: &'a [f64],
+    kap: Vec<f64>,
+}
+
+impl<'a> BlockSide<'a> {
+    fn new(pts: &'a Points, var: &'a [f64]) -> Self {
+        let kap = var.iter().map(|v| 1.0 / (1.0 + 2.0 * v).sqrt()).collect();
+        BlockSide { pts, var, kap }
+    }
+}
+
+/// Per point and node of one side: x = κρz, the Hermite recurrence state and e^{−x²}.
+struct HermiteSide {
+    x: Vec<f64>,
+    h_prev: Vec<f64>,
+    h_cur: Vec<f64>,
+    gauss: Vec<f64>,
+}
+
+impl HermiteSide {
+    /// The state before order 0 (Ĥ_{−1} = 0, Ĥ_0 = 1), index point·nodes + node.
+    fn new(pts: &Points, kap: &[f64], nodes: &[(f64, f64)]) -> Self {
+        let x: Vec<f64> = (0..pts.len())
+            .flat_map(|i| nodes.iter().map(move |&(rho, _)| (i, rho)))
+            .map(|(i, rho)| kap[i] * rho * pts.z[i])
+            .collect();
+        let gauss = x.iter().map(|x| (-x * x).exp()).collect();
+        HermiteSide {
+            h_prev: vec![0.0; x.len()],
+            h_cur: vec![1.0; x.len()],
+            gauss,
+            x,
+        }
+    }
+
+    /// Writes order `n`'s factor (erf(x) for n = 0, else ẽ_n(x)) times √w_k into column k of
+    /// `e`, for the first `len` points.
+    fn fill(&self, e: &mut Mat<f64>, sqrt_w: &[f64], n: usize, len: usize) {
+        let nk = sqrt_w.len();
+        let two_over_sqrt_pi = 2.0 / std::f64::consts::PI.sqrt();
+        for (k, &wk) in sqrt_w.iter().enumerate() {
+            let col = e.col_as_slice_mut(k);
+            for (i, slot) in col.iter_mut().enumerate().take(len) {
+                let idx = i * nk + k;
+                let v = if n == 0 {
+                    libm::erf(self.x[idx])
+                } else {
+                    two_over_sqrt_pi * self.h_cur[idx] * self.gauss[idx]
+                };
+                *slot = v * wk;
             }
-        };
-        fill(&mut ea, &sa, na);
-        fill(&mut eb, &sb, nb);
+        }
+    }
+
+    /// Advances Ĥ after step n ≥ 1: h_cur goes from Ĥ_{n−1} to Ĥ_n.
+    fn advance(&mut self, n: usize) {
+        let k = (n - 1) as f64; // h_cur is Ĥ_{n−1}, h_prev Ĥ_{n−2}
+        for idx in 0..self.x.len() {
+            let next = self.x[idx] * (2.0 / (k + 1.0)).sqrt() * self.h_cur[idx]
+                - (k / (k + 1.0)).sqrt() * self.h_prev[idx];
+            self.h_prev[idx] = self.h_cur[idx];
+            self.h_cur[idx] = next;
+        }
+    }
+}
+
+/// The Mehler series Σ_{n ≤ terms} rⁿ/(2n)·ẽ_n ẽ_n summed over the ρ nodes, one matrix product
+/// per order (module docs), for every pair of the block.
+fn mehler_series_block(
+    mut sa: HermiteSide,
+    mut sb: HermiteSide,
+    r: &Mat<f64>,
+    nodes: &[(f64, f64)],
+    terms: usize,
+) -> Mat<f64> {
+    let (na, nb, nk) = (r.nrows(), r.ncols(), nodes.len());
+    let sqrt_w: Vec<f64> = nodes.iter().map(|&(_, w)| w.max(0.0).sqrt()).collect();
+    let mut out = Mat::<f64>::zeros(na, nb);
+    let mut prod = Mat::<f64>::zeros(na, nb);
+    // r^n, column-major like `out`.
+    let mut pow = vec![1.0f64; na * nb];
+    let mut ea = Mat::<f64>::zeros(na, nk);
+    let mut eb = Mat::<f64>::zeros(nb, nk);
+    for n in 0..=terms {
+        sa.fill(&mut ea, &sqrt_w, n, na);
+        sb.fill(&mut eb, &sqrt_w, n, nb);
         matmul(
             prod.as_mut(),
             Accum::Replace,
@@ -276,20 +335,25 @@ pub fn kernel_block(
                 }
             }
         }
-        // Advance Ĥ: after step n ≥ 1, h_cur holds Ĥ_n for the next order.
         if n >= 1 {
-            let k = (n - 1) as f64; // h_cur is Ĥ_{n−1}, h_prev Ĥ_{n−2}
-            for s in [&mut sa, &mut sb] {
-                for idx in 0..s.x.len() {
-                    let next = s.x[idx] * (2.0 / (k + 1.0)).sqrt() * s.h_cur[idx]
-                        - (k / (k + 1.0)).sqrt() * s.h_prev[idx];
-                    s.h_prev[idx] = s.h_cur[idx];
-                    s.h_cur[idx] = next;
-                }
-            }
+            sa.advance(n);
+            sb.advance(n);
         }
     }
-    // Pairs where the truncated series is not accurate enough, and the diagonal.
+    out
+}
+
+/// Recomputes the pairs where the truncated series is not accurate enough, and the diagonal
+/// when `same`: by the pair's own Mehler sum up to |r| ≤ [`PAIR_SERIES_MAX_R`], else by
+/// Gauss–Hermite quadrature (module docs).
+fn resum_pairs_beyond_series(
+    out: &mut Mat<f64>,
+    (a, b): (&BlockSide, &BlockSide),
+    cov: MatRef<'_, f64>,
+    r: &Mat<f64>,
+    nodes: &[(f64, f64)],
+    same: bool,
+) {
     // erf(m + √q·x) is smooth but not polynomial: 100 nodes err by ~1e-10 (tested).
     let gh = GaussHermite::new(100).expect("order 100 is within the supported range");
     // The outermost nodes carry weights below 1e-18 and cannot change an O(1) result.
@@ -300,35 +364,30 @@ pub fn kernel_block(
         .zip(gh.weights().iter().copied())
         .filter(|&(_, w)| w > 1e-18)
         .collect();
-    for j in 0..nb {
-        for i in 0..na {
+    for j in 0..r.ncols() {
+        for i in 0..r.nrows() {
             if r[(i, j)].abs() > SERIES_MAX_R || (same && i == j) {
-                let (q1, q2, c) = (var_a[i], var_b[j], cov[(i, j)]);
+                let (q1, q2, c) = (a.var[i], b.var[j], cov[(i, j)]);
                 let rij = r[(i, j)];
+                let (za, zb) = (a.pts.z[i], b.pts.z[j]);
                 out[(i, j)] = if rij.abs() <= PAIR_SERIES_MAX_R {
                     nodes
                         .iter()
                         .map(|&(rho, w)| {
-                            w * pair_series(kap_a[i] * rho * a.z[i], kap_b[j] * rho * b.z[j], rij)
+                            w * pair_series(a.kap[i] * rho * za, b.kap[j] * rho * zb, rij)
                         })
                         .sum()
                 } else {
                     nodes
                         .iter()
                         .map(|&(rho, w)| {
-                            w * erf_pair_mean_rule(&rule, rho * a.z[i], rho * b.z[j], q1, q2, c)
+                            w * erf_pair_mean_rule(&rule, rho * za, rho * zb, q1, q2, c)
                         })
                         .sum()
                 };
             }
         }
     }
-    for j in 0..nb {
-        for i in 0..na {
-            out[(i, j)] *= n_sa2;
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -99,6 +99,19 @@ fn draw_probe_figures(
     inputs: &FigureInputs,
     out: &mut Vec<PathBuf>,
 ) -> Result<()> {
+    draw_layer2_overlap_histograms(data, dir, out)?;
+    draw_outliers_by_layer_vs_n1(data, dir, out)?;
+    draw_parity_overlap_histograms(data, dir, out)?;
+    draw_mu_vs_n1(data, dir, inputs, out)
+}
+
+/// `layer2_overlap_histograms_phi` and `_he3`: −log density of the second-layer overlaps with
+/// Φ\* and Ĥe3(Φ\*), one curve per run (Fig. 8, second-layer panels).
+fn draw_layer2_overlap_histograms(
+    data: &StoreData,
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
     for (feature, what) in [("phi", "Φ*"), ("he3", "Ĥe3(Φ*)")] {
         let series = neg_log_density_series(data, &format!("h2_{feature}"));
         if !series.is_empty() {
@@ -119,106 +132,160 @@ fn draw_probe_figures(
             )?;
         }
     }
-    // Runs whose starts disagree are drawn hollow, off the line.
-    let series_of = |label: &str, key: &str, mark: Mark| -> Series {
-        let mut s = Series::new(label, summary_points_by_n1(data, key, true), mark);
-        s.hollow = summary_points_by_n1(data, key, false);
-        s
-    };
-    let hollow_note = |series: &[Series]| -> Vec<String> {
-        if series.iter().any(|s| !s.hollow.is_empty()) {
-            vec![HOLLOW_NOTE.to_string()]
-        } else {
-            Vec::new()
-        }
-    };
-    let layer2 = series_of("layer 2 along Φ*", "outliers_layer2_phi", Mark::LinePoints);
-    if distinct(layer2.points.iter().chain(&layer2.hollow).map(|p| p.0)).len() >= 2 {
-        let series = vec![
-            series_of(
-                "layer 1, |w·w*| > 3σ1/√d",
-                "outliers_layer1",
-                Mark::LinePoints,
-            ),
-            layer2,
-            series_of(
-                "layer 2 along Ĥe3(Φ*)",
-                "outliers_layer2_he3",
-                Mark::LinePoints,
-            ),
-        ];
-        let chart = LineChart {
-            title: "outliers per network vs N1 (layer 2: beyond 3 NNGP std)".into(),
-            x_label: "N1".into(),
-            y_label: "outliers per network".into(),
-            log_x: true,
-            log_y: false,
-            notes: hollow_note(&series),
-            series,
-        };
-        save(dir, "outliers_by_layer_vs_n1", &chart, out)?;
+    Ok(())
+}
+
+/// The summary value `key` against N1 as one series: the analysed runs filled, the runs whose
+/// starts disagree hollow, off the line.
+fn summary_series_by_n1(data: &StoreData, label: &str, key: &str, mark: Mark) -> Series {
+    let mut s = Series::new(label, summary_points_by_n1(data, key, true), mark);
+    s.hollow = summary_points_by_n1(data, key, false);
+    s
+}
+
+/// The legend notes of `series`: the hollow-marker note when any series has hollow points.
+fn hollow_notes(series: &[Series]) -> Vec<String> {
+    if series.iter().any(|s| !s.hollow.is_empty()) {
+        vec![HOLLOW_NOTE.to_string()]
+    } else {
+        Vec::new()
     }
+}
+
+/// `outliers_by_layer_vs_n1`: first-layer outliers and second-layer NNGP outliers against N1
+/// (Fig. 3(c)), when the data has at least two N1 values.
+fn draw_outliers_by_layer_vs_n1(
+    data: &StoreData,
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let layer2 = summary_series_by_n1(
+        data,
+        "layer 2 along Φ*",
+        "outliers_layer2_phi",
+        Mark::LinePoints,
+    );
+    if distinct(layer2.points.iter().chain(&layer2.hollow).map(|p| p.0)).len() < 2 {
+        return Ok(());
+    }
+    let series = vec![
+        summary_series_by_n1(
+            data,
+            "layer 1, |w·w*| > 3σ1/√d",
+            "outliers_layer1",
+            Mark::LinePoints,
+        ),
+        layer2,
+        summary_series_by_n1(
+            data,
+            "layer 2 along Ĥe3(Φ*)",
+            "outliers_layer2_he3",
+            Mark::LinePoints,
+        ),
+    ];
+    let chart = LineChart {
+        title: "outliers per network vs N1 (layer 2: beyond 3 NNGP std)".into(),
+        x_label: "N1".into(),
+        y_label: "outliers per network".into(),
+        log_x: true,
+        log_y: false,
+        notes: hollow_notes(&series),
+        series,
+    };
+    save(dir, "outliers_by_layer_vs_n1", &chart, out)
+}
+
+/// `parity_overlap_histograms`: −log density of the first-layer overlaps along the first
+/// parity direction the runs record (`rho_…` histograms, Fig. 7(a)).
+fn draw_parity_overlap_histograms(
+    data: &StoreData,
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
     let rho_name = data
         .runs
         .iter()
         .flat_map(|r| r.probe_histograms.keys())
         .find(|k| k.starts_with("rho_"))
         .cloned();
-    if let Some(name) = rho_name {
-        let series = neg_log_density_series(data, &name);
-        if !series.is_empty() {
-            let dir_name = &name["rho_".len()..];
-            let chart = LineChart {
-                title: format!("first-layer overlaps along ({dir_name})/√k"),
-                x_label: "w·u".into(),
-                y_label: "−log density".into(),
-                log_x: false,
-                log_y: false,
-                series,
-                notes: vec!["specialising: the side peak of |w·u| (else |w·u| > 3σ1/√d)".into()],
-            };
-            save(dir, "parity_overlap_histograms", &chart, out)?;
-        }
+    let Some(name) = rho_name else {
+        return Ok(());
+    };
+    let series = neg_log_density_series(data, &name);
+    if series.is_empty() {
+        return Ok(());
     }
-    let mu = series_of("measured μ", "mu", Mark::Points);
-    if distinct(mu.points.iter().chain(&mu.hollow).map(|p| p.0)).len() >= 2 {
-        let mut notes = hollow_note(std::slice::from_ref(&mu));
-        let mut series = vec![mu];
-        if let Some(f) = inputs.mu_fit {
-            series.push(Series::new(
-                format!("fit, slope {:.2}", f.exponent.value),
-                slope_line(&f.points, f.fit.slope),
-                Mark::Line,
-            ));
-            notes.push(format!(
-                "measured slope {:.3}{}",
-                f.exponent.value,
-                f.exponent
-                    .err
-                    .map(|e| format!(" ± {e:.3}"))
-                    .unwrap_or_default()
-            ));
-            if let Some(p) = inputs.mu_predicted {
-                series.push(Series::new(
-                    format!("predicted slope {}", p.exact),
-                    slope_line(&f.points, p.value),
-                    Mark::Dashed,
-                ));
-                notes.push(format!("predicted {}", p.exact));
-            }
-        }
-        let chart = LineChart {
-            title: "μ-specialisation magnitude along (e1+e2)/√2 vs N1".into(),
-            x_label: "N1".into(),
-            y_label: "μ (mean |w·u| of specialising neurons)".into(),
-            log_x: true,
-            log_y: true,
-            series,
-            notes,
-        };
-        save(dir, "mu_vs_n1", &chart, out)?;
+    let dir_name = &name["rho_".len()..];
+    let chart = LineChart {
+        title: format!("first-layer overlaps along ({dir_name})/√k"),
+        x_label: "w·u".into(),
+        y_label: "−log density".into(),
+        log_x: false,
+        log_y: false,
+        series,
+        notes: vec!["specialising: the side peak of |w·u| (else |w·u| > 3σ1/√d)".into()],
+    };
+    save(dir, "parity_overlap_histograms", &chart, out)
+}
+
+/// `mu_vs_n1`: the μ-specialisation magnitude against N1 in log-log with the fit and the
+/// engine's slope (Fig. 7(b)), when the data has at least two N1 values.
+fn draw_mu_vs_n1(
+    data: &StoreData,
+    dir: &Path,
+    inputs: &FigureInputs,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let mu = summary_series_by_n1(data, "measured μ", "mu", Mark::Points);
+    if distinct(mu.points.iter().chain(&mu.hollow).map(|p| p.0)).len() < 2 {
+        return Ok(());
     }
-    Ok(())
+    let mut notes = hollow_notes(std::slice::from_ref(&mu));
+    let mut series = vec![mu];
+    if let Some(f) = inputs.mu_fit {
+        push_fit_lines(f, inputs.mu_predicted, &mut series, &mut notes);
+    }
+    let chart = LineChart {
+        title: "μ-specialisation magnitude along (e1+e2)/√2 vs N1".into(),
+        x_label: "N1".into(),
+        y_label: "μ (mean |w·u| of specialising neurons)".into(),
+        log_x: true,
+        log_y: true,
+        series,
+        notes,
+    };
+    save(dir, "mu_vs_n1", &chart, out)
+}
+
+/// Appends the least-squares line of `f` and, when known, the engine's slope through the same
+/// points (log-log) to `series`, with the measured and predicted slopes in `notes`.
+fn push_fit_lines(
+    f: &ExponentFit,
+    predicted: Option<&Predicted>,
+    series: &mut Vec<Series>,
+    notes: &mut Vec<String>,
+) {
+    series.push(Series::new(
+        format!("fit, slope {:.2}", f.exponent.value),
+        slope_line(&f.points, f.fit.slope),
+        Mark::Line,
+    ));
+    notes.push(format!(
+        "measured slope {:.3}{}",
+        f.exponent.value,
+        f.exponent
+            .err
+            .map(|e| format!(" ± {e:.3}"))
+            .unwrap_or_default()
+    ));
+    if let Some(p) = predicted {
+        series.push(Series::new(
+            format!("predicted slope {}", p.exact),
+            slope_line(&f.points, p.value),
+            Mark::Dashed,
+        ));
+        notes.push(format!("predicted {}", p.exact));
+    }
 }
 
 fn save(dir: &Path, name: &str, chart: &LineChart, out: &mut Vec<PathBuf>) -> Result<()> {
@@ -310,220 +377,229 @@ fn unequilibrated_cells(
 
 /// Draws every figure the data supports into `dir`; returns the files written.
 pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<Vec<PathBuf>> {
-    let a = &data.analysis;
     let mut out = Vec::new();
+    draw_observable_vs_x(data, dir, &mut out)?;
+    draw_test_mse_vs_x(data, dir, &mut out)?;
+    draw_pstar_vs_group(dir, inputs, &mut out)?;
+    draw_outliers_vs_n1(data, dir, inputs, &mut out)?;
+    draw_overlap_histograms(data, dir, &mut out)?;
+    draw_mse_vs_alignment(data, dir, &mut out)?;
+    draw_probe_figures(data, dir, inputs, &mut out)?;
+    Ok(out)
+}
+
+/// `<observable>_vs_<x>`: the analysis observable against x, one curve per group value, runs
+/// whose hot and cold starts disagree drawn hollow, and the threshold for the alignment
+/// (paper Fig. 2b inset, Fig. 3a).
+fn draw_observable_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let a = &data.analysis;
     let obs = a.observable.as_str();
-    // Observable vs x per group; runs whose hot and cold starts disagree drawn hollow.
     let groups = super::analysis::cells(data, Some(&a.group), &a.x, obs).ok();
     let unequilibrated = unequilibrated_cells(data, Some(&a.group), &a.x, obs);
-    if let Some(groups) = &groups {
-        let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
-        if xs.len() >= 2 {
-            let mut series: Vec<Series> = groups
-                .iter()
-                .map(|(g, cs)| {
-                    let mut s = Series::new(
-                        format!("{} = {}", a.group, short(*g)),
-                        cs.iter().map(|c| (c.x, c.mean())).collect(),
-                        Mark::LinePoints,
-                    );
-                    s.hollow = unequilibrated
-                        .iter()
-                        .filter(|(ug, _)| ug == g)
-                        .flat_map(|(_, cs)| cs.iter().map(|c| (c.x, c.mean())))
-                        .collect();
-                    s
-                })
-                .collect();
-            let notes = if unequilibrated.is_empty() {
-                Vec::new()
-            } else {
-                vec![HOLLOW_NOTE.to_string()]
-            };
-            if obs == "alignment" {
-                series.push(Series::new(
-                    format!("threshold {}", a.threshold),
-                    vec![(xs[0], a.threshold), (xs[xs.len() - 1], a.threshold)],
-                    Mark::Dashed,
-                ));
-            }
-            let chart = LineChart {
-                title: format!("{obs} vs {}", a.x),
-                x_label: a.x.clone(),
-                y_label: obs.to_string(),
-                log_x: true,
-                log_y: false,
-                series,
-                notes,
-            };
-            save(dir, &format!("{obs}_vs_{}", a.x), &chart, &mut out)?;
-        }
+    let Some(groups) = &groups else {
+        return Ok(());
+    };
+    let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
+    if xs.len() < 2 {
+        return Ok(());
     }
-    // Test MSE vs x per group beside the alignment (the right panel of paper Fig. 3b; App.
-    // F.2: strong alignment goes with low test loss).
-    if obs == "alignment" {
-        if let Ok(groups) = super::analysis::cells(data, Some(&a.group), &a.x, "test_mse") {
-            let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
-            if xs.len() >= 2 {
-                let series = groups
-                    .iter()
-                    .map(|(g, cs)| {
-                        Series::new(
-                            format!("{} = {}", a.group, short(*g)),
-                            cs.iter().map(|c| (c.x, c.mean())).collect(),
-                            Mark::LinePoints,
-                        )
-                    })
-                    .collect();
-                let chart = LineChart {
-                    title: format!("test MSE vs {}", a.x),
-                    x_label: a.x.clone(),
-                    y_label: "test MSE".into(),
-                    log_x: true,
-                    log_y: false,
-                    series,
-                    notes: Vec::new(),
-                };
-                save(dir, &format!("test_mse_vs_{}", a.x), &chart, &mut out)?;
-            }
-        }
-    }
-    // P* vs group.
-    if let (Some(t), Some(f)) = (inputs.pstar, inputs.pstar_fit) {
-        let mut series = vec![Series::new("measured P*", f.points.clone(), Mark::Points)];
-        series.push(Series::new(
-            format!("fit, slope {:.2}", f.exponent.value),
-            slope_line(&f.points, f.fit.slope),
-            Mark::Line,
-        ));
-        let mut notes = vec![format!(
-            "measured slope {:.3}{}",
-            f.exponent.value,
-            f.exponent
-                .err
-                .map(|e| format!(" ± {e:.3}"))
-                .unwrap_or_default()
-        )];
-        if let Some(p) = inputs.pstar_predicted {
-            series.push(Series::new(
-                format!("predicted slope {}", p.exact),
-                slope_line(&f.points, p.value),
-                Mark::Dashed,
-            ));
-            notes.push(format!("predicted {}", p.exact));
-        }
-        let chart = LineChart {
-            title: format!("P* ({} = {}) vs {}", t.observable, t.threshold, t.group),
-            x_label: t.group.clone(),
-            y_label: format!("P* ({})", t.x),
-            log_x: true,
-            log_y: true,
-            series,
-            notes,
-        };
-        save(dir, &format!("pstar_vs_{}", t.group), &chart, &mut out)?;
-    }
-    // Outliers vs N.
-    let ns = distinct(data.runs.iter().filter_map(|r| coordinate(r, "n1")));
-    if ns.len() >= 2 {
-        if let Ok(groups) = super::analysis::cells(data, None, "n1", "outliers") {
-            let pts: Vec<(f64, f64)> = groups
+    let mut series: Vec<Series> = groups
+        .iter()
+        .map(|(g, cs)| {
+            let mut s = Series::new(
+                format!("{} = {}", a.group, short(*g)),
+                cs.iter().map(|c| (c.x, c.mean())).collect(),
+                Mark::LinePoints,
+            );
+            s.hollow = unequilibrated
                 .iter()
-                .flat_map(|(_, c)| c.iter().map(|c| (c.x, c.mean())))
-                .collect();
-            let mut mean = Series::new("mean outliers", pts, Mark::Points);
-            mean.hollow = unequilibrated_cells(data, None, "n1", "outliers")
-                .iter()
+                .filter(|(ug, _)| ug == g)
                 .flat_map(|(_, cs)| cs.iter().map(|c| (c.x, c.mean())))
                 .collect();
-            let mut notes = Vec::new();
-            if !mean.hollow.is_empty() {
-                notes.push(HOLLOW_NOTE.to_string());
-            }
-            let mut series = vec![mean];
-            if let Some(f) = inputs.outlier_fit {
-                series.push(Series::new(
-                    format!("fit, slope {:.2}", f.exponent.value),
-                    slope_line(&f.points, f.fit.slope),
-                    Mark::Line,
-                ));
-                notes.push(format!(
-                    "measured slope {:.3}{}",
-                    f.exponent.value,
-                    f.exponent
-                        .err
-                        .map(|e| format!(" ± {e:.3}"))
-                        .unwrap_or_default()
-                ));
-                if let Some(p) = inputs.outlier_predicted {
-                    series.push(Series::new(
-                        format!("predicted slope {}", p.exact),
-                        slope_line(&f.points, p.value),
-                        Mark::Dashed,
-                    ));
-                    notes.push(format!("predicted {}", p.exact));
-                }
-            }
-            let chart = LineChart {
-                title: "first-layer outliers (|ρ| > 3σ1/√d) vs N1".into(),
-                x_label: "N1".into(),
-                y_label: "outliers per network".into(),
-                log_x: true,
-                log_y: true,
-                series,
-                notes,
-            };
-            save(dir, "outliers_vs_n1", &chart, &mut out)?;
-        }
+            s
+        })
+        .collect();
+    let notes = if unequilibrated.is_empty() {
+        Vec::new()
+    } else {
+        vec![HOLLOW_NOTE.to_string()]
+    };
+    if obs == "alignment" {
+        series.push(Series::new(
+            format!("threshold {}", a.threshold),
+            vec![(xs[0], a.threshold), (xs[xs.len() - 1], a.threshold)],
+            Mark::Dashed,
+        ));
     }
-    // −log density of the overlaps, for up to six runs spread over the grid.
+    let chart = LineChart {
+        title: format!("{obs} vs {}", a.x),
+        x_label: a.x.clone(),
+        y_label: obs.to_string(),
+        log_x: true,
+        log_y: false,
+        series,
+        notes,
+    };
+    save(dir, &format!("{obs}_vs_{}", a.x), &chart, out)
+}
+
+/// `test_mse_vs_<x>`: test MSE against x per group beside the alignment (the right panel of
+/// paper Fig. 3b; App. F.2: strong alignment goes with low test loss).
+fn draw_test_mse_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let a = &data.analysis;
+    if a.observable != "alignment" {
+        return Ok(());
+    }
+    let Ok(groups) = super::analysis::cells(data, Some(&a.group), &a.x, "test_mse") else {
+        return Ok(());
+    };
+    let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
+    if xs.len() < 2 {
+        return Ok(());
+    }
+    let series = groups
+        .iter()
+        .map(|(g, cs)| {
+            Series::new(
+                format!("{} = {}", a.group, short(*g)),
+                cs.iter().map(|c| (c.x, c.mean())).collect(),
+                Mark::LinePoints,
+            )
+        })
+        .collect();
+    let chart = LineChart {
+        title: format!("test MSE vs {}", a.x),
+        x_label: a.x.clone(),
+        y_label: "test MSE".into(),
+        log_x: true,
+        log_y: false,
+        series,
+        notes: Vec::new(),
+    };
+    save(dir, &format!("test_mse_vs_{}", a.x), &chart, out)
+}
+
+/// `pstar_vs_<group>`: P\* against the group variable in log-log with the least-squares fit
+/// and the scaling engine's slope (Fig. 2b), when both the table and the fit are given.
+fn draw_pstar_vs_group(dir: &Path, inputs: &FigureInputs, out: &mut Vec<PathBuf>) -> Result<()> {
+    let (Some(t), Some(f)) = (inputs.pstar, inputs.pstar_fit) else {
+        return Ok(());
+    };
+    let mut series = vec![Series::new("measured P*", f.points.clone(), Mark::Points)];
+    let mut notes = Vec::new();
+    push_fit_lines(f, inputs.pstar_predicted, &mut series, &mut notes);
+    let chart = LineChart {
+        title: format!("P* ({} = {}) vs {}", t.observable, t.threshold, t.group),
+        x_label: t.group.clone(),
+        y_label: format!("P* ({})", t.x),
+        log_x: true,
+        log_y: true,
+        series,
+        notes,
+    };
+    save(dir, &format!("pstar_vs_{}", t.group), &chart, out)
+}
+
+/// `outliers_vs_n1`: the mean first-layer outlier count against N1 in log-log with the fit and
+/// the engine's slope (Fig. 2c), when the data has at least two N1 values.
+fn draw_outliers_vs_n1(
+    data: &StoreData,
+    dir: &Path,
+    inputs: &FigureInputs,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let ns = distinct(data.runs.iter().filter_map(|r| coordinate(r, "n1")));
+    if ns.len() < 2 {
+        return Ok(());
+    }
+    let Ok(groups) = super::analysis::cells(data, None, "n1", "outliers") else {
+        return Ok(());
+    };
+    let pts: Vec<(f64, f64)> = groups
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|c| (c.x, c.mean())))
+        .collect();
+    let mut mean = Series::new("mean outliers", pts, Mark::Points);
+    mean.hollow = unequilibrated_cells(data, None, "n1", "outliers")
+        .iter()
+        .flat_map(|(_, cs)| cs.iter().map(|c| (c.x, c.mean())))
+        .collect();
+    let mut notes = Vec::new();
+    if !mean.hollow.is_empty() {
+        notes.push(HOLLOW_NOTE.to_string());
+    }
+    let mut series = vec![mean];
+    if let Some(f) = inputs.outlier_fit {
+        push_fit_lines(f, inputs.outlier_predicted, &mut series, &mut notes);
+    }
+    let chart = LineChart {
+        title: "first-layer outliers (|ρ| > 3σ1/√d) vs N1".into(),
+        x_label: "N1".into(),
+        y_label: "outliers per network".into(),
+        log_x: true,
+        log_y: true,
+        series,
+        notes,
+    };
+    save(dir, "outliers_vs_n1", &chart, out)
+}
+
+/// `overlap_histograms`: −log density of the first-layer overlaps ρ = w·w\* for up to six runs
+/// spread over the grid (Figs. 2a, 8).
+fn draw_overlap_histograms(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let with_hist: Vec<_> = data
         .runs
         .iter()
         .filter(|r| r.histogram.iter().any(|b| b.2 > 0))
         .collect();
-    if !with_hist.is_empty() {
-        let k = with_hist.len();
-        let picks: Vec<usize> = if k <= 6 {
-            (0..k).collect()
-        } else {
-            let mut v: Vec<usize> = (0..6).map(|i| i * (k - 1) / 5).collect();
-            v.dedup();
-            v
-        };
-        let series = picks
-            .iter()
-            .map(|&i| {
-                let r = with_hist[i];
-                let total: u64 = r.histogram.iter().map(|b| b.2).sum();
-                let pts = r
-                    .histogram
-                    .iter()
-                    .filter(|b| b.2 > 0)
-                    .map(|&(lo, hi, c)| {
-                        let density = c as f64 / (total as f64 * (hi - lo));
-                        (0.5 * (lo + hi), -density.ln())
-                    })
-                    .collect();
-                let label = ["d", "p", "n1"]
-                    .iter()
-                    .filter_map(|k| r.coords.get(*k).map(|v| format!("{k}={}", short(*v))))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                Series::new(label, pts, Mark::LinePoints)
-            })
-            .collect();
-        let chart = LineChart {
-            title: "first-layer overlaps ρ = w·w*".into(),
-            x_label: "ρ".into(),
-            y_label: "−log density".into(),
-            log_x: false,
-            log_y: false,
-            series,
-            notes: Vec::new(),
-        };
-        save(dir, "overlap_histograms", &chart, &mut out)?;
+    if with_hist.is_empty() {
+        return Ok(());
     }
+    let k = with_hist.len();
+    let picks: Vec<usize> = if k <= 6 {
+        (0..k).collect()
+    } else {
+        let mut v: Vec<usize> = (0..6).map(|i| i * (k - 1) / 5).collect();
+        v.dedup();
+        v
+    };
+    let series = picks
+        .iter()
+        .map(|&i| {
+            let r = with_hist[i];
+            let total: u64 = r.histogram.iter().map(|b| b.2).sum();
+            let pts = r
+                .histogram
+                .iter()
+                .filter(|b| b.2 > 0)
+                .map(|&(lo, hi, c)| {
+                    let density = c as f64 / (total as f64 * (hi - lo));
+                    (0.5 * (lo + hi), -density.ln())
+                })
+                .collect();
+            let label = ["d", "p", "n1"]
+                .iter()
+                .filter_map(|k| r.coords.get(*k).map(|v| format!("{k}={}", short(*v))))
+                .collect::<Vec<_>>()
+                .join(" ");
+            Series::new(label, pts, Mark::LinePoints)
+        })
+        .collect();
+    let chart = LineChart {
+        title: "first-layer overlaps ρ = w·w*".into(),
+        x_label: "ρ".into(),
+        y_label: "−log density".into(),
+        log_x: false,
+        log_y: false,
+        series,
+        notes: Vec::new(),
+    };
+    save(dir, "overlap_histograms", &chart, out)
+}
+
+/// `mse_vs_alignment`: each run's test MSE over its ⟨y²⟩ against A_f, with the bound
+/// (1 − A_f)² (App. F.2), when at least two runs have both.
+fn draw_mse_vs_alignment(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     // Test MSE vs alignment with the Cauchy–Schwarz bound MSE ≥ (1 − A_f)²·⟨y²⟩ of the
     // ensemble-mean predictor (spec 02, "Observables"). Every run has its own test set and so
     // its own ⟨y²⟩ (He3 targets scatter it widely at small n_test); dividing each run's MSE by
@@ -538,24 +614,23 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
             }
         }
     }
-    if pts.len() >= 2 {
-        let bound = mse_bound_curve(&pts);
-        let chart = LineChart {
-            title: "test MSE vs alignment".into(),
-            x_label: "alignment A_f".into(),
-            y_label: "test MSE / ⟨y²⟩ (mean predictor)".into(),
-            log_x: false,
-            log_y: false,
-            series: vec![
-                Series::new("runs", pts, Mark::Points),
-                Series::new("bound (1 − A_f)²", bound, Mark::Dashed),
-            ],
-            notes: Vec::new(),
-        };
-        save(dir, "mse_vs_alignment", &chart, &mut out)?;
+    if pts.len() < 2 {
+        return Ok(());
     }
-    draw_probe_figures(data, dir, inputs, &mut out)?;
-    Ok(out)
+    let bound = mse_bound_curve(&pts);
+    let chart = LineChart {
+        title: "test MSE vs alignment".into(),
+        x_label: "alignment A_f".into(),
+        y_label: "test MSE / ⟨y²⟩ (mean predictor)".into(),
+        log_x: false,
+        log_y: false,
+        series: vec![
+            Series::new("runs", pts, Mark::Points),
+            Series::new("bound (1 − A_f)²", bound, Mark::Dashed),
+        ],
+        notes: Vec::new(),
+    };
+    save(dir, "mse_vs_alignment", &chart, out)
 }
 
 /// A run's test-set ⟨y²⟩ from its stored bound (1 − A_f)²·⟨y²⟩; `None` where A_f is too close

@@ -163,91 +163,109 @@ fn validate(
     Ok(())
 }
 
-/// ⟨f, K₃, f⟩ of the Fig. 5 procedure at N₁, N₂ → ∞ for i.i.d. Gaussian data in dimension d
-/// (module docs), with the finite-P sample mean when `p` is given, over the amplifications,
-/// and the log-log slopes over `window`. Deterministic for any thread count (partial sums are
-/// combined in a fixed order).
-pub fn population_propagation(
-    act: Activation,
-    d: usize,
-    amplifications: &[f64],
-    p: Option<usize>,
-    window: (f64, f64),
-) -> Result<PopulationResult> {
-    validate(act, d, amplifications, p, window)?;
-    let df = d as f64;
-    let m = df - 1.0;
-    let gh = GaussHermite::new(HERMITE_NODES)?;
-    // s ∼ χ²_m: with v = ln s the density is ∝ exp(mv/2 − eᵛ/2), a bell at ln m of width √(2/m).
-    let norms = trapezoid_rule(NORM_NODES, m.ln(), (2.0 / m).sqrt(), |v| {
-        0.5 * m * v - 0.5 * v.exp()
-    });
-    // c = tanh y: (1 − c²)^{(m−3)/2} dc = cosh(y)^{−(m−1)} dy, a bell of width 1/√(m − 1).
-    let cosines: Vec<(f64, f64)> = trapezoid_rule(COSINE_NODES, 0.0, 1.0 / (m - 1.0).sqrt(), |y| {
-        -(m - 1.0) * (y.abs() + (-2.0 * y.abs()).exp().ln_1p() - std::f64::consts::LN_2)
-    })
-    .into_iter()
-    .map(|(y, w)| (y.tanh(), w))
-    .collect();
-    let mut nodes = Vec::with_capacity(HERMITE_NODES * NORM_NODES);
-    for (&u, &wu) in gh.nodes().iter().zip(gh.weights()) {
-        for &(v, wv) in &norms {
-            nodes.push(Node {
-                u,
-                s: v.exp(),
-                w: wu * wv,
-            });
+/// The tensor rule over (x, x′) of the module docs with K₂ tabulated on it: the input nodes
+/// (u, s, weight), the cosine nodes (c, weight), K₂ at every (x, x′, c) triple (index
+/// (i·n + j)·C + k) and on the diagonal.
+struct Quadrature {
+    nodes: Vec<Node>,
+    cosines: Vec<(f64, f64)>,
+    k2: Vec<f64>,
+    k2_diag: Vec<f64>,
+}
+
+impl Quadrature {
+    /// The rule for dimension `d` and K₂ of `act` on it.
+    fn new(act: Activation, d: usize) -> Result<Self> {
+        let df = d as f64;
+        let m = df - 1.0;
+        let gh = GaussHermite::new(HERMITE_NODES)?;
+        // s ∼ χ²_m: with v = ln s the density is ∝ exp(mv/2 − eᵛ/2), a bell at ln m of width √(2/m).
+        let norms = trapezoid_rule(NORM_NODES, m.ln(), (2.0 / m).sqrt(), |v| {
+            0.5 * m * v - 0.5 * v.exp()
+        });
+        // c = tanh y: (1 − c²)^{(m−3)/2} dc = cosh(y)^{−(m−1)} dy, a bell of width 1/√(m − 1).
+        let cosines: Vec<(f64, f64)> =
+            trapezoid_rule(COSINE_NODES, 0.0, 1.0 / (m - 1.0).sqrt(), |y| {
+                -(m - 1.0) * (y.abs() + (-2.0 * y.abs()).exp().ln_1p() - std::f64::consts::LN_2)
+            })
+            .into_iter()
+            .map(|(y, w)| (y.tanh(), w))
+            .collect();
+        let mut nodes = Vec::with_capacity(HERMITE_NODES * NORM_NODES);
+        for (&u, &wu) in gh.nodes().iter().zip(gh.weights()) {
+            for &(v, wv) in &norms {
+                nodes.push(Node {
+                    u,
+                    s: v.exp(),
+                    w: wu * wv,
+                });
+            }
         }
-    }
-    let n = nodes.len();
-    let var1 = |a: &Node| (a.u * a.u + a.s) / df;
-    // K₂ on every (x, x′, c) triple, computed once: index (i·n + j)·C + k.
-    let nc = cosines.len();
-    let k2: Vec<f64> = (0..n)
-        .into_par_iter()
-        .flat_map_iter(|i| {
-            let a = nodes[i];
-            let nodes = &nodes;
-            let cosines = &cosines;
-            (0..n).flat_map(move |j| {
-                let b = nodes[j];
-                cosines.iter().map(move |&(c, _)| {
-                    let dot = a.u * b.u + (a.s * b.s).sqrt() * c;
-                    act.kernel_from_cov(var1(&a), var1(&b), dot / df)
+        let n = nodes.len();
+        let var1 = |a: &Node| (a.u * a.u + a.s) / df;
+        // K₂ on every (x, x′, c) triple, computed once: index (i·n + j)·C + k.
+        let k2: Vec<f64> = (0..n)
+            .into_par_iter()
+            .flat_map_iter(|i| {
+                let a = nodes[i];
+                let nodes = &nodes;
+                let cosines = &cosines;
+                (0..n).flat_map(move |j| {
+                    let b = nodes[j];
+                    cosines.iter().map(move |&(c, _)| {
+                        let dot = a.u * b.u + (a.s * b.s).sqrt() * c;
+                        act.kernel_from_cov(var1(&a), var1(&b), dot / df)
+                    })
                 })
             })
+            .collect();
+        let k2_diag: Vec<f64> = nodes
+            .iter()
+            .map(|a| act.kernel_from_cov(var1(a), var1(a), var1(a)))
+            .collect();
+        Ok(Quadrature {
+            nodes,
+            cosines,
+            k2,
+            k2_diag,
         })
-        .collect();
-    let k2_diag: Vec<f64> = nodes
-        .iter()
-        .map(|a| act.kernel_from_cov(var1(a), var1(a), var1(a)))
-        .collect();
-    // λ* = E[u K₂ u′].
-    let lam: f64 = (0..n)
-        .into_par_iter()
-        .map(|i| {
-            let mut acc = 0.0;
-            for j in 0..n {
-                for (k, &(_, wc)) in cosines.iter().enumerate() {
-                    acc += nodes[j].w * wc * nodes[i].u * nodes[j].u * k2[(i * n + j) * nc + k];
-                }
-            }
-            acc * nodes[i].w
-        })
-        .collect::<Vec<f64>>()
-        .iter()
-        .sum();
-    if !(lam.is_finite() && lam > 0.0) {
-        return Err(Error::runtime(format!(
-            "the eigenvalue of Φ* came out as {lam}; the quadrature failed at d = {d}"
-        )));
     }
-    let g = |u: f64| (u * u - 1.0) / std::f64::consts::SQRT_2;
-    let mut points: Vec<PopulationPoint> = Vec::with_capacity(amplifications.len());
-    for &amp in amplifications {
+
+    /// λ\* = E[u K₂ u′], the eigenvalue of Φ\* under K₂.
+    fn phi_star_eigenvalue(&self) -> f64 {
+        let (nodes, cosines, k2) = (&self.nodes, &self.cosines, &self.k2);
+        let (n, nc) = (nodes.len(), cosines.len());
+        (0..n)
+            .into_par_iter()
+            .map(|i| {
+                let mut acc = 0.0;
+                for j in 0..n {
+                    for (k, &(_, wc)) in cosines.iter().enumerate() {
+                        acc += nodes[j].w * wc * nodes[i].u * nodes[j].u * k2[(i * n + j) * nc + k];
+                    }
+                }
+                acc * nodes[i].w
+            })
+            .collect::<Vec<f64>>()
+            .iter()
+            .sum()
+    }
+
+    /// ⟨f, K₃, f⟩ at amplification `amp` (module docs, "The limit"), with the sample mean of
+    /// fᵀK₃f/P² inverted when `p` is given (module docs, "Finite P").
+    fn expectation_at(
+        &self,
+        act: Activation,
+        lam: f64,
+        amp: f64,
+        p: Option<usize>,
+    ) -> (f64, Option<f64>) {
+        let (nodes, cosines, k2) = (&self.nodes, &self.cosines, &self.k2);
+        let (n, nc) = (nodes.len(), cosines.len());
+        let g = |u: f64| (u * u - 1.0) / std::f64::consts::SQRT_2;
         let boost = (amp - 1.0) * lam;
         let q_diag: Vec<f64> = (0..n)
-            .map(|i| k2_diag[i] + boost * nodes[i].u * nodes[i].u)
+            .map(|i| self.k2_diag[i] + boost * nodes[i].u * nodes[i].u)
             .collect();
         // Per i: (E_x′[g g′ K₃], k̄(x_i)).
         let rows: Vec<(f64, f64)> = (0..n)
@@ -280,6 +298,32 @@ pub fn population_propagation(
             }
             1.0 / (pop + (diag - 2.0 * g2kbar + kbar - 3.0 * pop) / p as f64)
         });
+        (pop, finite)
+    }
+}
+
+/// ⟨f, K₃, f⟩ of the Fig. 5 procedure at N₁, N₂ → ∞ for i.i.d. Gaussian data in dimension d
+/// (module docs), with the finite-P sample mean when `p` is given, over the amplifications,
+/// and the log-log slopes over `window`. Deterministic for any thread count (partial sums are
+/// combined in a fixed order).
+pub fn population_propagation(
+    act: Activation,
+    d: usize,
+    amplifications: &[f64],
+    p: Option<usize>,
+    window: (f64, f64),
+) -> Result<PopulationResult> {
+    validate(act, d, amplifications, p, window)?;
+    let quad = Quadrature::new(act, d)?;
+    let lam = quad.phi_star_eigenvalue();
+    if !(lam.is_finite() && lam > 0.0) {
+        return Err(Error::runtime(format!(
+            "the eigenvalue of Φ* came out as {lam}; the quadrature failed at d = {d}"
+        )));
+    }
+    let mut points: Vec<PopulationPoint> = Vec::with_capacity(amplifications.len());
+    for &amp in amplifications {
+        let (pop, finite) = quad.expectation_at(act, lam, amp, p);
         if !(pop.is_finite() && pop > 0.0) || finite.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
             return Err(Error::runtime(format!(
                 "⟨f, K3, f⟩ came out as {pop} at D = {amp}; the quadrature failed"
@@ -295,33 +339,7 @@ pub fn population_propagation(
             local_slope,
         });
     }
-    let (lo, hi) = window;
-    let inside: Vec<&PopulationPoint> = points
-        .iter()
-        .filter(|q| q.amplification >= lo && q.amplification <= hi)
-        .collect();
-    let xs: Vec<f64> = inside.iter().map(|q| q.amplification.ln()).collect();
-    let slope = fit_line(
-        &xs,
-        &inside
-            .iter()
-            .map(|q| q.inverse_expectation.ln())
-            .collect::<Vec<_>>(),
-    )?
-    .0;
-    let slope_finite_p = match p {
-        Some(_) => Some(
-            fit_line(
-                &xs,
-                &inside
-                    .iter()
-                    .filter_map(|q| q.inverse_expectation_finite_p.map(f64::ln))
-                    .collect::<Vec<_>>(),
-            )?
-            .0,
-        ),
-        None => None,
-    };
+    let (slope, slope_finite_p) = window_slopes(&points, window, p.is_some())?;
     let steepest_local_slope = points
         .iter()
         .filter_map(|q| q.local_slope)
@@ -337,4 +355,41 @@ pub fn population_propagation(
         slope_finite_p,
         steepest_local_slope,
     })
+}
+
+/// Log-log slopes of the inverse expectation over the points inside `window`: the
+/// population one, and the finite-P one when `finite_p`.
+fn window_slopes(
+    points: &[PopulationPoint],
+    (lo, hi): (f64, f64),
+    finite_p: bool,
+) -> Result<(f64, Option<f64>)> {
+    let inside: Vec<&PopulationPoint> = points
+        .iter()
+        .filter(|q| q.amplification >= lo && q.amplification <= hi)
+        .collect();
+    let xs: Vec<f64> = inside.iter().map(|q| q.amplification.ln()).collect();
+    let slope = fit_line(
+        &xs,
+        &inside
+            .iter()
+            .map(|q| q.inverse_expectation.ln())
+            .collect::<Vec<_>>(),
+    )?
+    .0;
+    let slope_finite_p = if finite_p {
+        Some(
+            fit_line(
+                &xs,
+                &inside
+                    .iter()
+                    .filter_map(|q| q.inverse_expectation_finite_p.map(f64::ln))
+                    .collect::<Vec<_>>(),
+            )?
+            .0,
+        )
+    } else {
+        None
+    };
+    Ok((slope, slope_finite_p))
 }

@@ -209,121 +209,9 @@ impl Architecture {
     pub fn from_toml(text: &str, source: &str, base_dir: Option<&Path>) -> Result<Self> {
         let file: ArchitectureFile =
             toml::from_str(text).map_err(|e| toml_error(source, text, &e))?;
-        let net = &file.network;
-        let mut regime = Regime::new();
-        let mut arch = match net.kind.as_str() {
-            "fcn" => {
-                if net.catalog.is_some() {
-                    return Err(Error::invalid(format!(
-                        "{source}: network.catalog is only used with kind = \"catalog\""
-                    )));
-                }
-                let activation = parse_activation(net.activation.as_deref().ok_or_else(|| {
-                    Error::invalid(format!("{source}: network.activation is missing; allowed are erf, relu, tanh, linear, poly"))
-                })?)
-                .map_err(|e| e.context(format!("{source}: network.activation")))?;
-                let widths = net.widths.clone().ok_or_else(|| {
-                    Error::invalid(format!("{source}: network.widths is missing; give one scale symbol per hidden layer, e.g. [\"N1\", \"N2\"]"))
-                })?;
-                for w in &widths {
-                    if !is_symbol(w) || w == "d" {
-                        return Err(Error::invalid(format!(
-                            "{source}: network.widths entry \"{w}\" is not allowed; use a scale name such as N1 (letters/digits, not d)"
-                        )));
-                    }
-                }
-                let parametrization = match net.parametrization.as_deref().unwrap_or("standard") {
-                    "standard" => Parametrization::Standard,
-                    "mean-field" | "meanfield" | "mean_field" => Parametrization::MeanField,
-                    other => {
-                        return Err(Error::invalid(format!(
-                            "{source}: network.parametrization = \"{other}\" is not allowed; use standard or mean-field"
-                        )))
-                    }
-                };
-                let target = file.target.as_ref().ok_or_else(|| {
-                    Error::invalid(format!(
-                        "{source}: [target] is missing; write e.g. [target] hermite = 3"
-                    ))
-                })?;
-                if !(1..=12).contains(&target.hermite) {
-                    return Err(Error::invalid(format!(
-                        "{source}: target.hermite = {} is not allowed; it must be between 1 and 12",
-                        target.hermite
-                    )));
-                }
-                let spec = FcnSpec {
-                    activation,
-                    widths: widths.clone(),
-                    parametrization,
-                    target_degree: target.hermite as usize,
-                };
-                let patterns = enumerate_patterns(&spec).map_err(|e| e.context(source))?;
-                let title = file.title.clone().unwrap_or_else(|| {
-                    format!(
-                        "{}-layer {} FCN (widths {}), target He{}, {} scaling",
-                        widths.len() + 1,
-                        activation.name(),
-                        widths.join(", "),
-                        target.hermite,
-                        if parametrization == Parametrization::Standard {
-                            "standard"
-                        } else {
-                            "mean-field"
-                        }
-                    )
-                });
-                Architecture {
-                    title,
-                    patterns,
-                    regime: Regime::new(),
-                    descriptions: BTreeMap::new(),
-                    notes: Vec::new(),
-                }
-            }
-            "catalog" => {
-                for (field, present) in [
-                    ("network.activation", net.activation.is_some()),
-                    ("network.widths", net.widths.is_some()),
-                    ("network.parametrization", net.parametrization.is_some()),
-                    ("[target]", file.target.is_some()),
-                ] {
-                    if present {
-                        return Err(Error::invalid(format!(
-                            "{source}: {field} is only used with kind = \"fcn\"; a catalog file states its own energies and target"
-                        )));
-                    }
-                }
-                let name = net.catalog.as_deref().ok_or_else(|| {
-                    Error::invalid(format!("{source}: network.catalog is missing; give a built-in entry ({}) or a file path", builtin_names()))
-                })?;
-                let (cat_text, cat_source) = match BUILTIN_CATALOG.iter().find(|c| c.0 == name) {
-                    Some(c) => (c.1.to_string(), format!("catalog {name}")),
-                    None => {
-                        let p = match base_dir {
-                            Some(b) if Path::new(name).is_relative() => b.join(name),
-                            _ => Path::new(name).to_path_buf(),
-                        };
-                        let t = std::fs::read_to_string(&p).map_err(|e| {
-                            Error::invalid(format!(
-                                "{source}: network.catalog = \"{name}\" is neither a built-in entry ({}) nor a readable file ({e})",
-                                builtin_names()
-                            ))
-                        })?;
-                        (t, p.display().to_string())
-                    }
-                };
-                let arch = Architecture::from_catalog_toml(&cat_text, &cat_source)?;
-                regime = arch.regime.clone();
-                if let Some(t) = &file.title {
-                    Architecture {
-                        title: t.clone(),
-                        ..arch
-                    }
-                } else {
-                    arch
-                }
-            }
+        let mut arch = match file.network.kind.as_str() {
+            "fcn" => Self::fcn_from_file(&file, source)?,
+            "catalog" => Self::catalog_from_file(&file, source, base_dir)?,
             other => {
                 return Err(Error::invalid(format!(
                     "{source}: network.kind = \"{other}\" is not allowed; use fcn or catalog"
@@ -331,12 +219,137 @@ impl Architecture {
             }
         };
         for (k, v) in &file.regime {
-            regime
+            arch.regime
                 .set_str(k, v)
                 .map_err(|e| e.context(format!("{source}: regime.{k}")))?;
         }
-        arch.regime = regime;
         Ok(arch)
+    }
+
+    /// The architecture of a `kind = "fcn"` file: its fields checked, its patterns enumerated
+    /// by the rule engine; the regime is d alone (the file's `[regime]` is applied after).
+    fn fcn_from_file(file: &ArchitectureFile, source: &str) -> Result<Self> {
+        let net = &file.network;
+        if net.catalog.is_some() {
+            return Err(Error::invalid(format!(
+                "{source}: network.catalog is only used with kind = \"catalog\""
+            )));
+        }
+        let activation = parse_activation(net.activation.as_deref().ok_or_else(|| {
+            Error::invalid(format!("{source}: network.activation is missing; allowed are erf, relu, tanh, linear, poly"))
+        })?)
+        .map_err(|e| e.context(format!("{source}: network.activation")))?;
+        let widths = net.widths.clone().ok_or_else(|| {
+            Error::invalid(format!("{source}: network.widths is missing; give one scale symbol per hidden layer, e.g. [\"N1\", \"N2\"]"))
+        })?;
+        for w in &widths {
+            if !is_symbol(w) || w == "d" {
+                return Err(Error::invalid(format!(
+                    "{source}: network.widths entry \"{w}\" is not allowed; use a scale name such as N1 (letters/digits, not d)"
+                )));
+            }
+        }
+        let parametrization = match net.parametrization.as_deref().unwrap_or("standard") {
+            "standard" => Parametrization::Standard,
+            "mean-field" | "meanfield" | "mean_field" => Parametrization::MeanField,
+            other => {
+                return Err(Error::invalid(format!(
+                    "{source}: network.parametrization = \"{other}\" is not allowed; use standard or mean-field"
+                )))
+            }
+        };
+        let target = file.target.as_ref().ok_or_else(|| {
+            Error::invalid(format!(
+                "{source}: [target] is missing; write e.g. [target] hermite = 3"
+            ))
+        })?;
+        if !(1..=12).contains(&target.hermite) {
+            return Err(Error::invalid(format!(
+                "{source}: target.hermite = {} is not allowed; it must be between 1 and 12",
+                target.hermite
+            )));
+        }
+        let spec = FcnSpec {
+            activation,
+            widths: widths.clone(),
+            parametrization,
+            target_degree: target.hermite as usize,
+        };
+        let patterns = enumerate_patterns(&spec).map_err(|e| e.context(source))?;
+        let title = file.title.clone().unwrap_or_else(|| {
+            format!(
+                "{}-layer {} FCN (widths {}), target He{}, {} scaling",
+                widths.len() + 1,
+                activation.name(),
+                widths.join(", "),
+                target.hermite,
+                if parametrization == Parametrization::Standard {
+                    "standard"
+                } else {
+                    "mean-field"
+                }
+            )
+        });
+        Ok(Architecture {
+            title,
+            patterns,
+            regime: Regime::new(),
+            descriptions: BTreeMap::new(),
+            notes: Vec::new(),
+        })
+    }
+
+    /// The architecture of a `kind = "catalog"` file: the built-in entry or catalog file it
+    /// names (relative paths against `base_dir`), with the file's title if it has one.
+    fn catalog_from_file(
+        file: &ArchitectureFile,
+        source: &str,
+        base_dir: Option<&Path>,
+    ) -> Result<Self> {
+        let net = &file.network;
+        for (field, present) in [
+            ("network.activation", net.activation.is_some()),
+            ("network.widths", net.widths.is_some()),
+            ("network.parametrization", net.parametrization.is_some()),
+            ("[target]", file.target.is_some()),
+        ] {
+            if present {
+                return Err(Error::invalid(format!(
+                    "{source}: {field} is only used with kind = \"fcn\"; a catalog file states its own energies and target"
+                )));
+            }
+        }
+        let name = net.catalog.as_deref().ok_or_else(|| {
+            Error::invalid(format!(
+                "{source}: network.catalog is missing; give a built-in entry ({}) or a file path",
+                builtin_names()
+            ))
+        })?;
+        let (cat_text, cat_source) = match BUILTIN_CATALOG.iter().find(|c| c.0 == name) {
+            Some(c) => (c.1.to_string(), format!("catalog {name}")),
+            None => {
+                let p = match base_dir {
+                    Some(b) if Path::new(name).is_relative() => b.join(name),
+                    _ => Path::new(name).to_path_buf(),
+                };
+                let t = std::fs::read_to_string(&p).map_err(|e| {
+                    Error::invalid(format!(
+                        "{source}: network.catalog = \"{name}\" is neither a built-in entry ({}) nor a readable file ({e})",
+                        builtin_names()
+                    ))
+                })?;
+                (t, p.display().to_string())
+            }
+        };
+        let arch = Architecture::from_catalog_toml(&cat_text, &cat_source)?;
+        Ok(if let Some(t) = &file.title {
+            Architecture {
+                title: t.clone(),
+                ..arch
+            }
+        } else {
+            arch
+        })
     }
 
     /// Parses a catalog file into an architecture.

@@ -194,6 +194,8 @@ struct Partial {
     constraints: Vec<Constraint>,
 }
 
+/// Extends `prefix` by every choice for hidden layer `layer_idx + 1` and recurses; a full
+/// prefix becomes a pattern in `out`. `prev` holds the norm routes of the previous kernel.
 fn recurse(
     spec: &FcnSpec,
     hs: &HermiteStructure,
@@ -208,21 +210,8 @@ fn recurse(
         return;
     }
     let layer = layer_idx + 1;
-    let width = Monomial::symbol(&spec.widths[layer_idx]);
     let m = spec.target_degree;
-    let finite: Vec<usize> = (1..=m).filter(|&j| !prev[j].is_empty()).collect();
-    let mut options: Vec<(LayerKind, Option<usize>)> = vec![(LayerKind::Gp, None)];
-    for kind in [
-        LayerKind::Gfl,
-        LayerKind::Sp,
-        LayerKind::MuSp,
-        LayerKind::Mag,
-    ] {
-        for &j in &finite {
-            options.push((kind, Some(j)));
-        }
-    }
-    for (kind, feature) in options {
+    for (kind, feature) in layer_options(prev, m) {
         let mut next: Norms = vec![Vec::new(); m + 1];
         lazy_routes(hs, prev, layer, &mut next);
         let mut partial = Partial {
@@ -236,112 +225,28 @@ fn recurse(
             constraints: Vec::new(),
         };
         if let Some(j) = feature {
-            let fname = feature_name(j);
             let p = param_name(kind.parameter_base(), layer, depth);
-            let pm = Monomial::symbol(&p);
-            partial.choice.parameter = Some(p.clone());
-            let one = Monomial::one();
-            let cost_options: Vec<Route>;
-            let bit = 1u32 << layer;
-            match kind {
+            let step = FeatureStep {
+                hs,
+                prev,
+                layer,
+                j,
+                width: Monomial::symbol(&spec.widths[layer_idx]),
+                param: Monomial::symbol(&p),
+                param_name: p.clone(),
+            };
+            partial.choice.parameter = Some(p);
+            let cost_options = match kind {
                 LayerKind::Gfl => {
-                    // App. C.3 item 6: Δ_{l,i} = ½(D − 1) per neuron → N_l·D.
-                    cost_options = vec![(
-                        width.mul(&pm),
-                        format!(
-                            "N_{layer}*D: each of the N_{layer} neurons pays (D-1)/2 (App. C.3)"
-                        ),
-                        0,
-                    )];
-                    // Claim (ii): R'(F) = R(F)/D, so F^i gets (R(F)/D)^i.
-                    for i in 1..=m / j {
-                        let carries = if i == 1 {
-                            hs.has_coefficient(1)
-                        } else {
-                            hs.has_coefficient(i)
-                        };
-                        if !carries {
-                            continue;
-                        }
-                        for (r, _, uses) in prev[j].clone() {
-                            let norm = r.div(&pm).pow(Q::from_integer(i as i64));
-                            push_route(
-                                &mut next[j * i],
-                                norm,
-                                format!("GFL in layer {layer} amplifies {fname} by {p}; claim (ii) gives ({fname}'s norm/{p})^{i}"),
-                                uses | bit,
-                            );
-                        }
-                    }
-                    partial.constraints.push(Constraint::le(one, pm.clone()));
+                    step.gaussian_feature_learning(&mut next, &mut partial.constraints)
                 }
                 LayerKind::Sp | LayerKind::MuSp => {
-                    let (factor, spike) = if kind == LayerKind::Sp {
-                        (pm.clone(), width.div(&pm))
-                    } else {
-                        (
-                            pm.pow(Q::from_integer(2)),
-                            width.div(&pm.pow(Q::from_integer(2))),
-                        )
-                    };
-                    // App. C.3 item 2: Δ = ½ μ² ⟨F, K⁻¹, F⟩ per specialised neuron.
-                    cost_options = prev[j]
-                        .iter()
-                        .map(|(r, how, uses)| {
-                            (
-                                factor.mul(r),
-                                format!("{} x R_{}({fname}) [{how}]", factor, layer - 1),
-                                *uses,
-                            )
-                        })
-                        .collect();
-                    // Claim (i), Corollary 1: the spike σ(F) gives every overlapping G the norm N_l/M.
-                    for k in 1..=m {
-                        if hs.spike_reaches(j, k) {
-                            push_route(
-                                &mut next[k],
-                                spike.clone(),
-                                format!("spike sigma({fname}) of the specialised neurons in layer {layer} (claim i, Corollary 1)"),
-                                bit,
-                            );
-                        }
-                    }
-                    if kind == LayerKind::Sp {
-                        partial.constraints.push(Constraint::le(one, pm.clone()));
-                        partial
-                            .constraints
-                            .push(Constraint::le(pm.clone(), width.clone()));
-                    } else {
-                        partial.constraints.push(Constraint::le(one, pm.clone()));
-                    }
+                    step.specialisation(kind, &mut next, &mut partial.constraints)
                 }
-                LayerKind::Mag => {
-                    cost_options = prev[j]
-                        .iter()
-                        .map(|(r, how, uses)| {
-                            (
-                                pm.mul(r),
-                                format!("beta x R_{}({fname}) [{how}]", layer - 1),
-                                *uses,
-                            )
-                        })
-                        .collect();
-                    // Corollary 2: small means act linearly, R_l(F) = N_l/β (needs a linear part).
-                    if hs.has_coefficient(1) {
-                        push_route(
-                            &mut next[j],
-                            width.div(&pm),
-                            format!("magnetization of all N_{layer} neurons along {fname} (Corollary 2)"),
-                            bit,
-                        );
-                    }
-                    partial
-                        .constraints
-                        .push(Constraint::le(pm.clone(), width.clone()));
-                }
+                LayerKind::Mag => step.magnetisation(&mut next, &mut partial.constraints),
                 // GP layers carry no feature and never reach this branch.
-                LayerKind::Gp => cost_options = Vec::new(),
-            }
+                LayerKind::Gp => Vec::new(),
+            };
             partial.cost = Some(TermChoices {
                 label: format!("Delta_{layer}"),
                 options: cost_options,
@@ -350,6 +255,164 @@ fn recurse(
         prefix.push(partial);
         recurse(spec, hs, &next, layer_idx + 1, prefix, out);
         prefix.pop();
+    }
+}
+
+/// The choices for one layer: GP, then GFL, Sp, muSp and Mag on every feature with a finite
+/// norm in the previous kernel `prev`.
+fn layer_options(prev: &Norms, m: usize) -> Vec<(LayerKind, Option<usize>)> {
+    let finite: Vec<usize> = (1..=m).filter(|&j| !prev[j].is_empty()).collect();
+    let mut options: Vec<(LayerKind, Option<usize>)> = vec![(LayerKind::Gp, None)];
+    for kind in [
+        LayerKind::Gfl,
+        LayerKind::Sp,
+        LayerKind::MuSp,
+        LayerKind::Mag,
+    ] {
+        for &j in &finite {
+            options.push((kind, Some(j)));
+        }
+    }
+    options
+}
+
+/// One hidden layer learning feature He_j(Φ\*): what its cost and the norms it passes on
+/// depend on.
+struct FeatureStep<'a> {
+    hs: &'a HermiteStructure,
+    /// Norm routes in the previous layer's kernel.
+    prev: &'a Norms,
+    /// 1-based hidden-layer index.
+    layer: usize,
+    /// Hermite degree of the feature.
+    j: usize,
+    /// The layer's width N_l.
+    width: Monomial,
+    /// The layer's free parameter (D, M, mu or beta) as a monomial, and its name.
+    param: Monomial,
+    param_name: String,
+}
+
+impl FeatureStep<'_> {
+    /// GFL: the cost N_l·D, the amplified feature's powers in `next` and D ≥ 1; returns the
+    /// cost routes.
+    fn gaussian_feature_learning(
+        &self,
+        next: &mut Norms,
+        constraints: &mut Vec<Constraint>,
+    ) -> Vec<Route> {
+        let (hs, layer, j) = (self.hs, self.layer, self.j);
+        let (pm, p) = (&self.param, &self.param_name);
+        let m = next.len() - 1;
+        let fname = feature_name(j);
+        // App. C.3 item 6: Δ_{l,i} = ½(D − 1) per neuron → N_l·D.
+        let cost_options = vec![(
+            self.width.mul(pm),
+            format!("N_{layer}*D: each of the N_{layer} neurons pays (D-1)/2 (App. C.3)"),
+            0,
+        )];
+        // Claim (ii): R'(F) = R(F)/D, so F^i gets (R(F)/D)^i.
+        for i in 1..=m / j {
+            let carries = if i == 1 {
+                hs.has_coefficient(1)
+            } else {
+                hs.has_coefficient(i)
+            };
+            if !carries {
+                continue;
+            }
+            for (r, _, uses) in self.prev[j].clone() {
+                let norm = r.div(pm).pow(Q::from_integer(i as i64));
+                push_route(
+                    &mut next[j * i],
+                    norm,
+                    format!("GFL in layer {layer} amplifies {fname} by {p}; claim (ii) gives ({fname}'s norm/{p})^{i}"),
+                    uses | (1u32 << layer),
+                );
+            }
+        }
+        constraints.push(Constraint::le(Monomial::one(), pm.clone()));
+        cost_options
+    }
+
+    /// Sp (M neurons with an O(1) mean) or muSp (O(1) neurons with mean μ): the cost routes,
+    /// the spike's norm N_l/M (or N_l/μ²) for every overlapping feature in `next`, and the
+    /// parameter's bounds.
+    fn specialisation(
+        &self,
+        kind: LayerKind,
+        next: &mut Norms,
+        constraints: &mut Vec<Constraint>,
+    ) -> Vec<Route> {
+        let (layer, j, pm, width) = (self.layer, self.j, &self.param, &self.width);
+        let m = next.len() - 1;
+        let fname = feature_name(j);
+        let one = Monomial::one();
+        let (factor, spike) = if kind == LayerKind::Sp {
+            (pm.clone(), width.div(pm))
+        } else {
+            (
+                pm.pow(Q::from_integer(2)),
+                width.div(&pm.pow(Q::from_integer(2))),
+            )
+        };
+        // App. C.3 item 2: Δ = ½ μ² ⟨F, K⁻¹, F⟩ per specialised neuron.
+        let cost_options = self.prev[j]
+            .iter()
+            .map(|(r, how, uses)| {
+                (
+                    factor.mul(r),
+                    format!("{} x R_{}({fname}) [{how}]", factor, layer - 1),
+                    *uses,
+                )
+            })
+            .collect();
+        // Claim (i), Corollary 1: the spike σ(F) gives every overlapping G the norm N_l/M.
+        for k in 1..=m {
+            if self.hs.spike_reaches(j, k) {
+                push_route(
+                    &mut next[k],
+                    spike.clone(),
+                    format!("spike sigma({fname}) of the specialised neurons in layer {layer} (claim i, Corollary 1)"),
+                    1u32 << layer,
+                );
+            }
+        }
+        if kind == LayerKind::Sp {
+            constraints.push(Constraint::le(one, pm.clone()));
+            constraints.push(Constraint::le(pm.clone(), width.clone()));
+        } else {
+            constraints.push(Constraint::le(one, pm.clone()));
+        }
+        cost_options
+    }
+
+    /// Mag (all neurons with a small mean): the cost routes β·R_{l−1}(F), the norm N_l/β of F in
+    /// `next` when σ has a linear part, and β ≤ N_l.
+    fn magnetisation(&self, next: &mut Norms, constraints: &mut Vec<Constraint>) -> Vec<Route> {
+        let (layer, j, pm, width) = (self.layer, self.j, &self.param, &self.width);
+        let fname = feature_name(j);
+        let cost_options = self.prev[j]
+            .iter()
+            .map(|(r, how, uses)| {
+                (
+                    pm.mul(r),
+                    format!("beta x R_{}({fname}) [{how}]", layer - 1),
+                    *uses,
+                )
+            })
+            .collect();
+        // Corollary 2: small means act linearly, R_l(F) = N_l/β (needs a linear part).
+        if self.hs.has_coefficient(1) {
+            push_route(
+                &mut next[j],
+                width.div(pm),
+                format!("magnetization of all N_{layer} neurons along {fname} (Corollary 2)"),
+                1u32 << layer,
+            );
+        }
+        constraints.push(Constraint::le(pm.clone(), width.clone()));
+        cost_options
     }
 }
 

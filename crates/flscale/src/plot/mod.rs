@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::sync::Once;
 
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -521,15 +522,17 @@ impl LineChart {
         }
         Ok(())
     }
-}
 
-impl Figure for LineChart {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
-        root.fill(&WHITE).map_err(perr)?;
-        let (x0, x1) = self.range(|p| p.0, self.log_x);
-        let (y0, y1) = self.range(|p| p.1, self.log_y);
-        let (width, height) = root.dim_in_pixel();
-        let blocks = self.block_sizes(root);
+    /// Where the legend and the notes go on a `width`×`height` root: the empty corners of the
+    /// plotting area the chart builder will lay out, else a strip to its right. Returns one
+    /// placement per block and the strip's width (0 without a strip).
+    fn place_legend_and_notes(
+        &self,
+        (width, height): (u32, u32),
+        blocks: &[(f64, f64); 2],
+        xr: (f64, f64),
+        yr: (f64, f64),
+    ) -> (Vec<Placement>, f64) {
         // Where the plotting area will be (the builder's margins, label areas and caption),
         // to find the empty corners before anything is drawn.
         let margin = 14.0;
@@ -546,7 +549,7 @@ impl Figure for LineChart {
             height as f64 - margin - 44.0,
         );
         let decide = |area: (f64, f64, f64, f64)| -> Vec<Placement> {
-            let ink = self.ink(area, (x0, x1), (y0, y1));
+            let ink = self.ink(area, xr, yr);
             let drawn: Vec<(f64, f64)> = blocks.iter().copied().filter(|b| b.0 > 0.0).collect();
             let mut placed = place_blocks(area, &ink, &drawn).into_iter();
             blocks
@@ -580,73 +583,28 @@ impl Figure for LineChart {
             }
             strip = strip_of(&places);
         }
-        let (chart_root, strip_root) = if strip > 0.0 {
-            let split = (width as i32 - strip as i32 - 10).max(width as i32 / 2);
-            let (a, b) = root.split_horizontally(split);
-            (a, Some(b))
-        } else {
-            (root.clone(), None)
-        };
-        let mut builder = ChartBuilder::on(&chart_root);
+        (places, strip)
+    }
+
+    /// Builds the axes on `chart_root` (log or linear per axis), draws the mesh and every
+    /// series; returns the plotting area in pixels (left, top, right, bottom).
+    fn draw_axes_and_series<DB: DrawingBackend>(
+        &self,
+        chart_root: &DrawingArea<DB, Shift>,
+        (x0, x1): (f64, f64),
+        (y0, y1): (f64, f64),
+    ) -> Result<(i32, i32, i32, i32)> {
+        let mut builder = ChartBuilder::on(chart_root);
         builder
             .caption(&self.title, ("sans-serif", 22))
             .margin(14)
             .x_label_area_size(44)
             .y_label_area_size(64);
-        let fmt = |v: &f64| tick_label(*v);
-        let area: (i32, i32, i32, i32);
         // plotters types differ for log and linear axes, so each combination is built apart.
         macro_rules! draw_with {
             ($xr:expr, $yr:expr) => {{
                 let mut chart = builder.build_cartesian_2d($xr, $yr).map_err(perr)?;
-                chart
-                    .configure_mesh()
-                    .x_desc(self.x_label.as_str())
-                    .y_desc(self.y_label.as_str())
-                    .x_label_formatter(&fmt)
-                    .y_label_formatter(&fmt)
-                    .label_style(("sans-serif", FONT_SIZE))
-                    .axis_desc_style(("sans-serif", 16))
-                    .draw()
-                    .map_err(perr)?;
-                let (xs, ys) = chart.plotting_area().get_pixel_range();
-                area = (xs.start, ys.start, xs.end, ys.end);
-                for (k, s) in self.series.iter().enumerate() {
-                    let color = PALETTE[k % PALETTE.len()];
-                    let pts: Vec<(f64, f64)> = s
-                        .points
-                        .iter()
-                        .copied()
-                        .filter(|p| self.usable(*p))
-                        .collect();
-                    match s.mark {
-                        Mark::Line | Mark::LinePoints => {
-                            chart
-                                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                                .map_err(perr)?;
-                        }
-                        Mark::Dashed => {
-                            chart
-                                .draw_series(DashedLineSeries::new(
-                                    pts.clone(),
-                                    6,
-                                    4,
-                                    color.stroke_width(2),
-                                ))
-                                .map_err(perr)?;
-                        }
-                        Mark::Points => {}
-                    }
-                    if matches!(s.mark, Mark::Points | Mark::LinePoints) {
-                        chart
-                            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
-                            .map_err(perr)?;
-                    }
-                    let open = s.hollow.iter().copied().filter(|p| self.usable(*p));
-                    chart
-                        .draw_series(open.map(|p| Circle::new(p, 5, color.stroke_width(2))))
-                        .map_err(perr)?;
-                }
+                self.draw_mesh_and_series(&mut chart)?
             }};
         }
         let ticks = |log: bool, lo: f64, hi: f64| {
@@ -658,7 +616,7 @@ impl Figure for LineChart {
         };
         let (xt, xm) = ticks(self.log_x, x0, x1);
         let (yt, ym) = ticks(self.log_y, y0, y1);
-        match (self.log_x, self.log_y) {
+        let area = match (self.log_x, self.log_y) {
             (false, false) => draw_with!(x0..x1, y0..y1),
             (true, false) => draw_with!(
                 (x0..x1)
@@ -684,14 +642,88 @@ impl Figure for LineChart {
                     .with_key_points(yt)
                     .with_light_points(ym)
             ),
+        };
+        Ok(area)
+    }
+
+    /// Draws the mesh with the axis labels and every series (lines, filled and hollow points)
+    /// on a built chart, whatever its axis types; returns its plotting area in pixels.
+    fn draw_mesh_and_series<DB, X, Y>(
+        &self,
+        chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    ) -> Result<(i32, i32, i32, i32)>
+    where
+        DB: DrawingBackend,
+        X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+        Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        let fmt = |v: &f64| tick_label(*v);
+        chart
+            .configure_mesh()
+            .x_desc(self.x_label.as_str())
+            .y_desc(self.y_label.as_str())
+            .x_label_formatter(&fmt)
+            .y_label_formatter(&fmt)
+            .label_style(("sans-serif", FONT_SIZE))
+            .axis_desc_style(("sans-serif", 16))
+            .draw()
+            .map_err(perr)?;
+        let (xs, ys) = chart.plotting_area().get_pixel_range();
+        let area = (xs.start, ys.start, xs.end, ys.end);
+        for (k, s) in self.series.iter().enumerate() {
+            let color = PALETTE[k % PALETTE.len()];
+            let pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .copied()
+                .filter(|p| self.usable(*p))
+                .collect();
+            match s.mark {
+                Mark::Line | Mark::LinePoints => {
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                        .map_err(perr)?;
+                }
+                Mark::Dashed => {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            pts.clone(),
+                            6,
+                            4,
+                            color.stroke_width(2),
+                        ))
+                        .map_err(perr)?;
+                }
+                Mark::Points => {}
+            }
+            if matches!(s.mark, Mark::Points | Mark::LinePoints) {
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                    .map_err(perr)?;
+            }
+            let open = s.hollow.iter().copied().filter(|p| self.usable(*p));
+            chart
+                .draw_series(open.map(|p| Circle::new(p, 5, color.stroke_width(2))))
+                .map_err(perr)?;
         }
-        let plot = (area.0 as f64, area.1 as f64, area.2 as f64, area.3 as f64);
+        Ok(area)
+    }
+
+    /// Draws the legend (block 0) and the notes (block 1) where `places` puts them: in a corner
+    /// of the plotting area `plot`, or stacked down the strip to its right.
+    fn draw_blocks<DB: DrawingBackend>(
+        &self,
+        (places, blocks): (&[Placement], &[(f64, f64); 2]),
+        plot: (f64, f64, f64, f64),
+        chart_root: &DrawingArea<DB, Shift>,
+        strip_root: Option<&DrawingArea<DB, Shift>>,
+    ) -> Result<()> {
         let mut strip_y = plot.1 as i32;
-        for (i, (&place, &size)) in places.iter().zip(&blocks).enumerate() {
+        for (i, (&place, &size)) in places.iter().zip(blocks).enumerate() {
             if size.0 == 0.0 {
                 continue;
             }
-            let (target, at) = match (place, &strip_root) {
+            let (target, at) = match (place, strip_root) {
                 (Placement::Outside, Some(s)) => {
                     let at = (4, strip_y);
                     strip_y += size.1 as i32 + 8;
@@ -699,7 +731,7 @@ impl Figure for LineChart {
                 }
                 _ => {
                     let b = corner_box(place, plot, size.0, size.1);
-                    (&chart_root, (b.0 as i32, b.1 as i32))
+                    (chart_root, (b.0 as i32, b.1 as i32))
                 }
             };
             if i == 0 {
@@ -709,6 +741,28 @@ impl Figure for LineChart {
             }
         }
         Ok(())
+    }
+}
+
+impl Figure for LineChart {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        root.fill(&WHITE).map_err(perr)?;
+        let (x0, x1) = self.range(|p| p.0, self.log_x);
+        let (y0, y1) = self.range(|p| p.1, self.log_y);
+        let (width, height) = root.dim_in_pixel();
+        let blocks = self.block_sizes(root);
+        let (places, strip) =
+            self.place_legend_and_notes((width, height), &blocks, (x0, x1), (y0, y1));
+        let (chart_root, strip_root) = if strip > 0.0 {
+            let split = (width as i32 - strip as i32 - 10).max(width as i32 / 2);
+            let (a, b) = root.split_horizontally(split);
+            (a, Some(b))
+        } else {
+            (root.clone(), None)
+        };
+        let area = self.draw_axes_and_series(&chart_root, (x0, x1), (y0, y1))?;
+        let plot = (area.0 as f64, area.1 as f64, area.2 as f64, area.3 as f64);
+        self.draw_blocks((&places, &blocks), plot, &chart_root, strip_root.as_ref())
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use num_traits::{One, Signed, Zero};
 
 use super::expr::{parse_monomial, Constraint};
-use super::lp::{minimise_t, solve_square, Row};
+use super::lp::{minimise_t, solve_square, LpSolution, Row};
 use super::monomial::{fmt_q, Monomial, Q};
 use crate::error::{Error, Result};
 
@@ -192,80 +192,193 @@ pub fn minimise(
     if terms.is_empty() {
         return Err(Error::invalid("the energy has no terms"));
     }
-    let k = free.len();
-    let idx: BTreeMap<&str, usize> = free
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.as_str(), i))
+    let lp = LogProgram::new(terms, free, constraints, regime)?;
+    let k = lp.k;
+    let sol = lp.solve_checked(free, constraints, regime)?;
+    let t_star = sol.value;
+    let centre = face_centre(&sol, k);
+    let argmin = argmin_ranges(&sol, free);
+    let active_idx: Vec<usize> = (0..terms.len())
+        .filter(|&i| dot(&lp.term_rows[i].g, &centre) == lp.term_rows[i].h)
         .collect();
-    // Log-space affine form of a monomial: coefficients on x and the regime constant.
-    let affine = |m: &Monomial, what: &str| -> Result<(Vec<Q>, Q)> {
-        let mut a = vec![Q::zero(); k];
-        let mut b = Q::zero();
-        for (s, e) in m.iter() {
-            if let Some(&i) = idx.get(s) {
-                a[i] += e;
-            } else if let Some(v) = regime.get(s) {
-                b += v * e;
-            } else {
-                return Err(Error::invalid(format!(
-                    "{what} uses '{s}', which is neither a free parameter nor a scale of the regime; give it a value (e.g. --at {s}=d) or declare it free (--free {s})"
-                )));
+    let (binding_idx, tight) = lp.binding_and_tight(constraints, &centre, t_star);
+    let symbolic = symbolic_solution(
+        terms,
+        free,
+        constraints,
+        &active_idx,
+        &binding_idx,
+        &lp.term_rows,
+        &lp.cons_rows,
+        k,
+    );
+    let term_exponents = terms
+        .iter()
+        .zip(&lp.term_rows)
+        .map(|(t, r)| (t.label.clone(), dot(&r.g[..k], &centre[..k]) - r.h))
+        .collect();
+    Ok(Minimum {
+        exponent: t_star,
+        argmin,
+        energy_symbolic: symbolic
+            .energy
+            .unwrap_or_else(|| Monomial::power(BASE, t_star)),
+        argmin_symbolic: symbolic.params,
+        active: active_idx.iter().map(|&i| terms[i].label.clone()).collect(),
+        binding: binding_idx
+            .iter()
+            .map(|&i| constraints[i].text.clone())
+            .collect(),
+        tight,
+        valid_when: symbolic.valid_when,
+        term_exponents,
+    })
+}
+
+/// The energy minimisation as an LP in log space over (x, t), x the exponents of the `k` free
+/// parameters: every term's exponent is at most t, every constraint holds.
+struct LogProgram {
+    k: usize,
+    term_rows: Vec<Row>,
+    cons_rows: Vec<Row>,
+}
+
+impl LogProgram {
+    /// The rows of every term and constraint, with the regime's exponents as constants.
+    fn new(
+        terms: &[Term],
+        free: &[String],
+        constraints: &[Constraint],
+        regime: &Regime,
+    ) -> Result<Self> {
+        let k = free.len();
+        let idx: BTreeMap<&str, usize> = free
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.as_str(), i))
+            .collect();
+        // Log-space affine form of a monomial: coefficients on x and the regime constant.
+        let affine = |m: &Monomial, what: &str| -> Result<(Vec<Q>, Q)> {
+            let mut a = vec![Q::zero(); k];
+            let mut b = Q::zero();
+            for (s, e) in m.iter() {
+                if let Some(&i) = idx.get(s) {
+                    a[i] += e;
+                } else if let Some(v) = regime.get(s) {
+                    b += v * e;
+                } else {
+                    return Err(Error::invalid(format!(
+                        "{what} uses '{s}', which is neither a free parameter nor a scale of the regime; give it a value (e.g. --at {s}=d) or declare it free (--free {s})"
+                    )));
+                }
             }
+            Ok((a, b))
+        };
+        let mut term_rows = Vec::with_capacity(terms.len());
+        for t in terms {
+            let (a, b) = affine(&t.monomial, &format!("term {} = {}", t.label, t.monomial))?;
+            let mut g = a;
+            g.push(-Q::one());
+            term_rows.push(Row { g, h: -b });
         }
-        Ok((a, b))
-    };
-    let mut term_rows = Vec::with_capacity(terms.len());
-    for t in terms {
-        let (a, b) = affine(&t.monomial, &format!("term {} = {}", t.label, t.monomial))?;
-        let mut g = a;
-        g.push(-Q::one());
-        term_rows.push(Row { g, h: -b });
+        let mut cons_rows = Vec::with_capacity(constraints.len());
+        for c in constraints {
+            let (al, bl) = affine(&c.lhs, &format!("constraint {}", c.text))?;
+            let (ar, br) = affine(&c.rhs, &format!("constraint {}", c.text))?;
+            let mut g: Vec<Q> = al.iter().zip(&ar).map(|(l, r)| l - r).collect();
+            g.push(Q::zero());
+            cons_rows.push(Row { g, h: br - bl });
+        }
+        Ok(LogProgram {
+            k,
+            term_rows,
+            cons_rows,
+        })
     }
-    let mut cons_rows = Vec::with_capacity(constraints.len());
-    for c in constraints {
-        let (al, bl) = affine(&c.lhs, &format!("constraint {}", c.text))?;
-        let (ar, br) = affine(&c.rhs, &format!("constraint {}", c.text))?;
-        let mut g: Vec<Q> = al.iter().zip(&ar).map(|(l, r)| l - r).collect();
-        g.push(Q::zero());
-        cons_rows.push(Row { g, h: br - bl });
-    }
-    let solve = |skip: Option<usize>, bound: i64| {
-        let rows: Vec<Row> = term_rows
+
+    /// The optimum with constraint `skip` left out, in the box |x| ≤ `bound`.
+    fn solve(&self, skip: Option<usize>, bound: i64) -> Option<LpSolution> {
+        let rows: Vec<Row> = self
+            .term_rows
             .iter()
             .cloned()
             .chain(
-                cons_rows
+                self.cons_rows
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| Some(*i) != skip)
                     .map(|(_, r)| r.clone()),
             )
             .collect();
-        minimise_t(&rows, k, Q::from_integer(bound))
-    };
-    let sol = solve(None, BOX).ok_or_else(|| {
-        Error::invalid(format!(
-            "the constraints [{}] cannot all hold in the regime {{{}}}",
-            constraints
-                .iter()
-                .map(|c| c.text.clone())
-                .collect::<Vec<_>>()
-                .join(", "),
-            regime.describe()
-        ))
-    })?;
-    if let Some(big) = solve(None, 2 * BOX) {
-        if big.value != sol.value {
-            return Err(Error::invalid(format!(
-                "the energy decreases without bound over the free parameters [{}]; add a constraint (e.g. \"1 <= M <= N\")",
-                free.join(", ")
-            )));
-        }
+        minimise_t(&rows, self.k, Q::from_integer(bound))
     }
-    let t_star = sol.value;
+
+    /// The optimum in the box of half-width [`BOX`]; an error when the constraints cannot all
+    /// hold, or when doubling the box lowers the optimum (the energy is unbounded below).
+    fn solve_checked(
+        &self,
+        free: &[String],
+        constraints: &[Constraint],
+        regime: &Regime,
+    ) -> Result<LpSolution> {
+        let sol = self.solve(None, BOX).ok_or_else(|| {
+            Error::invalid(format!(
+                "the constraints [{}] cannot all hold in the regime {{{}}}",
+                constraints
+                    .iter()
+                    .map(|c| c.text.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                regime.describe()
+            ))
+        })?;
+        if let Some(big) = self.solve(None, 2 * BOX) {
+            if big.value != sol.value {
+                return Err(Error::invalid(format!(
+                    "the energy decreases without bound over the free parameters [{}]; add a constraint (e.g. \"1 <= M <= N\")",
+                    free.join(", ")
+                )));
+            }
+        }
+        Ok(sol)
+    }
+
+    /// The constraint indices that hold with equality at `centre` and whose removal lowers the
+    /// optimum `t_star` (binding), and the texts of the other equalities (tight).
+    fn binding_and_tight(
+        &self,
+        constraints: &[Constraint],
+        centre: &[Q],
+        t_star: Q,
+    ) -> (Vec<usize>, Vec<String>) {
+        let mut binding_idx = Vec::new();
+        let mut tight = Vec::new();
+        for (i, r) in self.cons_rows.iter().enumerate() {
+            if dot(&r.g, centre) == r.h {
+                let relaxed = self.solve(Some(i), BOX).map(|s| s.value);
+                if relaxed.is_some_and(|v| v < t_star) {
+                    binding_idx.push(i);
+                } else {
+                    tight.push(constraints[i].text.clone());
+                }
+            }
+        }
+        (binding_idx, tight)
+    }
+}
+
+/// The exact dot product of a row's coefficients with a point.
+fn dot(g: &[Q], z: &[Q]) -> Q {
+    g.iter()
+        .zip(z)
+        .map(|(a, b)| a * b)
+        .fold(Q::zero(), |s, x| s + x)
+}
+
+/// The centre of the optimal face: the mean of its vertices, (x, t) of length k + 1.
+fn face_centre(sol: &LpSolution, k: usize) -> Vec<Q> {
     let nv = Q::from_integer(sol.vertices.len() as i64);
-    let centre: Vec<Q> = (0..=k)
+    (0..=k)
         .map(|j| {
             sol.vertices
                 .iter()
@@ -273,13 +386,12 @@ pub fn minimise(
                 .fold(Q::zero(), |s, x| s + x)
                 / nv
         })
-        .collect();
-    let dot = |g: &[Q], z: &[Q]| {
-        g.iter()
-            .zip(z)
-            .map(|(a, b)| a * b)
-            .fold(Q::zero(), |s, x| s + x)
-    };
+        .collect()
+}
+
+/// Each free parameter's optimal exponent range over the face's vertices; an end on the box
+/// is reported as unbounded (`None`).
+fn argmin_ranges(sol: &LpSolution, free: &[String]) -> BTreeMap<String, ArgRange> {
     let box_q = Q::from_integer(BOX);
     let mut argmin = BTreeMap::new();
     for (j, name) in free.iter().enumerate() {
@@ -303,52 +415,7 @@ pub fn minimise(
             },
         );
     }
-    let active_idx: Vec<usize> = (0..terms.len())
-        .filter(|&i| dot(&term_rows[i].g, &centre) == term_rows[i].h)
-        .collect();
-    let mut binding_idx = Vec::new();
-    let mut tight = Vec::new();
-    for (i, r) in cons_rows.iter().enumerate() {
-        if dot(&r.g, &centre) == r.h {
-            let relaxed = solve(Some(i), BOX).map(|s| s.value);
-            if relaxed.is_some_and(|v| v < t_star) {
-                binding_idx.push(i);
-            } else {
-                tight.push(constraints[i].text.clone());
-            }
-        }
-    }
-    let symbolic = symbolic_solution(
-        terms,
-        free,
-        constraints,
-        &active_idx,
-        &binding_idx,
-        &term_rows,
-        &cons_rows,
-        k,
-    );
-    let term_exponents = terms
-        .iter()
-        .zip(&term_rows)
-        .map(|(t, r)| (t.label.clone(), dot(&r.g[..k], &centre[..k]) - r.h))
-        .collect();
-    Ok(Minimum {
-        exponent: t_star,
-        argmin,
-        energy_symbolic: symbolic
-            .energy
-            .unwrap_or_else(|| Monomial::power(BASE, t_star)),
-        argmin_symbolic: symbolic.params,
-        active: active_idx.iter().map(|&i| terms[i].label.clone()).collect(),
-        binding: binding_idx
-            .iter()
-            .map(|&i| constraints[i].text.clone())
-            .collect(),
-        tight,
-        valid_when: symbolic.valid_when,
-        term_exponents,
-    })
+    argmin
 }
 
 struct Symbolic {
