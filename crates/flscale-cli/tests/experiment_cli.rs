@@ -311,8 +311,9 @@ fn reproduce_quick(name: &str) -> (tempfile::TempDir, String) {
 fn reproduce_fig2b_quick_prints_measured_and_predicted_exponents() {
     let (tmp, out) = reproduce_quick("fig2b");
     assert!(out.contains("predicted 1"), "{out}");
+    // No resolved crossing: no exponent may be claimed (issue 15).
     assert!(
-        out.contains("P* vs d: measured exponent") || out.contains("no exponent"),
+        out.contains("no exponent") && !out.contains("measured exponent"),
         "{out}"
     );
     assert!(tmp.path().join("r/figures/alignment_vs_p.svg").exists());
@@ -375,6 +376,12 @@ fn reproduce_fig2c_quick() {
         out.contains("predicted 1/2") || out.contains("no exponent"),
         "{out}"
     );
+    // An exponent is claimed exactly when the outlier fit stands on 3 equilibrated widths.
+    let warned = out
+        .lines()
+        .any(|l| l.starts_with("warning:") && l.contains("value(s) of n1 (needs 3)"));
+    assert_eq!(out.contains("no exponent claimed"), warned, "{out}");
+    assert_eq!(out.contains("measured exponent"), !warned, "{out}");
 }
 
 #[test]

@@ -61,7 +61,7 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
     let figdir = dir.join("figures");
     let (files, an, data) = super::plot::draw(&dir, &figdir, args.bootstrap, false)?;
     let seconds = start.elapsed().as_secs_f64();
-    let warnings = fit_warnings(&data, an.pstar.as_ref(), &dir);
+    let (warnings, carries_exponent) = fit_warnings(&data, &an, &dir);
     let report = Reproduced {
         preset: p,
         quick: args.quick,
@@ -72,6 +72,7 @@ pub fn run(args: ReproduceArgs, ctx: &Ctx) -> Result<()> {
         analysed: &an,
         data: &data,
         warnings: &warnings,
+        carries_exponent,
     };
     if args.json {
         return out_json(&report.json());
@@ -109,6 +110,8 @@ struct Reproduced<'a> {
     analysed: &'a analysis::Analysed,
     data: &'a StoreData,
     warnings: &'a [String],
+    /// Whether the fit has points enough to claim an exponent ([`analysis::claim`]).
+    carries_exponent: bool,
 }
 
 impl Reproduced<'_> {
@@ -127,6 +130,7 @@ impl Reproduced<'_> {
             "figures": self.figures.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "notes": an.notes,
             "fit_warnings": self.warnings,
+            "exponent_claimed": an.fit.as_ref().map(|_| self.carries_exponent),
             "partial": p.partial,
         })
     }
@@ -153,7 +157,7 @@ impl Reproduced<'_> {
             s += &run_lines(self.data);
         }
         if let Some(f) = &an.fit {
-            s += &analysis::side_by_side(f, an.predicted.as_ref());
+            s += &analysis::claim(f, an.predicted.as_ref(), self.carries_exponent);
             s += "\n";
         } else if let Some(pr) = &an.predicted {
             s += &format!("predicted: {}\n", pr.description);
@@ -233,20 +237,28 @@ fn run_lines(data: &StoreData) -> String {
     s
 }
 
-/// The minimum-points warnings of `flscale pstar` and `flscale fit`
-/// ([`flscale::experiment::pstar::fit_readiness`]) for an experiment whose exponent is that of
-/// P\*: the table already leaves out the runs whose starts disagree, so too few equilibrated
-/// cells show up here as too few grid points. Empty when the fit is of another observable.
+/// The minimum-points warnings of `flscale pstar` and `flscale fit`, and whether the fit
+/// carries an exponent. For P\* ([`flscale::experiment::pstar::fit_readiness`]) the table
+/// already leaves out the runs whose starts disagree, so too few equilibrated cells show up as
+/// too few grid points; for another observable
+/// ([`analysis::observable_fit_readiness`]) the left-out values of x are named.
 fn fit_warnings(
     data: &flscale::experiment::StoreData,
-    pstar: Option<&analysis::PstarTable>,
+    an: &analysis::Analysed,
     dir: &std::path::Path,
-) -> Vec<String> {
-    let fits_pstar = data.analysis.fit.as_ref().is_none_or(|f| f.y == "pstar");
-    match pstar {
-        Some(t) if fits_pstar => {
-            flscale::experiment::pstar::fit_readiness(t, &dir.display().to_string())
+) -> (Vec<String>, bool) {
+    let dir = dir.display().to_string();
+    let spec = data.analysis.fit.as_ref();
+    match (spec, &an.pstar, &an.fit) {
+        (Some(f), _, Some(fit)) if f.y != "pstar" => {
+            let w = analysis::observable_fit_readiness(fit, data, &f.x, &f.y, &dir);
+            let carries = w.is_empty();
+            (w, carries)
         }
-        _ => Vec::new(),
+        (_, Some(t), _) if spec.is_none_or(|f| f.y == "pstar") => (
+            flscale::experiment::pstar::fit_readiness(t, &dir),
+            flscale::experiment::pstar::carries_exponent(t),
+        ),
+        _ => (Vec::new(), true),
     }
 }
