@@ -419,16 +419,10 @@ fn run_tempered(
         }
     );
     if let Some(tp) = &c.tempering {
-        let list = |v: &[f64]| {
-            v.iter()
-                .map(|b| format!("{b:.3}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
         t += &format!(
             "ladder β {}; swap acceptance {}; barrier Λ {:.2} (suggests R = {}); round trips {:.3} per chain per 1000 proposals (per round {:.4}, DEO limit {:.4})\n",
-            list(&tp.betas),
-            list(&tp.swap_acceptance),
+            super::three_decimals(&tp.betas),
+            super::three_decimals(&tp.swap_acceptance),
             tp.barrier,
             tp.suggested_replicas,
             tp.round_trips_per_1000_steps,

@@ -77,6 +77,14 @@ pub fn out_json(value: &serde_json::Value) -> Result<()> {
     out(&(text + "\n"))
 }
 
+/// Numbers such as a ladder's β's or its swap acceptances, three decimals, space-separated.
+pub fn three_decimals(v: &[f64]) -> String {
+    v.iter()
+        .map(|b| format!("{b:.3}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Reads a text file, naming it in the error.
 pub fn read_file(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path)

@@ -381,23 +381,17 @@ fn tempering_lines(s: &Summary) -> String {
         return String::new();
     };
     let mut t = String::new();
-    let list = |v: &[f64]| {
-        v.iter()
-            .map(|b| format!("{b:.3}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     t += &format!(
         "tempering          {} replicas, β = {}{}
 ",
         tp.replicas,
-        list(&tp.betas),
+        super::three_decimals(&tp.betas),
         if tp.adapted { " (adapted)" } else { "" }
     );
     t += &format!(
         "  swaps            acceptance per pair {}, barrier Λ {:.2} (suggests {} replicas)
 ",
-        list(&tp.swap_acceptance),
+        super::three_decimals(&tp.swap_acceptance),
         tp.barrier,
         tp.suggested_replicas
     );

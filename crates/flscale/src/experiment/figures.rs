@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 
 use super::analysis::{coordinate, ExponentFit, Predicted, PstarTable};
-use super::store::StoreData;
+use super::store::{RunData, StoreData};
 use crate::error::Result;
 use crate::plot::{write_figure, LineChart, Mark, Series};
 
@@ -51,16 +51,19 @@ pub struct FigureInputs<'a> {
 /// −log density curves of the histogram `name` of every run that has it (up to six, spread
 /// over the grid), labelled by the run's d, p, n1.
 fn neg_log_density_series(data: &StoreData, name: &str) -> Vec<Series> {
-    let with: Vec<_> = data
+    let with: Vec<(&RunData, &[(f64, f64, u64)])> = data
         .runs
         .iter()
-        .filter(|r| {
-            r.probe_histograms
-                .get(name)
-                .is_some_and(|h| h.iter().any(|b| b.2 > 0))
-        })
+        .filter_map(|r| Some((r, r.probe_histograms.get(name)?.as_slice())))
+        .filter(|(_, h)| h.iter().any(|b| b.2 > 0))
         .collect();
-    let k = with.len();
+    neg_log_density_curves(&with)
+}
+
+/// One −log density curve per histogram (bins (lo, hi, count)) for up to six of `runs`,
+/// spread over the grid, labelled by the run's d, p, n1.
+fn neg_log_density_curves(runs: &[(&RunData, &[(f64, f64, u64)])]) -> Vec<Series> {
+    let k = runs.len();
     let picks: Vec<usize> = if k <= 6 {
         (0..k).collect()
     } else {
@@ -71,8 +74,7 @@ fn neg_log_density_series(data: &StoreData, name: &str) -> Vec<Series> {
     picks
         .iter()
         .map(|&i| {
-            let r = with[i];
-            let bins = &r.probe_histograms[name];
+            let (r, bins) = runs[i];
             let total: u64 = bins.iter().map(|b| b.2).sum();
             let pts = bins
                 .iter()
@@ -547,44 +549,16 @@ fn draw_outliers_vs_n1(
 /// `overlap_histograms`: −log density of the first-layer overlaps ρ = w·w\* for up to six runs
 /// spread over the grid (Figs. 2a, 8).
 fn draw_overlap_histograms(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let with_hist: Vec<_> = data
+    let with_hist: Vec<(&RunData, &[(f64, f64, u64)])> = data
         .runs
         .iter()
         .filter(|r| r.histogram.iter().any(|b| b.2 > 0))
+        .map(|r| (r, r.histogram.as_slice()))
         .collect();
     if with_hist.is_empty() {
         return Ok(());
     }
-    let k = with_hist.len();
-    let picks: Vec<usize> = if k <= 6 {
-        (0..k).collect()
-    } else {
-        let mut v: Vec<usize> = (0..6).map(|i| i * (k - 1) / 5).collect();
-        v.dedup();
-        v
-    };
-    let series = picks
-        .iter()
-        .map(|&i| {
-            let r = with_hist[i];
-            let total: u64 = r.histogram.iter().map(|b| b.2).sum();
-            let pts = r
-                .histogram
-                .iter()
-                .filter(|b| b.2 > 0)
-                .map(|&(lo, hi, c)| {
-                    let density = c as f64 / (total as f64 * (hi - lo));
-                    (0.5 * (lo + hi), -density.ln())
-                })
-                .collect();
-            let label = ["d", "p", "n1"]
-                .iter()
-                .filter_map(|k| r.coords.get(*k).map(|v| format!("{k}={}", short(*v))))
-                .collect::<Vec<_>>()
-                .join(" ");
-            Series::new(label, pts, Mark::LinePoints)
-        })
-        .collect();
+    let series = neg_log_density_curves(&with_hist);
     let chart = LineChart {
         title: "first-layer overlaps ρ = w·w*".into(),
         x_label: "ρ".into(),
