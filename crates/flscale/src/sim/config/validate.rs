@@ -368,7 +368,7 @@ impl ExperimentConfig {
             }
             if s.likelihood != Likelihood::Gaussian {
                 return Err(Error::invalid(format!(
-                    "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; use \"gaussian\""
+                    "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; the cross-entropy likelihood is that of ±1 labels (target.parity, App. E.2), and the {kind} targets are real-valued (target.parity is for \"fcn\"): use \"gaussian\""
                 )));
             }
         }
