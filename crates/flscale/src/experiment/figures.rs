@@ -48,10 +48,13 @@ pub struct FigureInputs<'a> {
     pub mu_predicted: Option<&'a Predicted>,
 }
 
+/// A run and one of its histograms, as bins (lo, hi, count).
+type RunHistogram<'a> = (&'a RunData, &'a [(f64, f64, u64)]);
+
 /// −log density curves of the histogram `name` of every run that has it (up to six, spread
 /// over the grid), labelled by the run's d, p, n1.
 fn neg_log_density_series(data: &StoreData, name: &str) -> Vec<Series> {
-    let with: Vec<(&RunData, &[(f64, f64, u64)])> = data
+    let with: Vec<RunHistogram> = data
         .runs
         .iter()
         .filter_map(|r| Some((r, r.probe_histograms.get(name)?.as_slice())))
@@ -62,7 +65,7 @@ fn neg_log_density_series(data: &StoreData, name: &str) -> Vec<Series> {
 
 /// One −log density curve per histogram (bins (lo, hi, count)) for up to six of `runs`,
 /// spread over the grid, labelled by the run's d, p, n1.
-fn neg_log_density_curves(runs: &[(&RunData, &[(f64, f64, u64)])]) -> Vec<Series> {
+fn neg_log_density_curves(runs: &[RunHistogram]) -> Vec<Series> {
     let k = runs.len();
     let picks: Vec<usize> = if k <= 6 {
         (0..k).collect()
@@ -549,7 +552,7 @@ fn draw_outliers_vs_n1(
 /// `overlap_histograms`: −log density of the first-layer overlaps ρ = w·w\* for up to six runs
 /// spread over the grid (Figs. 2a, 8).
 fn draw_overlap_histograms(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let with_hist: Vec<(&RunData, &[(f64, f64, u64)])> = data
+    let with_hist: Vec<RunHistogram> = data
         .runs
         .iter()
         .filter(|r| r.histogram.iter().any(|b| b.2 > 0))
