@@ -414,8 +414,8 @@ impl LineChart {
         [legend, notes]
     }
 
-    /// Data pixels (points and samples along lines every 3 px) for a plotting area
-    /// (left, top, right, bottom) and the axis ranges.
+    /// Data pixels (points, hollow points, and samples along lines every 3 px) for a plotting
+    /// area (left, top, right, bottom) and the axis ranges.
     fn ink(&self, area: (f64, f64, f64, f64), xr: (f64, f64), yr: (f64, f64)) -> Vec<(f64, f64)> {
         let (l, t, r, b) = area;
         let px = |p: (f64, f64)| {
@@ -444,6 +444,8 @@ impl LineChart {
                     }
                 }
             }
+            // The open circles of unused runs are data too: no block may cover them.
+            ink.extend(s.hollow.iter().copied().filter(|p| self.usable(*p)).map(px));
         }
         ink
     }
@@ -854,5 +856,25 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         write_figure(&dir.path().join("c.svg"), 640, 480, &chart).unwrap();
+    }
+
+    /// The fig3c figure of RESULTS.md had its notes box over an open circle: hollow points
+    /// count as ink. Solid points at the lower left, one hollow point in the upper right: the
+    /// legend goes to the upper left.
+    #[test]
+    fn blocks_avoid_hollow_points() {
+        let chart = LineChart {
+            series: vec![Series {
+                hollow: vec![(9.5, 9.5)],
+                ..Series::new("a", vec![(0.0, 0.0), (1.0, 0.5)], Mark::Points)
+            }],
+            ..Default::default()
+        };
+        let area = (0.0, 0.0, 400.0, 300.0);
+        let ink = chart.ink(area, (0.0, 10.0), (0.0, 10.0));
+        assert_eq!(
+            place_blocks(area, &ink, &[(120.0, 60.0)]),
+            [Placement::UpperLeft]
+        );
     }
 }
