@@ -280,7 +280,8 @@ impl<'a, T: Real> Replicas<'a, T> {
     /// underestimates Λ and the next, finer ladder measures more), shrunk only by three or
     /// more: Λ from one interval is noisy, and at the blog setting's P = 32d it moved between
     /// 10.3 and 11.7 from one adaptation to the next, so a two-slot threshold flipped R between
-    /// 22 and 24 five times in one burn-in (BENCHMARKS.md, "Replica exchange … R from Λ").
+    /// 22 and 24 five times in one burn-in (BENCHMARKS.md, "Replica exchange at the blog
+    /// setting", "With R chosen from the barrier"); the rule is [`resized_replicas`].
     fn replicas_wanted(&self, barrier: f64, t: usize, burn_in: usize) -> usize {
         let now = self.ladder.len();
         let Some(max) = self.config.max_replicas else {
@@ -289,12 +290,7 @@ impl<'a, T: Real> Replicas<'a, T> {
         if 4 * t < burn_in {
             return now;
         }
-        let wanted = Ladder::replicas_for_barrier(barrier, max);
-        if wanted > now || wanted + 2 < now {
-            wanted
-        } else {
-            now
-        }
+        resized_replicas(now, Ladder::replicas_for_barrier(barrier, max))
     }
 
     /// Replaces the slots by those of `ladder` (another R): each new slot j ≥ 1 starts from a
@@ -519,5 +515,35 @@ impl<'a, T: Real> Replicas<'a, T> {
             diverged_replicas: diverged,
             resizes: self.resizes.clone(),
         }
+    }
+}
+
+/// The R a ladder of `now` slots moves to when the barrier asks for `wanted`: up at once,
+/// down only by [`SHRINK_HYSTERESIS`] or more ([`Replicas::replicas_wanted`]).
+fn resized_replicas(now: usize, wanted: usize) -> usize {
+    if wanted > now || wanted + SHRINK_HYSTERESIS <= now {
+        wanted
+    } else {
+        now
+    }
+}
+
+/// Fewest slots a ladder sheds at once: at P = 32d, seed 1, a threshold of 2 flipped R between
+/// 24 and 22 five times on the noise of Λ (10.3–11.7 between adaptations).
+const SHRINK_HYSTERESIS: usize = 3;
+
+#[cfg(test)]
+mod resize_tests {
+    use super::resized_replicas;
+
+    #[test]
+    fn the_ladder_grows_at_once_and_shrinks_only_by_three_or_more() {
+        assert_eq!(resized_replicas(16, 17), 17);
+        assert_eq!(resized_replicas(8, 24), 24);
+        assert_eq!(resized_replicas(24, 23), 24);
+        // The flip of the P = 32d benchmark: Λ asking for 22 keeps 24 slots.
+        assert_eq!(resized_replicas(24, 22), 24);
+        assert_eq!(resized_replicas(24, 21), 21);
+        assert_eq!(resized_replicas(10, 3), 3);
     }
 }
