@@ -347,8 +347,20 @@ pub fn fit_observable(
         }
     }
     let fit = loglog_fit(&points).ok_or_else(|| {
+        let left_out = data
+            .runs
+            .iter()
+            .filter(|r| !data.analyses(r, observable))
+            .count();
+        let why = if left_out > 0 {
+            format!(
+                "; {left_out} run(s) were left out because their hot and cold starts disagree on it (rerun them longer, or pass --include-unequilibrated to see them)"
+            )
+        } else {
+            String::new()
+        };
         Error::runtime(format!(
-            "{observable} is positive at {} value(s) of {x}; a log-log fit needs at least two",
+            "{observable} is positive at {} value(s) of {x}; a log-log fit needs at least two{why}",
             points.len()
         ))
     })?;
@@ -822,6 +834,16 @@ mod tests {
         let f3 = fit_observable(&data, "n1", "outliers", &mut boot).unwrap();
         assert!(observable_fit_readiness(&f3, &data, "n1", "outliers", "runs/fig2c").is_empty());
         assert!(claim(&f3, None, true).contains("measured exponent"));
+        // With one equilibrated width left the fit refuses, and says why.
+        data.runs[1].equilibrated = Some(false);
+        data.runs[2].equilibrated = Some(false);
+        let e = fit_observable(&data, "n1", "outliers", &mut boot)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("at 1 value(s) of n1") && e.contains("2 run(s) were left out"),
+            "{e}"
+        );
     }
 
     #[test]
