@@ -23,8 +23,8 @@ left out (`steps_per_second` is null) unless --timing is given. Exit code 1 if e
 diverged.\n\n\
 [sampler] method = \"collapsed\" integrates the readout out exactly and samples the hidden\n\
 weights only; mala = true adds a Metropolis accept/reject to every step (acceptance rate in\n\
-diagnostics.acceptance_rate), hmc_steps = L (FCN, with mala) makes every step an HMC proposal\n\
-of L leapfrog steps. tempering = { replicas = R } (FCN) adds replica exchange on the data term:\n\
+diagnostics.acceptance_rate), hmc_steps = L (with mala) makes every step an HMC proposal\n\
+of L leapfrog steps. tempering = { replicas = R } (any model) adds replica exchange on the data term:\n\
 R copies of every chain at β = 1 > … > β_min, even/odd swaps, only β = 1 observed\n\
 (summary.tempering: ladder, swap acceptance, barrier Λ, round trips). Which to use when:\n\
 docs/langevin.md, \"When to use which\" and \"Replica exchange\".\n\n\

@@ -9,26 +9,32 @@
 //! * [`num`]: the working precision [`num::Real`] (f32/f64), the one run-time ISA dispatch
 //!   ([`num::simd`]), the f32 erf/exp/softmax loops ([`num::f32math`]), the small Cholesky and
 //!   its solves ([`num::linalg`]).
-//! * [`model`]: activations, likelihoods and the Gaussian prior term ([`model::prior`]); the FCN of any depth with analytic gradients and
-//!   blocked GEMMs ([`model::fcn`]); the flat-parameter interface ([`model::flat`]) of the CNN
-//!   with non-overlapping patches ([`model::cnn`], App. E.1.2) and the softmax attention layer
-//!   ([`model::attention`], App. E.3); the collapsed posterior, readout integrated out, of the
-//!   FCN ([`model::collapsed`]) and of the flat models ([`model::collapsed_flat`]).
-//! * [`ensemble`]: the chains — the FCN's blocks of chains with their unadjusted Langevin step
-//!   ([`ensemble::fcn`]) and the flat models' ensemble ([`ensemble::flat`]) with its chains,
-//!   their block evaluation, ULA move and MALA test ([`ensemble::flat_chain`]); per-chain RNG
-//!   streams, block sizes and divergence records shared by both ([`ensemble::chains`]).
+//! * [`model`]: the one model interface [`model::Model`] ([`model::interface`]: parameter
+//!   groups, the data term of a block of chains, predictions, the linear readout's features,
+//!   an optional per-unit preconditioner); activations, likelihoods and the Gaussian prior
+//!   term ([`model::prior`]); the FCN of any depth with analytic gradients and blocked GEMMs
+//!   ([`model::fcn`], a `Model` in [`model::fcn_model`]); the per-chain interface
+//!   ([`model::flat`]) of the CNN with non-overlapping patches ([`model::cnn`], App. E.1.2)
+//!   and the softmax attention layer ([`model::attention`], App. E.3), made `Model`s by the
+//!   adapter in [`model::chainwise`]; the collapsed posterior, readout integrated out, of any `Model`
+//!   ([`model::collapsed`]).
+//! * [`ensemble`]: the one chain layout ([`ensemble::chains::ChainBlock`]: per parameter
+//!   group, a block's chains one after the other), per-chain RNG streams, block sizes and
+//!   divergence records ([`ensemble::chains`]); the ensemble of any model and its fused
+//!   unadjusted Langevin step ([`ensemble::fcn`], named before it was generic).
 //! * [`kernel`]: the typed choice of proposal ([`kernel::langevin::Proposal`]: ULA, MALA,
-//!   HMC), the Langevin move, the MALA ratio and HMC's jittered step and ratio of every engine
+//!   HMC), the Langevin move, the MALA ratio and HMC's jittered step and ratio
 //!   ([`kernel::langevin`]); MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or
-//!   the collapsed FCN posterior, with an optional preconditioner ([`kernel::metric`]); HMC on
-//!   the plain or collapsed CNN and attention posteriors ([`kernel::flat_hmc`]); replica
-//!   exchange's swap moves, statistics and ladder ([`kernel::tempering`]).
+//!   the collapsed posterior of any model, with an optional preconditioner
+//!   ([`kernel::metric`]); replica exchange's swap moves, statistics and ladder
+//!   ([`kernel::tempering`]).
 //! * [`adapt`]: burn-in step-size adaptation (η·λ_max target, acceptance steering).
 //! * [`driver`]: one experiment from configuration to summary — entry points
-//!   ([`driver::run`], [`run_experiment`]), the FCN's and the flat models' loops, cold/hot
-//!   starts, the summary and the result types, the replicas of a tempered FCN run
-//!   ([`driver::tempered`], `sampler.tempering`).
+//!   ([`driver::run`], [`run_experiment`]), the one sampling loop ([`driver::engine`]: burn-in,
+//!   adaptation, the kernel, replica exchange, a measurement every `thin` steps through the
+//!   model family's [`driver::engine::Observer`]), the FCN's and the CNN/attention models'
+//!   ensembles, starts and observers ([`driver::fcn`], [`driver::flat`]), cold/hot starts,
+//!   the summary and the result types, the replicas of a tempered run ([`driver::tempered`]).
 //! * [`observe`]: alignment, MSE, overlaps, outliers, R, histograms, autocorrelation times
 //!   ([`observe::observables`]); deeper-layer overlaps with Φ* and Ĥe3(Φ*), parity directions,
 //!   test accuracy ([`observe::overlaps`]).
@@ -37,22 +43,21 @@
 //!
 //! Dependencies run one way at file level: no file of `sim/` imports, through non-test
 //! code, a file that imports it back (checked by resolving every `crate::sim::…`/`super::…`
-//! path to its file and searching the graph for cycles, `scripts/sim_import_cycles.py`: 61 files,
-//! 161 edges, no cycle; before
-//! this layout the graph had two, activation ↔ real and generic ↔ run ↔ cnn/attention/
-//! collapsed_generic). `mod.rs` files only declare and re-export. Two folder-level loops
-//! remain and are deliberate until the one-engine steps of issue 16: `config` names
-//! `model::activation::Activation` (the activation is a config value shared with `kernels/`),
-//! and the FCN's collapsed posterior (`model::collapsed`) works on the FCN ensemble's
-//! `ChainBlock`.
+//! path to its file and searching the graph for cycles, `scripts/sim_import_cycles.py`).
+//! `mod.rs` files only declare and re-export. One folder-level loop remains, deliberately:
+//! `config` names `model::activation::Activation` (the activation is a config value shared
+//! with `kernels/`).
 //!
-//! Shape choices against the issue's sketch: `adapt` is one file (two small items); the
-//! still-separate FCN and flat engines each have their file in `ensemble/` and `driver/`
-//! (step 3 of issue 16 merges them); HMC runs on every model, the FCN's in `kernel/hmc.rs`
-//! and the flat models' in `kernel/flat_hmc.rs`, both chosen through
-//! [`kernel::langevin::Proposal`] by both engines;
-//! the preconditioner stays FCN-only (no curvature estimate for filters or attention
-//! matrices yet; M = I is exact).
+//! One engine (issue 16, step 3): every model runs on the same chain layout, ensemble,
+//! kernels, collapsed posterior, replica exchange and loop; a model is a [`model::Model`]. The
+//! FCN implements it on its blocked GEMMs, so its hot path is unchanged (its results are
+//! bit-identical to those of the two-engine build, BENCHMARKS.md); the CNN and attention
+//! models keep their per-chain code ([`model::flat::FlatModel`]) behind an adapter that
+//! gathers each chain's groups and scatters its gradient, two passes over the parameters
+//! against the P-fold work of an evaluation. Against the issue's sketch: `adapt` is one
+//! file (two small items); `observe` has no trait, the loop's [`driver::engine::Observer`]
+//! is the seam; the preconditioner needs a model's per-unit curvature and exists for the FCN
+//! only (no estimate for filters or attention matrices; M = I is exact).
 //!
 //! How to add a proposal, a model or an observable, with the places each touches and the
 //! tests each needs: docs/langevin.md, "Extending the engine".

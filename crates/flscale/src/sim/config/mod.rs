@@ -302,7 +302,7 @@ pub struct SamplerConfig {
     /// Replica exchange on the data term (`tempering = { replicas = 8 }`; docs/langevin.md,
     /// "Replica exchange"): R copies of every chain at inverse temperatures
     /// 1 = β_0 > … > β_{R−1} of the data term, advanced by the sampler above, with
-    /// non-reversible even/odd swaps between neighbours; only β = 1 is observed. FCN only.
+    /// non-reversible even/odd swaps between neighbours; only β = 1 is observed. Every model.
     /// Off by default (`replicas = 1`); every field is sweepable (`sampler.tempering.replicas`).
     #[serde(default, skip_serializing_if = "TemperingConfig::is_off")]
     pub tempering: TemperingConfig,

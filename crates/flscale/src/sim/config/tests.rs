@@ -196,7 +196,7 @@ fn cnn_and_attention_fields_are_checked_per_architecture() {
     for text in [cnn.clone(), ATTENTION.to_string()] {
         let text = text.replace("seed = 1", "seed = 1\nmethod = \"collapsed\"");
         ExperimentConfig::from_toml(&text, "x.toml").unwrap();
-        // HMC too, on both posteriors (kernel/flat_hmc.rs).
+        // HMC too, on both posteriors (kernel/hmc.rs, every model).
         let hmc = text.replace("seed = 1", "seed = 1\nmala = true\nhmc_steps = 5");
         ExperimentConfig::from_toml(&hmc, "x.toml").unwrap();
     }

@@ -225,14 +225,7 @@ impl ExperimentConfig {
                 "sampler.tempering.adapt = true is not allowed with burn_in = 0; the ladder is adapted during burn-in: set burn_in > 0 or adapt = false",
             ));
         }
-        let kind = match self.model.kind {
-            ModelKind::Fcn => return Ok(()),
-            ModelKind::Cnn => "cnn",
-            ModelKind::Attention => "attention",
-        };
-        Err(Error::invalid(format!(
-            "sampler.tempering is not allowed with model.kind = \"{kind}\"; replica exchange runs on the FCN engine's kernels only until the CNN and attention models share them (issue 16): leave it out"
-        )))
+        Ok(())
     }
 
     fn validate_target(&self) -> Result<()> {
@@ -354,12 +347,12 @@ impl ExperimentConfig {
                     "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
                 )));
             }
-            // HMC (`hmc_steps`) runs on every model since the flat engine has it
-            // (kernel/flat_hmc.rs). The preconditioner is not yet built for the flat models:
-            // its metric is the inverse Gauss–Newton curvature of each neuron of the FCN's
-            // last hidden layer (kernel/metric.rs), and no such per-filter or per-head estimate
-            // exists for the CNN's filters or the attention matrices A_h; M = I is exact, so
-            // only the mixing is affected.
+            // Every kernel (ULA, MALA, HMC), the collapsed posterior and replica exchange run
+            // on every model (one engine, issue 16). The preconditioner's metric is the
+            // inverse Gauss–Newton curvature of each unit a model names
+            // (`Model::preconditioned_units`: the FCN's last-layer neurons, kernel/metric.rs);
+            // the CNN and attention models have no such estimate for their filters or
+            // attention matrices A_h. M = I is exact, so only the mixing is affected.
             if let Some(pc) = s.preconditioner {
                 return Err(Error::invalid(format!(
                     "sampler.preconditioner = \"{}\" is not allowed with model.kind = \"{kind}\"; the preconditioner is the inverse Gauss–Newton curvature of the FCN's hidden neurons and has no estimate for the cnn filters or attention matrices yet: leave it out (the flat models sample with M = I, which is exact)",

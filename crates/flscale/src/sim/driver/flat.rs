@@ -1,20 +1,21 @@
-//! The run of the flat-parameter models (CNN, softmax attention): the sampling loop of
-//! [`FlatEnsemble`], observables at every `thin` steps, the summary shared with the FCN
-//! ([`super::summary::finish`]) and the cold/hot starts ([`super::starts::run_starts`]).
+//! The run of the per-chain models (CNN, softmax attention) on the one sampling loop
+//! ([`super::engine::sample`]): their ensemble and hot start, their observer (observables at
+//! every `thin` steps), the summary shared with the FCN ([`super::summary::finish`]) and the
+//! cold/hot starts ([`super::starts::run_starts`]).
 
 use crate::error::{Error, Result};
-use crate::sim::adapt::StepSteering;
-use crate::sim::config::{ExperimentConfig, ModelKind, SamplerMethod};
-use crate::sim::ensemble::fcn::Dynamics;
-use crate::sim::ensemble::flat::FlatEnsemble;
-use crate::sim::kernel::langevin::Proposal;
+use crate::sim::config::{ExperimentConfig, ModelKind};
+use crate::sim::ensemble::fcn::{predict, Dynamics, Ensemble};
+use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::flat::{FlatData, FlatModel};
+use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 use crate::sim::observe::leading_direction::PooledSecondMoment;
-use crate::sim::observe::observables::{finite, ChainAccumulator, ChainSnapshot};
+use crate::sim::observe::observables::{ChainAccumulator, ChainSnapshot};
 
+use super::engine::{record_health, sample, MeasurementTime, Observer};
 use super::result::RunResult;
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
@@ -38,7 +39,7 @@ pub fn run_model<T: Real>(
             run_flat::<T, _>(cfg, model, &data, progress, interrupted)
         }
         ModelKind::Fcn => Err(Error::runtime(
-            "the flat-parameter engine runs the cnn and attention models; fcn runs in sim::run",
+            "driver::flat runs the cnn and attention models; fcn runs in driver::fcn",
         )),
     }
 }
@@ -47,7 +48,7 @@ pub fn run_model<T: Real>(
 /// compared, as for the FCN: [`run_starts`]), each with the sampling loop, observables at
 /// every `thin` steps and the summary of [`crate::sim::driver::run::run_experiment`] (same keys; fields
 /// that do not apply are null).
-pub fn run_flat<T: Real, M: FlatModel<T> + Clone>(
+pub fn run_flat<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     cfg: &ExperimentConfig,
     model: M,
     data: &FlatData,
@@ -60,8 +61,9 @@ pub fn run_flat<T: Real, M: FlatModel<T> + Clone>(
     })
 }
 
-/// One ensemble from a cold (prior) or hot ([`FlatModel::hot_start`]) start.
-fn run_flat_once<T: Real, M: FlatModel<T>>(
+/// One ensemble from a cold (prior) or hot ([`FlatModel::hot_start`]) start, on the one
+/// sampling loop ([`sample`]).
+fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     cfg: &ExperimentConfig,
     model: M,
     data: &FlatData,
@@ -70,85 +72,59 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
     let s = &cfg.sampler;
-    let dynamics = Dynamics {
-        kappa: s.kappa,
-        step: s.step,
-        temperature: s.temperature,
-    };
     let n_groups = model.groups().len();
-    let mut ens = FlatEnsemble::<T, M>::new(
-        model,
-        &data.x_train,
-        &data.y_train,
-        s.chains,
-        s.seed,
-        dynamics,
-    );
-    ens.proposal = Proposal::from_sampler(s.mala, s.hmc_steps);
-    ens.collapsed = s.method == SamplerMethod::Collapsed;
-    if hot {
-        ens.hot_start(&data.teacher);
-    }
     let n_test = data.y_test.len();
-    let scale = ens.model.overlap_scale();
-    let threshold = 3.0 * scale;
-    // ±8 prior standard deviations: the GP bulk and specialised units.
-    let range = 8.0 * scale;
-    let measurer = FlatMeasurer {
+    let scale = model.overlap_scale();
+    let start = |seed: u64| {
+        let dynamics = Dynamics {
+            kappa: s.kappa,
+            step: s.step,
+            temperature: s.temperature,
+        };
+        let mut ens = Ensemble::<T, M>::new(
+            model.clone(),
+            &data.x_train,
+            &data.y_train,
+            s.chains,
+            seed,
+            dynamics,
+            None,
+        );
+        if hot {
+            for k in 0..s.chains {
+                let mut theta = ens.chain_params(k);
+                ens.model.hot_start(&mut theta, &data.teacher);
+                ens.set_chain_params(k, &theta);
+            }
+        }
+        ens
+    };
+    let theta0: Vec<T> = vec![T::zero(); Model::<T>::n_params(&model)];
+    let filter_dim = model.filters(&theta0).map(|(_, k)| k).unwrap_or(0);
+    let mut observer = FlatObserver {
         data,
         x_test: data.x_test.iter().map(|&v| T::of(v)).collect(),
         n_test,
         y_norm2: data.y_test.iter().map(|v| v * v).sum(),
+        threshold: 3.0 * scale,
+        // ±8 prior standard deviations: the GP bulk and specialised units.
+        range: 8.0 * scale,
+        acc: (0..s.chains)
+            .map(|_| ChainAccumulator::new(n_test, n_groups))
+            .collect(),
+        second_moment: PooledSecondMoment::new(filter_dim),
+    };
+    let sampled = sample(s, start, &mut observer, progress, interrupted)?;
+    let FlatObserver {
+        acc,
+        second_moment,
         threshold,
         range,
-    };
-    let filter_dim = ens
-        .model
-        .filters(&ens.chains[0].theta)
-        .map(|(_, k)| k)
-        .unwrap_or(0);
-    let mut acc: Vec<ChainAccumulator> = (0..s.chains)
-        .map(|_| ChainAccumulator::new(n_test, n_groups))
-        .collect();
-    let mut second_moment = PooledSecondMoment::new(filter_dim);
-    let start = std::time::Instant::now();
-    let mut steering = StepSteering::new(
-        ens.proposal.is_metropolis(),
-        ens.proposal.leapfrog_steps().is_some(),
-    );
-    let mut t = 0;
-    let adapt_every = crate::sim::adapt::adaptation_interval(s.thin, s.burn_in);
-    progress(0, s.steps);
-    while t < s.steps {
-        if s.adapt_step && t <= s.burn_in && t % adapt_every == 0 {
-            let lambda = ens.lambda_max(10).into_iter().fold(0.0, f64::max);
-            if lambda > 0.0 {
-                let fraction = steering.fraction(ens.acceptance_counts());
-                ens.dynamics.step = s.step.min(fraction / lambda);
-            }
-        }
-        let next = ((t / s.thin + 1) * s.thin).min(s.steps);
-        ens.advance(next - t);
-        t = next;
-        if t % s.thin == 0 {
-            let at = MeasurementTime {
-                t,
-                sampling: t > s.burn_in,
-            };
-            measurer.measure(&mut ens, at, &mut acc, &mut second_moment);
-        }
-        progress(t, s.steps);
-        if interrupted() {
-            return Err(Error::runtime(format!(
-                "interrupted at step {t} of {}",
-                s.steps
-            )));
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let lambda = ens.lambda_max(20).into_iter().fold(0.0, f64::max);
+        ..
+    } = observer;
+    let ens = &sampled.ens;
     let outcome = EnsembleOutcome {
-        divergences: ens.chains.iter().map(|c| c.diverged.clone()).collect(),
+        divergences: ens.divergences(),
         groups: ens.model.groups().to_vec(),
         p: ens.p,
         y_test: &data.y_test,
@@ -156,116 +132,112 @@ fn run_flat_once<T: Real, M: FlatModel<T>>(
         second_moment,
         steps_done: ens.steps_done,
     };
-    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, seconds);
-    let dg = &mut result.summary.diagnostics;
-    dg.step = ens.dynamics.step;
-    dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
-    dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
-    dg.acceptance_rate = ens.acceptance_rate().and_then(finite);
-    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    let mut result = finish::<T>(cfg, outcome, acc, threshold, range, sampled.seconds);
+    result.final_state = (0..s.chains)
+        .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
+        .collect();
+    record_health(&mut result, &sampled, hot);
     Ok(result)
 }
 
-/// A measurement time: the step, and whether burn-in is over.
-#[derive(Clone, Copy)]
-struct MeasurementTime {
-    t: usize,
-    sampling: bool,
-}
-
-/// The test set and cuts every measurement of a flat run uses.
-struct FlatMeasurer<'a, T> {
+/// The test set and cuts every measurement of a flat run uses, and what it accumulates.
+struct FlatObserver<'a, T> {
     data: &'a FlatData,
     x_test: Vec<T>,
     n_test: usize,
     y_norm2: f64,
     threshold: f64,
     range: f64,
+    acc: Vec<ChainAccumulator>,
+    second_moment: PooledSecondMoment,
 }
 
-impl<T: Real> FlatMeasurer<'_, T> {
+impl<T: Real, M: FlatModel<T> + Model<T>> Observer<T, M> for FlatObserver<'_, T> {
     /// Measures every live chain; collapsed runs also with the readouts' conditional means
     /// (Rao–Blackwellised alignment and mean predictor, as for the FCN; observables.rs).
-    fn measure<M: FlatModel<T>>(
-        &self,
-        ens: &mut FlatEnsemble<T, M>,
+    fn observe(
+        &mut self,
+        ens: &mut Ensemble<T, M>,
+        kernel: &mut Option<Kernel<T>>,
         at: MeasurementTime,
-        acc: &mut [ChainAccumulator],
-        second_moment: &mut PooledSecondMoment,
     ) {
-        let data = self.data;
-        let mut mean_preds = None;
-        if ens.collapsed {
-            ens.draw_readouts();
-            if ens.swap_readout_means() {
-                mean_preds = Some(ens.predict(&self.x_test, self.n_test));
-                ens.swap_readout_means();
-            }
+        if let Some(k) = kernel.as_mut() {
+            k.prepare_measurement(ens);
         }
-        let preds = ens.predict(&self.x_test, self.n_test);
+        let mean_preds = kernel
+            .as_ref()
+            .and_then(|k| k.conditional_means(ens))
+            .map(|means| means.iter().map(|m| m.to_vec()).collect::<Vec<_>>())
+            .map(|mut means| {
+                let readout = Model::<T>::n_groups(&ens.model) - 1;
+                let swap = |ens: &mut Ensemble<T, M>, means: &mut [Vec<T>]| {
+                    for (block, m) in ens.blocks.iter_mut().zip(means.iter_mut()) {
+                        block.params[readout].swap_with_slice(m);
+                    }
+                };
+                swap(ens, &mut means);
+                let preds = predict(ens, &self.x_test, self.n_test);
+                swap(ens, &mut means);
+                preds
+            });
+        let preds = predict(ens, &self.x_test, self.n_test);
         for (k, f) in preds.iter().enumerate() {
             let Some(f) = f else { continue };
-            measure_chain(
-                ens,
-                k,
-                f,
-                &data.y_test,
-                self.y_norm2,
-                &data.teacher,
-                self.threshold,
-                self.range,
-                at.sampling,
-                at.t,
-                &mut acc[k],
-            );
+            let theta = ens.chain_params(k);
+            self.measure_chain(ens, k, &theta, f, at);
             if at.sampling {
-                if let Some((rows, _)) = ens.model.filters(&ens.chains[k].theta) {
-                    second_moment.add_rows(rows);
+                if let Some((rows, _)) = ens.model.filters(&theta) {
+                    self.second_moment.add_rows(rows);
                 }
             }
             if let Some(Some(f_mean)) = mean_preds.as_ref().map(|m| &m[k]) {
-                acc[k].use_conditional_mean(f, f_mean, &data.y_test, self.y_norm2);
+                self.acc[k].use_conditional_mean(f, f_mean, &self.data.y_test, self.y_norm2);
             }
         }
     }
 }
 
-/// Records chain k's measurement at step t ([`ChainAccumulator::record`]).
-#[allow(clippy::too_many_arguments)]
-fn measure_chain<T: Real, M: FlatModel<T>>(
-    ens: &FlatEnsemble<T, M>,
-    k: usize,
-    f: &[T],
-    y_test: &[f64],
-    y_norm2: f64,
-    teacher: &[f64],
-    threshold: f64,
-    range: f64,
-    sampling: bool,
-    t: usize,
-    a: &mut ChainAccumulator,
-) {
-    let chain = &ens.chains[k];
-    let rhos = ens.model.overlaps(&chain.theta, teacher);
-    let mut start = 0;
-    let groups = ens
-        .model
-        .groups()
-        .iter()
-        .zip(&chain.virial)
-        .map(|(grp, &virial)| {
-            start += grp.len;
-            (&chain.theta[start - grp.len..start], virial)
-        })
-        .collect();
-    let snapshot = ChainSnapshot {
-        f_test: f,
-        rhos: &rhos,
-        groups,
-        energy: chain.energy,
-        train_mse: (ens.p > 0).then(|| chain.sq_error / ens.p as f64),
-    };
-    a.record(snapshot, y_test, y_norm2, threshold, range, sampling, t);
+impl<T: Real> FlatObserver<'_, T> {
+    /// Records chain k's measurement ([`ChainAccumulator::record`]); `theta` is its parameters.
+    fn measure_chain<M: FlatModel<T> + Model<T>>(
+        &mut self,
+        ens: &Ensemble<T, M>,
+        k: usize,
+        theta: &[T],
+        f: &[T],
+        at: MeasurementTime,
+    ) {
+        let (block, c) = ens.chain_block(k);
+        let rhos = ens.model.overlaps(theta, &self.data.teacher);
+        let mut start = 0;
+        let groups = ens
+            .model
+            .groups()
+            .iter()
+            .zip(&block.virial[c])
+            .map(|(grp, &virial)| {
+                start += grp.len;
+                (&theta[start - grp.len..start], virial)
+            })
+            .collect();
+        let snapshot = ChainSnapshot {
+            f_test: f,
+            rhos: &rhos,
+            groups,
+            energy: block.energy[c],
+            train_mse: (ens.p > 0).then(|| block.sq_error[c] / ens.p as f64),
+        };
+        let y_test = &self.data.y_test;
+        self.acc[k].record(
+            snapshot,
+            y_test,
+            self.y_norm2,
+            self.threshold,
+            self.range,
+            at.sampling,
+            at.t,
+        );
+    }
 }
 
 #[cfg(test)]

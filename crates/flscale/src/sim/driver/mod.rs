@@ -3,6 +3,7 @@
 //! ([`starts`]), the summary of an ensemble ([`summary`]), what a run returns ([`result`]) and the replicas
 //! of a tempered run ([`tempered`]).
 
+pub mod engine;
 pub mod fcn;
 pub mod flat;
 pub mod result;

@@ -1,4 +1,4 @@
-//! Cold, hot or compared starts (spec 02): the one- or two-ensemble run of both engines.
+//! Cold, hot or compared starts (spec 02): the one- or two-ensemble run of every model.
 
 use crate::error::Result;
 use crate::sim::config::Start;
@@ -14,7 +14,7 @@ pub(crate) type RunOneStart<'a> =
 /// Runs the ensemble(s) that `sampler.start` asks for — `run_one(hot, progress)` runs one
 /// from a cold or a hot start — and, for "both", reports the hot one beside the cold one with
 /// the "not equilibrated" verdict (spec 02: hysteresis of a first-order transition is
-/// reported, not averaged away). Shared by the FCN and the flat-parameter engines.
+/// reported, not averaged away). Shared by every model.
 pub(crate) fn run_starts(
     start: Start,
     steps: usize,

@@ -17,7 +17,7 @@ use super::result::{
 };
 
 /// What the summary needs to know about an ensemble besides its chains' accumulators — the
-/// same for the FCN engine and the flat-parameter one ([`crate::sim::ensemble::flat`]).
+/// same for every model.
 #[derive(Debug)]
 pub(crate) struct EnsembleOutcome<'a> {
     /// Per chain (chain order): why and when it was stopped, `None` if it survived.

@@ -32,6 +32,8 @@ use crate::sim::ensemble::chains::Divergence;
 use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::tempering::{log_swap_ratio, Ladder, ReplicaSet, SwapStats};
+use crate::sim::model::fcn::FcnModel;
+use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 
 /// What a tempered run reports (in `summary.tempering`; docs/langevin.md, "Replica exchange").
@@ -88,31 +90,31 @@ pub struct LadderResize {
 }
 
 /// One slot of the ladder at β < 1.
-struct Slot<T: Real> {
-    ens: Ensemble<T>,
+struct Slot<T: Real, M: Model<T>> {
+    ens: Ensemble<T, M>,
     kernel: Option<Kernel<T>>,
     steering: StepSteering,
 }
 
 /// Builds a slot's kernel for its ensemble.
-type KernelFactory<'a, T> = Box<dyn FnMut(&Ensemble<T>) -> Kernel<T> + 'a>;
+type KernelFactory<'a, T, M> = Box<dyn FnMut(&Ensemble<T, M>) -> Kernel<T> + 'a>;
 
 /// How the slots' ensembles and kernels are built: `start(stream)` is an ensemble of the
 /// run's model, data and start with the noise streams of `stream` (distinct for every slot
 /// ever built; [`slot_seed`]), `kernel` its kernel. Kept for the slots a growing ladder adds.
-struct SlotFactory<'a, T: Real> {
-    start: Box<dyn FnMut(usize) -> Ensemble<T> + 'a>,
-    kernel: KernelFactory<'a, T>,
+struct SlotFactory<'a, T: Real, M: Model<T>> {
+    start: Box<dyn FnMut(usize) -> Ensemble<T, M> + 'a>,
+    kernel: KernelFactory<'a, T, M>,
     /// Streams used so far (slot 0's included).
     streams: usize,
     /// (mala, hmc) of the sampler, for a new slot's step steering.
     steering: (bool, bool),
 }
 
-impl<T: Real> SlotFactory<'_, T> {
+impl<T: Real, M: Model<T>> SlotFactory<'_, T, M> {
     /// A slot with the next unused noise streams, its kernel, and the step steering of
     /// `steering` restarted (a fresh one without).
-    fn slot(&mut self, steering: Option<&StepSteering>) -> Slot<T> {
+    fn slot(&mut self, steering: Option<&StepSteering>) -> Slot<T, M> {
         let ens = (self.start)(self.streams);
         self.streams += 1;
         let kernel = (self.kernel)(&ens);
@@ -130,7 +132,7 @@ impl<T: Real> SlotFactory<'_, T> {
 /// Copies every chain's state of `from` into `to` (same model, data and chain blocks): the
 /// parameters, the data term and training error they leave, the divergence marks, the step
 /// and the step count. The noise streams stay `to`'s own.
-fn copy_states<T: Real>(from: &Ensemble<T>, to: &mut Ensemble<T>) {
+fn copy_states<T: Real, M: Model<T>>(from: &Ensemble<T, M>, to: &mut Ensemble<T, M>) {
     for (a, b) in from.blocks.iter().zip(&mut to.blocks) {
         for (pa, pb) in a.params.iter().zip(&mut b.params) {
             pb.copy_from_slice(pa);
@@ -144,12 +146,12 @@ fn copy_states<T: Real>(from: &Ensemble<T>, to: &mut Ensemble<T>) {
 }
 
 /// The replicas of a tempered run beside its β = 1 ensemble (module doc).
-pub(crate) struct Replicas<'a, T: Real> {
+pub(crate) struct Replicas<'a, T: Real, M: Model<T> = FcnModel> {
     config: TemperingConfig,
     ladder: Ladder,
     /// Slots 1 … R−1.
-    slots: Vec<Slot<T>>,
-    factory: SlotFactory<'a, T>,
+    slots: Vec<Slot<T, M>>,
+    factory: SlotFactory<'a, T, M>,
     resizes: Vec<LadderResize>,
     /// Per chain: who sits where, and the swap statistics.
     sets: Vec<ReplicaSet>,
@@ -172,7 +174,7 @@ pub(crate) fn slot_seed(seed: u64, slot: usize) -> u64 {
 /// The stream tag of the swap uniforms (chain k uses stream k of this seed).
 const SWAP_STREAM_SEED: u64 = 0x5357_4150_5354_524D;
 
-impl<'a, T: Real> Replicas<'a, T> {
+impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
     /// The replicas of slots 1 … R−1; `start(stream)` builds an ensemble with the model, data
     /// and start of slot 0 and the noise streams of `stream` (slot j starts with stream j;
     /// slots added by a growing ladder get new ones) and `kernel(&ens)` its kernel.
@@ -180,8 +182,8 @@ impl<'a, T: Real> Replicas<'a, T> {
         config: &TemperingConfig,
         sampler: &SamplerConfig,
         chains: usize,
-        start: impl FnMut(usize) -> Ensemble<T> + 'a,
-        kernel: impl FnMut(&Ensemble<T>) -> Kernel<T> + 'a,
+        start: impl FnMut(usize) -> Ensemble<T, M> + 'a,
+        kernel: impl FnMut(&Ensemble<T, M>) -> Kernel<T> + 'a,
     ) -> Self {
         let ladder = Ladder::geometric(config.replicas, config.beta_min);
         let mut factory = SlotFactory {
@@ -227,10 +229,10 @@ impl<'a, T: Real> Replicas<'a, T> {
     /// `ens0` is the β = 1 slot, the source of new slots' states where it is the nearest.
     pub(crate) fn adapt(
         &mut self,
-        ens0: &Ensemble<T>,
+        ens0: &Ensemble<T, M>,
         t: usize,
         burn_in: usize,
-        mut adapt: impl FnMut(&mut Ensemble<T>, &mut Option<Kernel<T>>, &mut StepSteering),
+        mut adapt: impl FnMut(&mut Ensemble<T, M>, &mut Option<Kernel<T>>, &mut StepSteering),
     ) {
         if self.config.adapt && 2 * t <= burn_in && self.round > 0 {
             self.equalise_ladder(ens0, t, burn_in);
@@ -242,7 +244,7 @@ impl<'a, T: Real> Replicas<'a, T> {
 
     /// Moves the β's to equal rejection per pair from the swaps since the last call — with
     /// [`Replicas::replicas_wanted`] slots — then restarts the statistics.
-    fn equalise_ladder(&mut self, ens0: &Ensemble<T>, t: usize, burn_in: usize) {
+    fn equalise_ladder(&mut self, ens0: &Ensemble<T, M>, t: usize, burn_in: usize) {
         let pooled = self.pooled_stats();
         if pooled.proposed.contains(&0) {
             return;
@@ -298,7 +300,7 @@ impl<'a, T: Real> Replicas<'a, T> {
     /// old slot nearest to β_j in log β — slot 0 included — with new noise streams, a new
     /// kernel and the old slot's step steering. The run stays exact: the ladder only changes
     /// during burn-in, and after its last change every slot targets its π_β from there on.
-    fn resize(&mut self, ens0: &Ensemble<T>, ladder: Ladder) {
+    fn resize(&mut self, ens0: &Ensemble<T, M>, ladder: Ladder) {
         let old_betas = self.ladder.betas().to_vec();
         let old_slots = std::mem::take(&mut self.slots);
         for &beta in &ladder.betas()[1..] {
@@ -331,7 +333,7 @@ impl<'a, T: Real> Replicas<'a, T> {
     /// multiple of `swap_every`, runs one swap round against slot 0's ensemble `ens0`.
     pub(crate) fn advance(
         &mut self,
-        ens0: &mut Ensemble<T>,
+        ens0: &mut Ensemble<T, M>,
         kernel0: &mut Kernel<T>,
         n: usize,
         t_end: usize,
@@ -352,7 +354,7 @@ impl<'a, T: Real> Replicas<'a, T> {
     }
 
     /// One DEO round for every chain whose replicas are all alive (module doc).
-    fn swap_round(&mut self, ens0: &mut Ensemble<T>, kernel0: &mut Kernel<T>) {
+    fn swap_round(&mut self, ens0: &mut Ensemble<T, M>, kernel0: &mut Kernel<T>) {
         let betas = self.ladder.betas().to_vec();
         let temperature = ens0.dynamics.temperature;
         let mut exchanges = Vec::new();
@@ -406,11 +408,11 @@ impl<'a, T: Real> Replicas<'a, T> {
     }
 
     /// Exchanges chain (block `bi`, position `c`)'s states of slots j and j + 1.
-    fn exchange(&mut self, ens0: &mut Ensemble<T>, j: usize, bi: usize, c: usize) {
+    fn exchange(&mut self, ens0: &mut Ensemble<T, M>, j: usize, bi: usize, c: usize) {
         let lens: Vec<usize> = (0..ens0.model.n_groups())
             .map(|g| ens0.model.group_len(g))
             .collect();
-        let (low, high): (&mut Ensemble<T>, &mut Ensemble<T>) = if j == 0 {
+        let (low, high): (&mut Ensemble<T, M>, &mut Ensemble<T, M>) = if j == 0 {
             (ens0, &mut self.slots[0].ens)
         } else {
             let (a, b) = self.slots.split_at_mut(j);
@@ -457,7 +459,7 @@ impl<'a, T: Real> Replicas<'a, T> {
 
     /// The diagnostics of the sampling window; also marks slot 0's chains whose replicas
     /// diverged as diverged, so that they are left out of every result as a diverged chain is.
-    pub(crate) fn finish(&self, ens0: &mut Ensemble<T>) -> TemperingDiagnostics {
+    pub(crate) fn finish(&self, ens0: &mut Ensemble<T, M>) -> TemperingDiagnostics {
         let mut diverged = 0;
         let step_now = ens0.steps_done;
         for (bi, block) in ens0.blocks.iter_mut().enumerate() {

@@ -4,6 +4,35 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+/// The one chain layout of the engine (issue 16): B consecutive chains advanced together,
+/// every parameter group stored for the whole block, chain after chain, so that a model can
+/// evaluate the block's chains at once (the FCN's first layer is one GEMM over them,
+/// [`crate::sim::model::fcn`]); per chain its RNG stream, divergence record and the values of
+/// its last evaluation.
+#[derive(Debug, Clone)]
+pub struct ChainBlock<T> {
+    /// Global index of the block's first chain.
+    pub first: usize,
+    /// Number of chains B in the block.
+    pub len: usize,
+    /// Parameters per group, chain-major (group g of chain c at c·len_g … (c+1)·len_g).
+    pub params: Vec<Vec<T>>,
+    pub(crate) grads: Vec<Vec<T>>,
+    pub(crate) residual: Vec<T>,
+    pub(crate) rngs: Vec<ChaCha8Rng>,
+    /// `Some` once the chain has diverged.
+    pub diverged: Vec<Option<Divergence>>,
+    /// U at the last gradient evaluation, per chain.
+    pub energy: Vec<f64>,
+    /// Σ_μ (f − y)² on the training set at the last gradient evaluation, per chain.
+    pub sq_error: Vec<f64>,
+    /// The data term L of U at the last gradient evaluation, per chain.
+    pub data_loss: Vec<f64>,
+    /// θ_g·∇_g U at the last gradient evaluation, per chain and group (kinetic/configurational
+    /// temperature check: ⟨θ·∇U⟩ = T·#params at equilibrium, by integration by parts).
+    pub virial: Vec<Vec<f64>>,
+}
+
 /// Why and when a chain was stopped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Divergence {

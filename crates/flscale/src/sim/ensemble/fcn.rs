@@ -20,38 +20,13 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::Likelihood;
-pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, Divergence};
+pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, ChainBlock, Divergence};
 use crate::sim::kernel::langevin::langevin_move;
-use crate::sim::model::fcn::{backward, forward, two_layer_gaussian_gradient, FcnModel, Scratch};
-use crate::sim::model::likelihood::residuals;
+use crate::sim::model::fcn::FcnModel;
+use crate::sim::model::interface::Model;
 use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::power::largest_positive_eigenvalues;
 use crate::sim::num::real::Real;
-
-/// B consecutive chains that are advanced together.
-#[derive(Debug, Clone)]
-pub struct ChainBlock<T> {
-    /// Global index of the block's first chain.
-    pub first: usize,
-    /// Number of chains B in the block.
-    pub len: usize,
-    /// Parameters per group, chain-major (group g of chain c at c·len_g … (c+1)·len_g).
-    pub params: Vec<Vec<T>>,
-    pub(crate) grads: Vec<Vec<T>>,
-    pub(crate) residual: Vec<T>,
-    pub(crate) rngs: Vec<ChaCha8Rng>,
-    /// `Some` once the chain has diverged.
-    pub diverged: Vec<Option<Divergence>>,
-    /// U at the last gradient evaluation, per chain.
-    pub energy: Vec<f64>,
-    /// Σ_μ (f − y)² on the training set at the last gradient evaluation, per chain.
-    pub sq_error: Vec<f64>,
-    /// The data term L of U at the last gradient evaluation, per chain.
-    pub data_loss: Vec<f64>,
-    /// θ_g·∇_g U at the last gradient evaluation, per chain and group (kinetic/configurational
-    /// temperature check: ⟨θ·∇U⟩ = T·#params at equilibrium, by integration by parts).
-    pub virial: Vec<Vec<f64>>,
-}
 
 /// Settings of the dynamics.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,9 +41,9 @@ pub struct Dynamics {
 
 /// The whole ensemble: model, training data in the working precision, and the blocks.
 #[derive(Debug)]
-pub struct Ensemble<T: Real> {
+pub struct Ensemble<T: Real, M: Model<T> = FcnModel> {
     /// The network.
-    pub model: FcnModel,
+    pub model: M,
     /// Training inputs P × d.
     pub x: Vec<T>,
     /// Training targets.
@@ -87,17 +62,17 @@ pub struct Ensemble<T: Real> {
     pub likelihood: Likelihood,
     /// Work buffers kept between [`Ensemble::advance`] calls: a fresh `Scratch` per rayon
     /// task would allocate a few MiB per call and fault and zero them in page by page.
-    scratch_pool: Mutex<Vec<Scratch<T>>>,
+    scratch_pool: Mutex<Vec<M::Scratch>>,
 }
 
-/// A `Scratch` borrowed from the ensemble's pool for one rayon task, returned on drop.
-struct PooledScratch<'a, T> {
-    pool: &'a Mutex<Vec<Scratch<T>>>,
-    scratch: Scratch<T>,
+/// A model's scratch borrowed from the ensemble's pool for one rayon task, returned on drop.
+struct PooledScratch<'a, S: Default> {
+    pool: &'a Mutex<Vec<S>>,
+    scratch: S,
 }
 
-impl<'a, T: Real> PooledScratch<'a, T> {
-    fn take(pool: &'a Mutex<Vec<Scratch<T>>>) -> Self {
+impl<'a, S: Default> PooledScratch<'a, S> {
+    fn take(pool: &'a Mutex<Vec<S>>) -> Self {
         let scratch = pool
             .lock()
             .ok()
@@ -107,31 +82,36 @@ impl<'a, T: Real> PooledScratch<'a, T> {
     }
 }
 
-impl<T> Drop for PooledScratch<'_, T> {
+impl<S: Default> Drop for PooledScratch<'_, S> {
     fn drop(&mut self) {
         if let Ok(mut p) = self.pool.lock() {
-            p.push(std::mem::replace(&mut self.scratch, Scratch::empty()));
+            p.push(std::mem::take(&mut self.scratch));
         }
     }
 }
 
-/// Chains per block of an FCN: the rule of [`block_size_for`] with the block's first-layer
-/// activations, P × N₁ floats per chain, as its buffers.
-pub fn block_size(model: &FcnModel, p: usize, bytes_per_float: usize, chains: usize) -> usize {
-    block_size_for(p.max(1) * model.widths[0] * bytes_per_float, chains)
+/// Chains per block: the rule of [`block_size_for`] with the model's per-chain share of the
+/// block's buffers ([`Model::chain_bytes`]; the FCN's first-layer activations, P × N₁ floats).
+pub fn block_size<T: Real, M: Model<T>>(
+    model: &M,
+    p: usize,
+    bytes_per_float: usize,
+    chains: usize,
+) -> usize {
+    block_size_for(model.chain_bytes(p, bytes_per_float), chains)
 }
 
-impl<T: Real> Ensemble<T> {
+impl<T: Real, M: Model<T>> Ensemble<T, M> {
     /// Builds E chains with weights drawn from the prior (a "cold" start).
     pub fn new(
-        model: FcnModel,
+        model: M,
         x: &[f64],
         y: &[f64],
         chains: usize,
         seed: u64,
         dynamics: Dynamics,
         block: Option<usize>,
-    ) -> Ensemble<T> {
+    ) -> Ensemble<T, M> {
         let p = y.len();
         let b = block.unwrap_or_else(|| block_size(&model, p, std::mem::size_of::<T>(), chains));
         let n_groups = model.n_groups();
@@ -148,7 +128,7 @@ impl<T: Real> Ensemble<T> {
             for (c, rng) in rngs.iter_mut().enumerate() {
                 for (g, group) in params.iter_mut().enumerate() {
                     let n = model.group_len(g);
-                    let sd = model.prior_var[g].sqrt();
+                    let sd = model.prior_var(g).sqrt();
                     for v in &mut group[c * n..(c + 1) * n] {
                         *v = T::of(sd) * T::standard_normal(rng);
                     }
@@ -188,27 +168,6 @@ impl<T: Real> Ensemble<T> {
         }
     }
 
-    /// Turns the initial state into a "hot" one (spec 02): every first-layer neuron's
-    /// component along the teacher w* (unit vector) is replaced by ±`magnitude`, signs
-    /// alternating over neurons; the orthogonal components and the other layers keep their
-    /// prior draws. Call before the first step.
-    pub fn hot_start(&mut self, teacher: &[f64], magnitude: f64) {
-        let d = self.model.d;
-        let n1 = self.model.widths[0];
-        for block in &mut self.blocks {
-            for c in 0..block.len {
-                let w1 = &mut block.params[0][c * n1 * d..(c + 1) * n1 * d];
-                for (i, row) in w1.chunks_exact_mut(d).enumerate() {
-                    let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
-                    let target = if i % 2 == 0 { magnitude } else { -magnitude };
-                    for (w, t) in row.iter_mut().zip(teacher) {
-                        *w = T::of(w.f64() + (target - rho) * t);
-                    }
-                }
-            }
-        }
-    }
-
     /// Largest Hessian eigenvalue of U per chain (chain order; 0 for diverged chains), by
     /// `iters` power iterations on finite-difference Hessian–vector products.
     pub fn lambda_max(&mut self, iters: usize) -> Vec<f64> {
@@ -219,7 +178,7 @@ impl<T: Real> Ensemble<T> {
         let per_block: Vec<Vec<f64>> = self
             .blocks
             .par_iter_mut()
-            .map_init(Scratch::<T>::default, |scratch, block| {
+            .map_init(M::Scratch::default, |scratch, block| {
                 block.lambda_max(model, x, y, p, kappa, likelihood, iters, scratch)
             })
             .collect();
@@ -286,12 +245,67 @@ impl<T: Real> Ensemble<T> {
             .collect()
     }
 
+    /// Chain k's parameters as one vector, groups one after the other (the layout of the
+    /// per-chain models, [`crate::sim::model::flat::FlatModel`]).
+    pub fn chain_params(&self, k: usize) -> Vec<T> {
+        let b = &self.blocks[self.block_of(k)];
+        let c = k - b.first;
+        let mut theta = Vec::with_capacity(self.model.n_params());
+        for (g, group) in b.params.iter().enumerate() {
+            let n = self.model.group_len(g);
+            theta.extend_from_slice(&group[c * n..(c + 1) * n]);
+        }
+        theta
+    }
+
+    /// Sets chain k's parameters from one vector laid out as [`Ensemble::chain_params`].
+    pub fn set_chain_params(&mut self, k: usize, theta: &[T]) {
+        let bi = self.block_of(k);
+        let b = &mut self.blocks[bi];
+        let c = k - b.first;
+        let mut start = 0;
+        for (g, group) in b.params.iter_mut().enumerate() {
+            let n = self.model.group_len(g);
+            group[c * n..(c + 1) * n].copy_from_slice(&theta[start..start + n]);
+            start += n;
+        }
+    }
+
+    /// Chain k's block and its index within it.
+    pub fn chain_block(&self, k: usize) -> (&ChainBlock<T>, usize) {
+        let b = &self.blocks[self.block_of(k)];
+        (b, k - b.first)
+    }
+
     /// Divergence records of every chain, in chain order.
     pub fn divergences(&self) -> Vec<Option<Divergence>> {
         self.blocks
             .iter()
             .flat_map(|b| b.diverged.iter().cloned())
             .collect()
+    }
+}
+
+impl<T: Real> Ensemble<T, FcnModel> {
+    /// Turns the initial state into a "hot" one (spec 02): every first-layer neuron's
+    /// component along the teacher w* (unit vector) is replaced by ±`magnitude`, signs
+    /// alternating over neurons; the orthogonal components and the other layers keep their
+    /// prior draws. Call before the first step.
+    pub fn hot_start(&mut self, teacher: &[f64], magnitude: f64) {
+        let d = self.model.d;
+        let n1 = self.model.widths[0];
+        for block in &mut self.blocks {
+            for c in 0..block.len {
+                let w1 = &mut block.params[0][c * n1 * d..(c + 1) * n1 * d];
+                for (i, row) in w1.chunks_exact_mut(d).enumerate() {
+                    let rho: f64 = row.iter().zip(teacher).map(|(w, t)| w.f64() * t).sum();
+                    let target = if i % 2 == 0 { magnitude } else { -magnitude };
+                    for (w, t) in row.iter_mut().zip(teacher) {
+                        *w = T::of(w.f64() + (target - rho) * t);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -302,40 +316,20 @@ pub(crate) type MetricFactor<'a> = dyn Fn(&mut [Vec<f64>], bool) + 'a;
 
 impl<T: Real> ChainBlock<T> {
     /// Data-term gradient ∇L of every chain of the block into `self.grads`; L and the training
-    /// squared error go to `self.data_loss` and `self.sq_error`.
+    /// squared error go to `self.data_loss` and `self.sq_error` ([`Model::data_gradient`]).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn data_gradient(
+    #[inline(always)]
+    pub(crate) fn data_gradient<M: Model<T>>(
         &mut self,
-        model: &FcnModel,
+        model: &M,
         x: &[T],
         y: &[T],
         p: usize,
         kappa: f64,
         likelihood: Likelihood,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
     ) {
-        let b = self.len;
-        forward(model, &self.params, b, x, p, scratch);
-        residuals(
-            likelihood,
-            &scratch.f,
-            y,
-            kappa,
-            b,
-            &mut self.residual,
-            &mut self.sq_error,
-            &mut self.data_loss,
-        );
-        backward(
-            model,
-            &self.params,
-            b,
-            x,
-            p,
-            &self.residual,
-            scratch,
-            &mut self.grads,
-        );
+        model.data_gradient(self, x, y, p, kappa, likelihood, scratch);
     }
 
     /// Largest Hessian eigenvalue of U per chain (spec 02, "Stiffness is the enemy"), by
@@ -345,18 +339,19 @@ impl<T: Real> ChainBlock<T> {
     /// are left out (they are not sampled). The parameters are restored exactly afterwards.
     /// Diverged chains get 0.
     #[allow(clippy::too_many_arguments)]
-    fn lambda_max(
+    fn lambda_max<M: Model<T>>(
         &mut self,
-        model: &FcnModel,
+        model: &M,
         x: &[T],
         y: &[T],
         p: usize,
         kappa: f64,
         likelihood: Likelihood,
         iters: usize,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
     ) -> Vec<f64> {
-        self.lambda_max_of(model, iters, &model.frozen, None, &mut |block| {
+        let frozen: Vec<bool> = (0..model.n_groups()).map(|g| model.is_frozen(g)).collect();
+        self.lambda_max_of(model, iters, &frozen, None, &mut |block| {
             block.data_gradient(model, x, y, p, kappa, likelihood, scratch)
         })
     }
@@ -367,9 +362,9 @@ impl<T: Real> ChainBlock<T> {
     /// direction in the layout of `params`: K when its flag is false, Kᵀ when true) it is the
     /// top eigenvalue of KᵀHK — similar to MH, so the curvature that limits the step of
     /// preconditioned Langevin. Shared by the plain and the collapsed sampler.
-    pub(crate) fn lambda_max_of(
+    pub(crate) fn lambda_max_of<M: Model<T>>(
         &mut self,
-        model: &FcnModel,
+        model: &M,
         iters: usize,
         skip: &[bool],
         metric: Option<&MetricFactor<'_>>,
@@ -378,7 +373,7 @@ impl<T: Real> ChainBlock<T> {
         let b = self.len;
         let groups = model.n_groups();
         let saved = self.params.clone();
-        // Chain c's parameters as one vector, groups in order (the flat engine's layout):
+        // Chain c's parameters as one vector, groups in order (the per-chain models' layout):
         // group g's entry i sits at offsets[g] + i.
         let offsets: Vec<usize> = (0..groups)
             .scan(0, |at, g| {
@@ -447,7 +442,7 @@ impl<T: Real> ChainBlock<T> {
                 let n = model.group_len(g);
                 for (i, h) in u[g].iter_mut().enumerate() {
                     *h = (plus[g][i] - minus[g][i]) / (2.0 * eps[i / n.max(1)])
-                        + *h / model.prior_var[g];
+                        + *h / model.prior_var(g);
                 }
             }
             if let Some(k) = metric {
@@ -481,9 +476,9 @@ impl<T: Real> ChainBlock<T> {
     /// the vector builds perform the same operations in the same order, so the numbers do not
     /// depend on which one runs.
     #[allow(clippy::too_many_arguments)]
-    fn step(
+    fn step<M: Model<T>>(
         &mut self,
-        model: &FcnModel,
+        model: &M,
         x: &[T],
         y: &[T],
         p: usize,
@@ -491,7 +486,7 @@ impl<T: Real> ChainBlock<T> {
         likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
     ) {
         crate::sim::num::simd::vectorized(|| {
             self.step_body(
@@ -510,9 +505,9 @@ impl<T: Real> ChainBlock<T> {
 
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn step_body(
+    fn step_body<M: Model<T>>(
         &mut self,
-        model: &FcnModel,
+        model: &M,
         x: &[T],
         y: &[T],
         p: usize,
@@ -520,46 +515,10 @@ impl<T: Real> ChainBlock<T> {
         likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
     ) {
         let b = self.len;
-        if model.widths.len() == 1 && likelihood == Likelihood::Gaussian {
-            two_layer_gaussian_gradient(
-                model,
-                &self.params,
-                b,
-                x,
-                y,
-                dynamics.kappa,
-                scratch,
-                &mut self.residual,
-                &mut self.sq_error,
-                &mut self.data_loss,
-                &mut self.grads,
-            );
-        } else {
-            forward(model, &self.params, b, x, p, scratch);
-            residuals(
-                likelihood,
-                &scratch.f[..p * b],
-                y,
-                dynamics.kappa,
-                b,
-                &mut self.residual,
-                &mut self.sq_error,
-                &mut self.data_loss,
-            );
-            backward(
-                model,
-                &self.params,
-                b,
-                x,
-                p,
-                &self.residual,
-                scratch,
-                &mut self.grads,
-            );
-        }
+        model.data_gradient_fused(self, x, y, p, dynamics.kappa, likelihood, scratch);
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
         for c in 0..b {
@@ -572,7 +531,7 @@ impl<T: Real> ChainBlock<T> {
                 let n = model.group_len(g);
                 let theta = &self.params[g][c * n..(c + 1) * n];
                 let grad = &mut self.grads[g][c * n..(c + 1) * n];
-                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var[g]);
+                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var(g));
                 energy += prior;
                 self.virial[c][g] = virial;
             }
@@ -587,7 +546,7 @@ impl<T: Real> ChainBlock<T> {
             }
             let rng = &mut self.rngs[c];
             for g in 0..model.n_groups() {
-                if model.frozen[g] {
+                if model.is_frozen(g) {
                     continue;
                 }
                 let n = model.group_len(g);
@@ -599,23 +558,31 @@ impl<T: Real> ChainBlock<T> {
     }
 }
 
-/// Test-set evaluation of every live chain: f on `x_test` (n × d), in chain order; `None`
+/// Test-set evaluation of every live chain: f on `x_test` (n inputs), in chain order; `None`
 /// for diverged chains. Runs blocks in parallel.
-pub fn predict<T: Real>(ens: &Ensemble<T>, x_test: &[T], n: usize) -> Vec<Option<Vec<T>>> {
+pub fn predict<T: Real, M: Model<T>>(
+    ens: &Ensemble<T, M>,
+    x_test: &[T],
+    n: usize,
+) -> Vec<Option<Vec<T>>> {
     let model = &ens.model;
     let per_block: Vec<Vec<Option<Vec<T>>>> = ens
         .blocks
         .par_iter()
-        .map_init(Scratch::<T>::default, |scratch, block| {
-            forward(model, &block.params, block.len, x_test, n, scratch);
-            (0..block.len)
-                .map(|c| {
-                    block.diverged[c]
-                        .is_none()
-                        .then(|| (0..n).map(|mu| scratch.f[mu * block.len + c]).collect())
-                })
-                .collect()
-        })
+        .map_init(
+            || (M::Scratch::default(), Vec::new()),
+            |(scratch, f), block| {
+                f.resize(n * block.len, T::zero());
+                model.predict(&block.params, block.len, x_test, n, f, scratch);
+                (0..block.len)
+                    .map(|c| {
+                        block.diverged[c]
+                            .is_none()
+                            .then(|| (0..n).map(|mu| f[mu * block.len + c]).collect())
+                    })
+                    .collect()
+            },
+        )
         .collect();
     per_block.into_iter().flatten().collect()
 }
@@ -645,10 +612,10 @@ mod tests {
             d: 40,
             ..model(vec![40])
         };
-        let b = |chains| block_size(&m, 1600, 4, chains);
+        let b = |chains| block_size::<f32, _>(&m, 1600, 4, chains);
         assert_eq!((b(30), b(300), b(32), b(6), b(7), b(1)), (3, 3, 4, 3, 4, 4));
         // f64 halves the cache bound to 2.
-        assert_eq!(block_size(&m, 1600, 8, 30), 1);
+        assert_eq!(block_size::<f32, _>(&m, 1600, 8, 30), 1);
     }
 
     /// Same seed → the same weights bit for bit on one and two threads and for any block

@@ -1,8 +1,6 @@
-//! The containers of chains: the FCN's blocks of chains ([`fcn`]), the flat-parameter
-//! ensemble of the CNN and attention models ([`flat`]) and its chains ([`flat_chain`]), and what both share ([`chains`]: RNG
-//! streams, the block-size rule, the divergence record).
+//! The one container of chains: the chain layout, RNG streams, the block-size rule and the
+//! divergence record ([`chains`]); the ensemble of any model and its fused unadjusted step
+//! ([`fcn`], named before it was generic).
 
 pub mod chains;
 pub mod fcn;
-pub mod flat;
-pub mod flat_chain;

@@ -6,15 +6,15 @@
 
 use rand::Rng;
 
-use crate::sim::ensemble::fcn::ChainBlock;
+use crate::sim::ensemble::chains::ChainBlock;
 use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::langevin::metropolis_accepts;
 use crate::sim::kernel::mala::{BlockState, Context, Kernel};
 use crate::sim::kernel::metric::Metric;
-use crate::sim::model::fcn::Scratch;
+use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 
-impl<T: Real> Context<'_, T> {
+impl<T: Real, M: Model<T>> Context<'_, T, M> {
     /// u ← u − scale·ε_c·Kᵀ∇U for the sampled groups of every chain in `moving` (module doc).
     #[inline(always)]
     pub(super) fn kick(
@@ -31,7 +31,7 @@ impl<T: Real> Context<'_, T> {
                 *k = gv.f64();
             }
         }
-        metric.apply(self.model, &mut state.kick, true);
+        metric.apply(self.model.preconditioned_units(), &mut state.kick, true);
         self.for_each_moving(&mut state.momentum, &state.kick, eps, moving, |u, k, e| {
             *u -= scale * e * k;
         });
@@ -50,7 +50,7 @@ impl<T: Real> Context<'_, T> {
         for (kick, u) in state.kick.iter_mut().zip(&state.momentum) {
             kick.copy_from_slice(u);
         }
-        metric.apply(self.model, &mut state.kick, false);
+        metric.apply(self.model.preconditioned_units(), &mut state.kick, false);
         let model = self.model;
         for g in 0..model.n_groups() {
             if !self.sampled[g] {
@@ -113,7 +113,7 @@ impl<T: Real> Context<'_, T> {
         eps: &[f64],
         steps: usize,
         moving: &mut [bool],
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
     ) {
         self.kick(block, state, metric, eps, 0.5, moving);
         for l in 0..steps {
@@ -143,7 +143,7 @@ impl<T: Real> Context<'_, T> {
         steps: usize,
         threshold: f64,
         global_step: usize,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
     ) {
         let model = self.model;
         let b = block.len;
@@ -213,9 +213,9 @@ impl<T: Real> Kernel<T> {
     /// (per group, the block's `params` layout), which is overwritten with the final one.
     /// Returns the block's energies U at the end (NaN-free chains only move). For the tests
     /// of the integrator (reversibility, energy error).
-    pub fn leapfrog_first_block(
+    pub fn leapfrog_first_block<M: Model<T>>(
         &mut self,
-        ens: &mut Ensemble<T>,
+        ens: &mut Ensemble<T, M>,
         momentum: &mut Vec<Vec<f64>>,
         eps: f64,
         steps: usize,
@@ -235,7 +235,7 @@ impl<T: Real> Kernel<T> {
         let block = &mut ens.blocks[0];
         let state = &mut self.states[0];
         let metric = std::mem::take(&mut state.metric);
-        let mut scratch = Scratch::<T>::default();
+        let mut scratch = M::Scratch::default();
         ctx.evaluate(block, &mut scratch, &mut state.work);
         state.evaluated = true;
         ctx.save(block, state);

@@ -25,10 +25,9 @@ use crate::sim::num::real::Real;
 /// The proposal a sampler makes at every step, chosen once from the experiment's
 /// `sampler.mala` and `sampler.hmc_steps` ([`Proposal::from_sampler`]).
 ///
-/// Both engines dispatch on it once per step — the flat one (CNN, attention;
-/// [`crate::sim::ensemble::flat::FlatEnsemble::proposal`]) and the FCN's cached-gradient
-/// kernel ([`crate::sim::kernel::mala::Kernel::proposal`]) — with exhaustive matches, so a
-/// new proposal (a new variant) does not build until every engine handles it.
+/// The cached-gradient kernel of every model dispatches on it once per step
+/// ([`crate::sim::kernel::mala::Kernel::proposal`]) with an exhaustive match, so a new
+/// proposal (a new variant) does not build until the kernel handles it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proposal {
     /// Unadjusted Langevin (ULA, paper App. A.1): every move is taken, O(η) bias.

@@ -55,7 +55,7 @@ use crate::sim::kernel::metric::{
     lower_times_by_columns, lower_transposed_times, Metric, MetricLayout,
 };
 use crate::sim::model::collapsed::{self, CollapsedWork};
-use crate::sim::model::fcn::{FcnModel, Scratch};
+use crate::sim::model::interface::Model;
 use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::real::Real;
 
@@ -106,7 +106,11 @@ pub struct Kernel<T> {
 
 impl<T: Real> Kernel<T> {
     /// A kernel for `ens`'s blocks.
-    pub fn new(ens: &Ensemble<T>, method: SamplerMethod, proposal: Proposal) -> Kernel<T> {
+    pub fn new<M: Model<T>>(
+        ens: &Ensemble<T, M>,
+        method: SamplerMethod,
+        proposal: Proposal,
+    ) -> Kernel<T> {
         let states = ens
             .blocks
             .iter()
@@ -138,18 +142,18 @@ impl<T: Real> Kernel<T> {
     }
 
     /// Which groups Langevin moves: not frozen, and not the readout when it is collapsed.
-    pub(super) fn sampled(&self, model: &FcnModel) -> Vec<bool> {
+    pub(super) fn sampled<M: Model<T>>(&self, model: &M) -> Vec<bool> {
         (0..model.n_groups())
             .map(|g| {
                 let collapsed_readout =
                     self.method == SamplerMethod::Collapsed && g + 1 == model.n_groups();
-                !(model.frozen[g] || collapsed_readout)
+                !(model.is_frozen(g) || collapsed_readout)
             })
             .collect()
     }
 
     /// Advances every chain by `n` steps, blocks in parallel.
-    pub fn advance(&mut self, ens: &mut Ensemble<T>, n: usize) {
+    pub fn advance<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>, n: usize) {
         let model = &ens.model;
         let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
         let dynamics = ens.dynamics;
@@ -162,7 +166,7 @@ impl<T: Real> Kernel<T> {
         ens.blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
+            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
                 let ctx = Context {
                     model,
                     x,
@@ -221,7 +225,7 @@ impl<T: Real> Kernel<T> {
     /// Evaluates U, ∇U, the training error and the virial of every chain at its current
     /// parameters now (after an outside change of them, so that a measurement sees their
     /// values), with the divergence check.
-    pub fn refresh(&mut self, ens: &mut Ensemble<T>) {
+    pub fn refresh<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>) {
         self.invalidate();
         let model = &ens.model;
         let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
@@ -232,7 +236,7 @@ impl<T: Real> Kernel<T> {
         ens.blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
+            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
                 let ctx = Context {
                     model,
                     x,
@@ -251,7 +255,7 @@ impl<T: Real> Kernel<T> {
     /// Prepares the chains for a measurement: with the collapsed posterior, draws every
     /// chain's readout exactly from its conditional (so that predictions, training error and
     /// the readout's statistics are those of a posterior sample).
-    pub fn prepare_measurement(&mut self, ens: &mut Ensemble<T>) {
+    pub fn prepare_measurement<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>) {
         if self.method != SamplerMethod::Collapsed {
             return;
         }
@@ -261,7 +265,7 @@ impl<T: Real> Kernel<T> {
         ens.blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
+            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
                 crate::sim::num::simd::vectorized(
                     #[inline(always)]
                     || {
@@ -286,11 +290,14 @@ impl<T: Real> Kernel<T> {
     /// chain's conditional mean m = E[a | W] at the last draw — the readouts of the
     /// Rao–Blackwellised predictions E[f | W] (`collapsed` module doc;
     /// [`crate::sim::observe::overlaps::Probe::predict_with_readouts`]).
-    pub fn conditional_means<'a>(&'a self, ens: &Ensemble<T>) -> Option<Vec<&'a [T]>> {
+    pub fn conditional_means<'a, M: Model<T>>(
+        &'a self,
+        ens: &Ensemble<T, M>,
+    ) -> Option<Vec<&'a [T]>> {
         if self.method != SamplerMethod::Collapsed {
             return None;
         }
-        let readout = ens.model.widths.len();
+        let readout = ens.model.n_groups() - 1;
         let ready = ens
             .blocks
             .iter()
@@ -307,7 +314,7 @@ impl<T: Real> Kernel<T> {
     /// Largest Hessian eigenvalue of the sampled energy per chain (chain order; 0 for
     /// diverged chains), by power iteration on finite-difference Hessian–vector products of
     /// the sampled groups ([`ChainBlock::lambda_max_of`]).
-    pub fn lambda_max(&mut self, ens: &mut Ensemble<T>, iters: usize) -> Vec<f64> {
+    pub fn lambda_max<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>, iters: usize) -> Vec<f64> {
         // The probes overwrite the cached gradients and energies.
         for state in &mut self.states {
             state.evaluated = false;
@@ -329,9 +336,10 @@ impl<T: Real> Kernel<T> {
             .blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .map_init(Scratch::<T>::default, |scratch, (block, state)| {
+            .map_init(M::Scratch::default, |scratch, (block, state)| {
                 let metric = std::mem::take(&mut state.metric);
-                let apply = |v: &mut [Vec<f64>], transpose: bool| metric.apply(model, v, transpose);
+                let units = model.preconditioned_units();
+                let apply = |v: &mut [Vec<f64>], transpose: bool| metric.apply(units, v, transpose);
                 let lambda = crate::sim::num::simd::vectorized(
                     #[inline(always)]
                     || {
@@ -378,7 +386,7 @@ impl<T: Real> Kernel<T> {
     /// θ ← θ − ηM∇U + √(2ηT·M)ξ, keeps exp(−U/T) as its stationary law (Roberts & Stramer
     /// 2002, Methodol. Comput. Appl. Probab. 4:337, with constant metric), and MALA's
     /// acceptance uses the same M.
-    pub fn adapt_preconditioner(&mut self, ens: &mut Ensemble<T>, average: bool) {
+    pub fn adapt_preconditioner<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>, average: bool) {
         if self.method != SamplerMethod::Collapsed {
             return;
         }
@@ -386,43 +394,19 @@ impl<T: Real> Kernel<T> {
         let model = &ens.model;
         let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
         let kappa = ens.dynamics.kappa;
-        let g = model.widths.len() - 1;
-        let n_in = model.fan_in(g);
-        let inv_v = 1.0 / model.prior_var[g];
+        let Some(units) = model.preconditioned_units() else {
+            return;
+        };
+        let n_in = units.fan_in;
+        let inv_v = 1.0 / model.prior_var(units.group);
         ens.blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(Scratch::<T>::default, |scratch, (block, state)| {
-                let curvature = match kind {
-                    Preconditioner::None => {
-                        state.metric = Metric::default();
-                        return;
-                    }
-                    Preconditioner::Neuron => collapsed::neuron_curvature(
-                        block,
-                        model,
-                        x,
-                        y,
-                        p,
-                        kappa,
-                        scratch,
-                        &mut state.work,
-                    ),
-                    Preconditioner::Block => crate::sim::num::simd::vectorized(
-                        #[inline(always)]
-                        || {
-                            collapsed::neuron_curvature_blocks(
-                                block,
-                                model,
-                                x,
-                                y,
-                                p,
-                                kappa,
-                                scratch,
-                                &mut state.work,
-                            )
-                        },
-                    ),
+            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
+                let Some(curvature) = model.unit_curvature(kind, block, x, y, p, kappa, scratch)
+                else {
+                    state.metric = Metric::default();
+                    return;
                 };
                 if !average || state.curvature_sum.len() != curvature.len() {
                     state.curvature_sum = vec![0.0; curvature.len()];
@@ -433,75 +417,28 @@ impl<T: Real> Kernel<T> {
                 }
                 state.curvature_count += 1;
                 let count = state.curvature_count as f64;
-                let mean = state.curvature_sum.iter().map(|s| s / count);
+                let mean: Vec<f64> = state.curvature_sum.iter().map(|s| s / count).collect();
                 state.metric = match kind {
-                    Preconditioner::None => unreachable!("returned above"),
+                    Preconditioner::None => Metric::default(),
                     Preconditioner::Neuron => Metric {
-                        scalar: mean.map(|c| inv_v / c).collect(),
+                        scalar: mean.iter().map(|c| inv_v / c).collect(),
                         ..Metric::default()
                     },
-                    Preconditioner::Block => {
-                        let mean: Vec<f64> = mean.collect();
-                        let nn = n_in * n_in;
-                        let mut factor = vec![0.0; mean.len()];
-                        let mut inv_factor = vec![0.0; mean.len()];
-                        let mut inv_factor_transposed = vec![0.0; mean.len()];
-                        let mut column = vec![0.0; n_in];
-                        for (((a, l), inv), inv_t) in mean
-                            .chunks(nn)
-                            .zip(factor.chunks_mut(nn))
-                            .zip(inv_factor.chunks_mut(nn))
-                            .zip(inv_factor_transposed.chunks_mut(nn))
-                        {
-                            // v·G_i = I + PSD, so this fails only on non-finite input;
-                            // that neuron then keeps M_i = I.
-                            if !collapsed::cholesky(a, l, n_in) {
-                                l.fill(0.0);
-                                for j in 0..n_in {
-                                    l[j * n_in + j] = 1.0;
-                                }
-                            }
-                            for j in 0..n_in {
-                                column.fill(0.0);
-                                column[j] = 1.0;
-                                collapsed::solve_lower(l, &mut column, n_in);
-                                for (i, c) in column.iter().enumerate() {
-                                    inv[i * n_in + j] = *c;
-                                }
-                                inv_t[j * n_in..(j + 1) * n_in].copy_from_slice(&column);
-                            }
-                        }
-                        let neurons = mean.len() / nn;
-                        let mut inv_factor_lanes = Vec::with_capacity(neurons * nn);
-                        for a in 0..n_in {
-                            for b in 0..=a {
-                                inv_factor_lanes.extend(
-                                    inv_factor.chunks_exact(nn).map(|inv| inv[a * n_in + b]),
-                                );
-                            }
-                        }
-                        Metric {
-                            scalar: Vec::new(),
-                            factor,
-                            inv_factor,
-                            inv_factor_transposed,
-                            inv_factor_lanes,
-                        }
-                    }
+                    Preconditioner::Block => Metric::from_curvature_blocks(&mean, n_in),
                 };
             });
     }
 
     /// Accepted / proposed over the chains that did not diverge (`None` without MALA or
     /// before the first step).
-    pub fn acceptance_rate(&self, ens: &Ensemble<T>) -> Option<f64> {
+    pub fn acceptance_rate<M: Model<T>>(&self, ens: &Ensemble<T, M>) -> Option<f64> {
         let (acc, prop) = self.acceptance_counts(ens)?;
         (prop > 0).then(|| acc as f64 / prop as f64)
     }
 
     /// Accepted and proposed Metropolis steps so far, summed over the chains that did not
     /// diverge (`None` without MALA).
-    pub fn acceptance_counts(&self, ens: &Ensemble<T>) -> Option<(u64, u64)> {
+    pub fn acceptance_counts<M: Model<T>>(&self, ens: &Ensemble<T, M>) -> Option<(u64, u64)> {
         if !self.proposal.is_metropolis() {
             return None;
         }
@@ -537,8 +474,8 @@ impl<T: Real> Kernel<T> {
 }
 
 /// What a block step needs besides the block.
-pub(super) struct Context<'a, T> {
-    pub(super) model: &'a FcnModel,
+pub(super) struct Context<'a, T, M> {
+    pub(super) model: &'a M,
     pub(super) x: &'a [T],
     pub(super) y: &'a [T],
     pub(super) p: usize,
@@ -550,14 +487,14 @@ pub(super) struct Context<'a, T> {
     pub(super) data_scale: f64,
 }
 
-impl<T: Real> Context<'_, T> {
+impl<T: Real, M: Model<T>> Context<'_, T, M> {
     /// U, ∇U (prior included), training error and virial of every chain of the block at its
     /// current parameters. Returns per chain why U could not be evaluated.
     #[inline(always)]
     pub(super) fn evaluate(
         &self,
         block: &mut ChainBlock<T>,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
         work: &mut CollapsedWork<T>,
     ) {
         let (model, kappa) = (self.model, self.dynamics.kappa);
@@ -607,7 +544,7 @@ impl<T: Real> Context<'_, T> {
                 let n = model.group_len(g);
                 let theta = &block.params[g][c * n..(c + 1) * n];
                 let grad = &mut block.grads[g][c * n..(c + 1) * n];
-                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var[g]);
+                let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var(g));
                 block.energy[c] += prior;
                 block.virial[c][g] = virial;
             }
@@ -669,7 +606,7 @@ impl<T: Real> Context<'_, T> {
         &self,
         block: &mut ChainBlock<T>,
         state: &mut BlockState<T>,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
         threshold: f64,
         global_step: usize,
     ) {
@@ -722,13 +659,13 @@ impl<T: Real> Context<'_, T> {
         mala: bool,
         threshold: f64,
         global_step: usize,
-        scratch: &mut Scratch<T>,
+        scratch: &mut M::Scratch,
     ) {
         self.ensure_evaluated(block, state, scratch, threshold, global_step);
         if mala {
             self.save(block, state);
         }
-        let layout = MetricLayout::of(self.model, metric);
+        let layout = MetricLayout::of(self.model.preconditioned_units(), metric);
         let block_xi_sq = self.propose(block, metric, &layout);
         self.evaluate(block, scratch, &mut state.work);
         if !mala {

@@ -1,9 +1,13 @@
-//! The constant preconditioner (metric) of the FCN kernel's last hidden layer, set during
-//! burn-in by [`crate::sim::kernel::mala::Kernel::adapt_preconditioner`] and frozen after it
-//! (docs/langevin.md, "Preconditioner"): per neuron a scalar M_i, or an n_in × n_in block
+//! The constant preconditioner (metric) of the kernel, on the units a model names
+//! ([`Model::preconditioned_units`]: the FCN's last hidden layer), set during burn-in by
+//! [`crate::sim::kernel::mala::Kernel::adapt_preconditioner`] and frozen after it
+//! (docs/langevin.md, "Preconditioner"): per unit a scalar M_i, or an n_in × n_in block
 //! M_i = (v·G_i)⁻¹ kept as Cholesky factors, applied as the factor K of M = KKᵀ.
+//!
+//! [`Model::preconditioned_units`]: crate::sim::model::interface::Model::preconditioned_units
 
-use crate::sim::model::fcn::FcnModel;
+use crate::sim::model::interface::PreconditionedUnits;
+use crate::sim::num::linalg::{cholesky, solve_lower};
 
 /// The constant preconditioner M of one block's last hidden layer (identity elsewhere and
 /// while its fields are empty). See [`crate::sim::kernel::mala::Kernel::adapt_preconditioner`].
@@ -40,12 +44,21 @@ pub(super) struct MetricLayout {
 }
 
 impl MetricLayout {
-    pub(super) fn of(model: &FcnModel, metric: &Metric) -> Self {
-        let g_pc = model.widths.len() - 1;
+    pub(super) fn of(units: Option<PreconditionedUnits>, metric: &Metric) -> Self {
+        let Some(units) = units else {
+            // No preconditioned group: M = I everywhere.
+            return MetricLayout {
+                g_pc: usize::MAX,
+                n_in: 0,
+                n_pc: 0,
+                scalar: false,
+                blockwise: false,
+            };
+        };
         MetricLayout {
-            g_pc,
-            n_in: model.fan_in(g_pc),
-            n_pc: model.widths[g_pc],
+            g_pc: units.group,
+            n_in: units.fan_in,
+            n_pc: units.units,
             scalar: !metric.scalar.is_empty(),
             blockwise: !metric.factor.is_empty(),
         }
@@ -113,12 +126,68 @@ pub(super) fn lower_transposed_times(l: &[f64], x: &[f64], y: &mut [f64]) {
 }
 
 impl Metric {
+    /// The blockwise metric M_i = (v·G_i)⁻¹ from the mean curvature blocks v·G_i (b·N blocks
+    /// of n_in × n_in, [`crate::sim::model::collapsed::neuron_curvature_blocks`]): the Cholesky
+    /// factor L of each, L⁻¹, (L⁻¹)ᵀ and L⁻¹ interleaved across the units (see the fields).
+    pub(super) fn from_curvature_blocks(mean: &[f64], n_in: usize) -> Metric {
+        let nn = n_in * n_in;
+        let mut factor = vec![0.0; mean.len()];
+        let mut inv_factor = vec![0.0; mean.len()];
+        let mut inv_factor_transposed = vec![0.0; mean.len()];
+        let mut column = vec![0.0; n_in];
+        for (((a, l), inv), inv_t) in mean
+            .chunks(nn)
+            .zip(factor.chunks_mut(nn))
+            .zip(inv_factor.chunks_mut(nn))
+            .zip(inv_factor_transposed.chunks_mut(nn))
+        {
+            // v·G_i = I + PSD, so this fails only on non-finite input; that unit then keeps
+            // M_i = I.
+            if !cholesky(a, l, n_in) {
+                l.fill(0.0);
+                for j in 0..n_in {
+                    l[j * n_in + j] = 1.0;
+                }
+            }
+            for j in 0..n_in {
+                column.fill(0.0);
+                column[j] = 1.0;
+                solve_lower(l, &mut column, n_in);
+                for (i, c) in column.iter().enumerate() {
+                    inv[i * n_in + j] = *c;
+                }
+                inv_t[j * n_in..(j + 1) * n_in].copy_from_slice(&column);
+            }
+        }
+        let units = mean.len() / nn.max(1);
+        let mut inv_factor_lanes = Vec::with_capacity(units * nn);
+        for a in 0..n_in {
+            for b in 0..=a {
+                inv_factor_lanes.extend(inv_factor.chunks_exact(nn).map(|inv| inv[a * n_in + b]));
+            }
+        }
+        Metric {
+            scalar: Vec::new(),
+            factor,
+            inv_factor,
+            inv_factor_transposed,
+            inv_factor_lanes,
+        }
+    }
+
     /// Applies K (`transpose` false) or Kᵀ (true) in place to a direction in the layout of a
     /// block's `params`, with M = KKᵀ: K = diag(√M_i) for scalars, K = L⁻ᵀ for blocks.
     #[inline(always)]
-    pub(super) fn apply(&self, model: &FcnModel, v: &mut [Vec<f64>], transpose: bool) {
-        let g = model.widths.len() - 1;
-        let n_in = model.fan_in(g);
+    pub(super) fn apply(
+        &self,
+        units: Option<PreconditionedUnits>,
+        v: &mut [Vec<f64>],
+        transpose: bool,
+    ) {
+        let Some(units) = units else {
+            return;
+        };
+        let (g, n_in) = (units.group, units.fan_in);
         if !self.scalar.is_empty() {
             for (i, a) in v[g].iter_mut().enumerate() {
                 *a *= self.scalar[i / n_in].sqrt();

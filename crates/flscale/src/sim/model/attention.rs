@@ -582,8 +582,7 @@ precision = "f64"
     /// where the cold start's is not.
     #[test]
     fn hot_start_aligns_every_head_with_the_target() {
-        use crate::sim::ensemble::fcn::Dynamics;
-        use crate::sim::ensemble::flat::FlatEnsemble;
+        use crate::sim::ensemble::fcn::{predict, Dynamics, Ensemble};
         let text = attention_toml(4, 6, 3, 0).replace("n_test = 200", "n_test = 2000");
         let cfg = config(&text);
         let model = AttentionModel::from_config(&cfg);
@@ -595,15 +594,21 @@ precision = "f64"
         };
         let chains = 40;
         let mean_alignment = |hot: bool| -> f64 {
-            let mut ens = FlatEnsemble::<f64, _>::new(model.clone(), &[], &[], chains, 4, dynamics);
+            let mut ens =
+                Ensemble::<f64, _>::new(model.clone(), &[], &[], chains, 4, dynamics, None);
             if hot {
-                ens.hot_start(&data.teacher);
-                for c in &ens.chains {
-                    let rho = FlatModel::<f64>::overlaps(&model, &c.theta, &data.teacher);
+                for k in 0..chains {
+                    let mut theta = ens.chain_params(k);
+                    FlatModel::<f64>::hot_start(&model, &mut theta, &data.teacher);
+                    ens.set_chain_params(k, &theta);
+                }
+                for k in 0..chains {
+                    let c = ens.chain_params(k);
+                    let rho = FlatModel::<f64>::overlaps(&model, &c, &data.teacher);
                     for (h, r) in rho.iter().enumerate() {
                         let want = if h % 2 == 0 { 4.0 } else { -4.0 };
                         assert!((r - want).abs() < 1e-12, "head {h}: ρ = {r}");
-                        let w = &c.theta[3 * 16 + h * 4..3 * 16 + (h + 1) * 4];
+                        let w = &c[3 * 16 + h * 4..3 * 16 + (h + 1) * 4];
                         let along = (w[1] + w[2]) / std::f64::consts::SQRT_2;
                         assert!((along - want / 4.0).abs() < 1e-12, "head {h}: {along}");
                     }
@@ -611,7 +616,7 @@ precision = "f64"
             }
             let n = data.y_test.len();
             let mut mean = vec![0.0; n];
-            for f in ens.predict(&data.x_test, n).into_iter().flatten() {
+            for f in predict(&ens, &data.x_test, n).into_iter().flatten() {
                 mean.iter_mut()
                     .zip(f)
                     .for_each(|(m, v)| *m += v / chains as f64);
@@ -633,8 +638,7 @@ precision = "f64"
     /// mean 0 and identity covariance.
     #[test]
     fn frozen_attention_gives_bayesian_linear_regression_for_the_values() {
-        use crate::sim::ensemble::fcn::Dynamics;
-        use crate::sim::ensemble::flat::FlatEnsemble;
+        use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
         use crate::sim::tests::exact::{linear_readout_posterior, WhitenedMoments};
         let (d, l, heads, p, kappa) = (3, 4, 2, 30, 0.5);
         let text = attention_toml(d, l, heads, p)
@@ -649,26 +653,26 @@ precision = "f64"
             step,
             temperature: 1.0,
         };
-        let mut ens = FlatEnsemble::<f64, _>::new(
+        let mut ens = Ensemble::<f64, _>::new(
             model.clone(),
             &data.x_train,
             &data.y_train,
             chains,
             9,
             dynamics,
+            None,
         );
         let n = heads * d;
         let v_w = model.groups[1].prior_var;
-        let posterior: Vec<(Vec<f64>, Vec<f64>)> = ens
-            .chains
-            .iter()
+        let posterior: Vec<(Vec<f64>, Vec<f64>)> = (0..chains)
+            .map(|k| ens.chain_params(k))
             .map(|c| {
                 let phi: Vec<f64> = data
                     .x_train
                     .chunks(l * d)
                     .flat_map(|x| {
                         let tok = |a: usize| &x[a * d..(a + 1) * d];
-                        let theta = &c.theta;
+                        let theta = &c;
                         (0..heads).flat_map(move |h| {
                             let a_h = &theta[h * d * d..(h + 1) * d * d];
                             let score = move |a: usize, b: usize| -> f64 {
@@ -696,8 +700,8 @@ precision = "f64"
         let mut moments = WhitenedMoments::new(n);
         for _ in 0..400 {
             ens.advance(50);
-            for (c, (chol, m)) in ens.chains.iter().zip(&posterior) {
-                moments.add(chol, m, &c.theta[heads * d * d..], 1.0);
+            for (k, (chol, m)) in posterior.iter().enumerate() {
+                moments.add(chol, m, &ens.chain_params(k)[heads * d * d..], 1.0);
             }
         }
         // ≳ 500 effective samples per direction (relaxation ≤ 1/(η·λ_min) ≈ 700 steps): errors
@@ -709,7 +713,7 @@ precision = "f64"
             "mean variance {mean_variance}"
         );
         moments.assert_standard_normal(0.15, 0.15, "frozen attention");
-        assert!(ens.chains.iter().all(|c| c.diverged.is_none()));
+        assert!((0..chains).all(|k| ens.alive(k)));
     }
 
     /// P = 0: the entries of A_h and w_h have the prior moments 𝒩(0, σ_A²/d²), 𝒩(0, σ_w²/d),

@@ -26,7 +26,7 @@
 //! (B·N) × S matrix and both products become one GEMM for the whole block
 //! ([`FlatModel::data_gradient_block`]), the FCN engine's first-layer blocking
 //! ([`crate::sim::model::fcn`]). The readout is linear in the features σ(w¹_j·x_i), which the collapsed
-//! sampler integrates out ([`crate::sim::model::collapsed_flat`]).
+//! sampler integrates out ([`crate::sim::model::collapsed`]).
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};

@@ -1,7 +1,10 @@
-//! The collapsed posterior of an FCN: the readout integrated out exactly (spec 02,
-//! "Stiffness is the enemy" (b); docs/langevin.md, "The collapsed sampler").
+//! The collapsed posterior of any model with a linear readout (every [`Model`]): the readout
+//! integrated out exactly (spec 02, "Stiffness is the enemy" (b); docs/langevin.md, "The
+//! collapsed sampler").
 //!
-//! With Φ the P × N matrix of last-hidden-layer features, the readout a enters the energy
+//! With Φ the P × N matrix of the readout's features (the FCN's last hidden layer, the CNN's
+//! patch activations, attention's attended tokens: [`Model::features`]), the readout a enters
+//! the energy
 //! U(W, a) = |Φa − y|²/(2κ) + |a|²/(2v) + prior(W) (paper App. A.1; v the readout's prior
 //! variance) quadratically, so its conditional law given W at temperature T is Gaussian,
 //! a | W ~ 𝒩(m, κT·A⁻¹) with A = ΦᵀΦ + (κ/v)·I_N and m = A⁻¹Φᵀy (Bayesian linear
@@ -18,8 +21,8 @@
 //! factor T: it comes from the Gaussian integral, not from the energy (at T = 1 this is the
 //! log marginal likelihood −log 𝒩(y; 0, κI + vΦΦᵀ) up to a constant).
 //!
-//! Gradient with respect to Φ (then back-propagated through the hidden layers by the same
-//! code as the plain sampler):
+//! Gradient with respect to Φ (then back-propagated through the hidden layers by the model,
+//! [`Model::feature_backward`]; for the FCN the same code as the plain sampler's):
 //! ∂U_c/∂Φ = r mᵀ + T·ΦA⁻¹, r = (Φm − y)/κ —
 //! the first term is the plain data gradient at a = m (m minimises the quadratic, so its
 //! own variation drops out), the second is ∂ log det A/∂Φ = 2ΦA⁻¹ (Matrix Cookbook eq. 51).
@@ -27,8 +30,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use crate::sim::ensemble::fcn::ChainBlock;
-use crate::sim::model::fcn::{backward_from_last_delta, forward, FcnModel, Scratch};
+use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::model::fcn::{forward, FcnModel, Scratch};
+use crate::sim::model::interface::{Features, Model};
 use crate::sim::num::linalg::{
     cholesky_lanes, cholesky_solve_lanes, inverse_from_cholesky_lanes, LANES,
 };
@@ -48,6 +52,11 @@ pub struct CollapsedWork<T> {
     phi_inverse: Vec<T>,
     mean: Vec<f64>,
     mean_t: Vec<T>,
+    /// ∂U_c/∂Φ of every chain of the block, P × (b·N) (row μ: the chains' N entries one after
+    /// the other), for [`Model::feature_backward`].
+    dphi: Vec<T>,
+    /// Per chain of the block: whether its gradient is zero (stopped, or A not factorised).
+    zero: Vec<bool>,
     /// Per chain of the block (b·N, chain-major, the layout of the readout parameters): the
     /// conditional mean m = E[a | W] at the last [`draw_readouts`], for Rao–Blackwellised
     /// predictions (a chain whose A could not be factorised keeps its current readout).
@@ -71,6 +80,8 @@ impl<T: Real> CollapsedWork<T> {
         self.mean.resize(n, 0.0);
         self.mean_t.resize(n, T::zero());
         self.failure.resize(block, None);
+        self.dphi.resize(p * block * n, T::zero());
+        self.zero.resize(block, false);
     }
 }
 
@@ -85,30 +96,10 @@ pub struct ReadoutConditional {
     pub log_det: f64,
 }
 
-/// Φ of chain `c` of a block whose forward pass is in `scratch`: a P × N strided view into
-/// the last hidden layer's activations.
-#[inline(always)]
-fn features<'a, T: Real>(
-    scratch: &'a Scratch<T>,
-    model: &FcnModel,
-    block: usize,
-    c: usize,
-    p: usize,
-) -> MatRef<'a, T> {
-    let n = *model.widths.last().expect("an FCN has a hidden layer");
-    let act = &scratch.act[model.widths.len() - 1];
-    if p == 0 {
-        // No data (the prior): 0 × N, whatever the activations buffer holds.
-        return MatRef::from_row_major_slice(&act[..0], 0, n);
-    }
-    MatRef::from_row_major_slice_with_stride(&act[c * n..], p, n, block * n)
-}
-
 /// The readout's posterior precision (over κ) A = ΦᵀΦ + ridge·I for features Φ (P × K) into
 /// `a` (symmetrised: the GEMM need not return an exactly symmetric product) and its Cholesky
 /// factor into `chol` (spec 02 (b): a | θ_hidden ~ 𝒩(A⁻¹Φᵀy, κT·A⁻¹), ridge = κ/s_a²); `gram`
-/// is work space of K² entries. False when A is not numerically positive definite. Shared by
-/// the FCN's collapsed sampler and the CNN/attention one ([`crate::sim::model::collapsed_flat`]).
+/// is work space of K² entries. False when A is not numerically positive definite.
 #[inline(always)]
 pub fn readout_precision<T: Real>(
     phi: MatRef<'_, T>,
@@ -140,20 +131,12 @@ fn readout_gram<T: Real>(phi: MatRef<'_, T>, ridge: f64, gram: &mut [T], a: &mut
     }
 }
 
-/// Φᵀy for chain `c` of a block (rows of Φ contiguous in the activations) into `out`.
+/// Φᵀy for one chain's features into `out`.
 #[inline(always)]
-fn features_times_targets<T: Real>(
-    act: &[T],
-    y: &[T],
-    block: usize,
-    c: usize,
-    n: usize,
-    p: usize,
-    out: &mut [f64],
-) {
+fn features_times_targets<T: Real>(phi: Features<'_, T>, y: &[T], p: usize, out: &mut [f64]) {
     out.fill(0.0);
     for (mu, yv) in y.iter().enumerate().take(p) {
-        let row = &act[mu * block * n + c * n..mu * block * n + (c + 1) * n];
+        let row = phi.row(mu);
         let yv = yv.f64();
         for (m, a) in out.iter_mut().zip(row) {
             *m += a.f64() * yv;
@@ -165,9 +148,9 @@ fn features_times_targets<T: Real>(
 /// `scratch`). `None` when the Cholesky fails (non-finite or non-positive-definite A).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn conditional<T: Real>(
-    model: &FcnModel,
-    scratch: &Scratch<T>,
+fn conditional<T: Real, M: Model<T>>(
+    model: &M,
+    scratch: &M::Scratch,
     block: usize,
     c: usize,
     y: &[T],
@@ -175,14 +158,20 @@ fn conditional<T: Real>(
     kappa: f64,
     work: &mut CollapsedWork<T>,
 ) -> Option<f64> {
-    let n = *model.widths.last().expect("an FCN has a hidden layer");
-    let ridge = kappa / model.prior_var[model.widths.len()];
-    let phi = features(scratch, model, block, c, p);
-    if !readout_precision(phi, ridge, &mut work.gram, &mut work.a, &mut work.chol) {
+    let readout = model.n_groups() - 1;
+    let n = model.group_len(readout);
+    let ridge = kappa / model.prior_var(readout);
+    let phi = model.features(scratch, block, c, p);
+    if !readout_precision(
+        phi.mat(),
+        ridge,
+        &mut work.gram,
+        &mut work.a,
+        &mut work.chol,
+    ) {
         return None;
     }
-    let act = &scratch.act[model.widths.len() - 1];
-    features_times_targets(act, y, block, c, n, p, &mut work.mean);
+    features_times_targets(phi, y, p, &mut work.mean);
     cholesky_solve(&work.chol, &mut work.mean, n);
     Some(2.0 * (0..n).map(|i| work.chol[i * n + i].ln()).sum::<f64>())
 }
@@ -193,23 +182,23 @@ fn conditional<T: Real>(
 /// a NaN energy and its reason in `work.failure`. Module doc for the formulas.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub fn data_gradient<T: Real>(
+pub fn data_gradient<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
-    model: &FcnModel,
+    model: &M,
     x: &[T],
     y: &[T],
     p: usize,
     kappa: f64,
     temperature: f64,
-    scratch: &mut Scratch<T>,
+    scratch: &mut M::Scratch,
     work: &mut CollapsedWork<T>,
 ) {
     let b = block.len;
-    let hidden = model.widths.len();
-    let n = model.widths[hidden - 1];
-    let ridge = kappa / model.prior_var[hidden];
+    let readout = model.n_groups() - 1;
+    let n = model.group_len(readout);
+    let ridge = kappa / model.prior_var(readout);
     work.ensure(n, p, b);
-    forward(model, &block.params, b, x, p, scratch);
+    model.features_forward(&block.params, b, x, p, scratch);
     let inv_kappa = 1.0 / kappa;
     let temp = T::of(temperature);
     // Per chain: A = ΦᵀΦ + (κ/v)·I and Φᵀy, then the Cholesky factor, m = A⁻¹Φᵀy, log det A
@@ -234,13 +223,12 @@ pub fn data_gradient<T: Real>(
                 continue;
             }
             live[lane] = true;
-            let phi = features(scratch, model, b, c, p);
-            readout_gram(phi, ridge, &mut work.gram, &mut work.a);
+            let phi = model.features(scratch, b, c, p);
+            readout_gram(phi.mat(), ridge, &mut work.gram, &mut work.a);
             for (dst, &src) in work.chol_lanes.iter_mut().zip(&work.a) {
                 dst[lane] = src;
             }
-            let act = &scratch.act[hidden - 1];
-            features_times_targets(act, y, b, c, n, p, &mut work.mean);
+            features_times_targets(phi, y, p, &mut work.mean);
             for (dst, &src) in work.mean_lanes.iter_mut().zip(&work.mean) {
                 dst[lane] = src;
             }
@@ -256,7 +244,8 @@ pub fn data_gradient<T: Real>(
         for c in chains {
             let lane = c - first;
             work.failure[c] = None;
-            if !(live[lane] && ok[lane]) {
+            work.zero[c] = !(live[lane] && ok[lane]);
+            if work.zero[c] {
                 if live[lane] {
                     work.failure[c] = Some(
                         "the Cholesky factorisation of ΦᵀΦ + (κ/v)·I failed (non-finite features)"
@@ -265,10 +254,6 @@ pub fn data_gradient<T: Real>(
                 }
                 block.energy[c] = f64::NAN;
                 block.sq_error[c] = f64::NAN;
-                let der = &mut scratch.der[hidden - 1];
-                for mu in 0..p {
-                    der[mu * b * n + c * n..mu * b * n + (c + 1) * n].fill(T::zero());
-                }
                 continue;
             }
             let log_det = 2.0
@@ -297,20 +282,29 @@ pub fn data_gradient<T: Real>(
             );
         }
     }
-    // The plain sampler's back-propagation from the δ^{L−1} prepared above.
-    backward_from_last_delta(model, &block.params, b, x, p, scratch, &mut block.grads);
-    block.grads[hidden].fill(T::zero());
+    // The model's back-propagation of ∂U_c/∂Φ (for the FCN the plain sampler's, from δ^{L−1}).
+    model.feature_backward(
+        &block.params,
+        b,
+        x,
+        p,
+        &work.dphi,
+        &work.zero[..b],
+        scratch,
+        &mut block.grads,
+    );
+    block.grads[readout].fill(T::zero());
 }
 
 /// [`data_gradient`] for live chain `c` once `work.mean` (m), `work.inverse` (A⁻¹) and
-/// log det A are known: ΦA⁻¹ in one GEMM, δ^{L−1} = (r mᵀ + T·ΦA⁻¹) ∘ σ′ over σ′ in
-/// `scratch.der`, the energy and |Φm − y|².
+/// log det A are known: ΦA⁻¹ in one GEMM, ∂U_c/∂Φ = r mᵀ + T·ΦA⁻¹ into `work.dphi`, the
+/// energy and |Φm − y|².
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn gradient_of_chain<T: Real>(
+fn gradient_of_chain<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
-    model: &FcnModel,
-    scratch: &mut Scratch<T>,
+    model: &M,
+    scratch: &M::Scratch,
     work: &mut CollapsedWork<T>,
     y: &[T],
     p: usize,
@@ -322,31 +316,27 @@ fn gradient_of_chain<T: Real>(
     temp: T,
 ) {
     let b = block.len;
-    let hidden = model.widths.len();
-    let n = model.widths[hidden - 1];
+    let n = model.group_len(model.n_groups() - 1);
+    let phi = model.features(scratch, b, c, p);
     if p > 0 {
-        let phi = features(scratch, model, b, c, p);
         let inv = MatRef::from_row_major_slice(&work.inverse[..], n, n);
         let out = MatMut::from_row_major_slice_mut(&mut work.phi_inverse[..], p, n);
-        matmul(out, Accum::Replace, phi, inv, T::one(), Par::Seq);
+        matmul(out, Accum::Replace, phi.mat(), inv, T::one(), Par::Seq);
     }
     for (dst, &src) in work.mean_t.iter_mut().zip(&work.mean) {
         *dst = T::of(src);
     }
     let mean_t = &work.mean_t;
     let mut sq = 0.0;
-    let act = &scratch.act[hidden - 1];
-    let der = &mut scratch.der[hidden - 1];
     for mu in 0..p {
-        let range = mu * b * n + c * n..mu * b * n + (c + 1) * n;
-        let fm = crate::sim::model::fcn::dot(&act[range.clone()], mean_t).f64();
+        let fm = crate::sim::model::fcn::dot(phi.row(mu), mean_t).f64();
         let r = fm - y[mu].f64();
         sq += r * r;
         let r_t = T::of(r * inv_kappa);
-        // δ^{L−1} = (∂U_c/∂Φ) ∘ σ′, stored over σ′ for the shared backward pass.
         let pa = &work.phi_inverse[mu * n..(mu + 1) * n];
-        for ((dl, &mi), &pai) in der[range].iter_mut().zip(mean_t).zip(pa) {
-            *dl *= r_t * mi + temp * pai;
+        let range = mu * b * n + c * n..mu * b * n + (c + 1) * n;
+        for ((d, &mi), &pai) in work.dphi[range].iter_mut().zip(mean_t).zip(pa) {
+            *d = r_t * mi + temp * pai;
         }
     }
     let m2: f64 = work.mean.iter().map(|m| m * m).sum();
@@ -361,23 +351,23 @@ fn gradient_of_chain<T: Real>(
 /// (whose mean is T·N, the configurational-temperature check of the draw).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub fn draw_readouts<T: Real>(
+pub fn draw_readouts<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
-    model: &FcnModel,
+    model: &M,
     x: &[T],
     y: &[T],
     p: usize,
     kappa: f64,
     temperature: f64,
-    scratch: &mut Scratch<T>,
+    scratch: &mut M::Scratch,
     work: &mut CollapsedWork<T>,
 ) {
     let b = block.len;
-    let hidden = model.widths.len();
-    let n = model.widths[hidden - 1];
+    let hidden = model.n_groups() - 1;
+    let n = model.group_len(hidden);
     work.ensure(n, p, b);
     work.conditional_means.clone_from(&block.params[hidden]);
-    forward(model, &block.params, b, x, p, scratch);
+    model.features_forward(&block.params, b, x, p, scratch);
     let scale = (kappa * temperature).sqrt();
     for c in 0..b {
         if block.diverged[c].is_some() {
@@ -403,10 +393,10 @@ pub fn draw_readouts<T: Real>(
             .zip(&z)
             .map(|(m, e)| m + scale * e)
             .collect();
-        let phi = features(scratch, model, b, c, p);
+        let phi = model.features(scratch, b, c, p);
         block.sq_error[c] = (0..p)
             .map(|mu| {
-                let f: f64 = (0..n).map(|i| phi[(mu, i)].f64() * a[i]).sum();
+                let f: f64 = phi.row(mu).iter().zip(&a).map(|(v, ai)| v.f64() * ai).sum();
                 (f - y[mu].f64()).powi(2)
             })
             .sum();
@@ -560,20 +550,20 @@ pub fn neuron_curvature_blocks<T: Real>(
 
 /// The readout conditional of chain `c` of a block, computed afresh (for tests and tools).
 #[allow(clippy::too_many_arguments)]
-pub fn readout_conditional<T: Real>(
+pub fn readout_conditional<T: Real, M: Model<T>>(
     block: &ChainBlock<T>,
-    model: &FcnModel,
+    model: &M,
     x: &[T],
     y: &[T],
     p: usize,
     kappa: f64,
     c: usize,
 ) -> Option<ReadoutConditional> {
-    let n = *model.widths.last().expect("an FCN has a hidden layer");
-    let mut scratch = Scratch::<T>::default();
+    let n = model.group_len(model.n_groups() - 1);
+    let mut scratch = M::Scratch::default();
     let mut work = CollapsedWork::<T>::default();
     work.ensure(n, p, block.len);
-    forward(model, &block.params, block.len, x, p, &mut scratch);
+    model.features_forward(&block.params, block.len, x, p, &mut scratch);
     let log_det = conditional(model, &scratch, block.len, c, y, p, kappa, &mut work)?;
     Some(ReadoutConditional {
         chol: work.chol.clone(),

@@ -1,6 +1,8 @@
-//! The flat-parameter model interface of the CNN and attention models: parameters as one
-//! vector of groups stored one after the other, the data term and its gradient per chain or
-//! per block of chains (spec 02 "Models"), and the data they are trained on.
+//! The per-chain model interface of the CNN and attention models: parameters as one vector
+//! of groups stored one after the other, the data term and its gradient per chain or per
+//! block of chains (spec 02 "Models"), and the data they are trained on. The engine sees
+//! these models as [`crate::sim::model::Model`]s through the adapter in
+//! [`crate::sim::model::chainwise`].
 
 use crate::sim::config::ExperimentConfig;
 use crate::sim::data::{data_stream, draw_inputs};
@@ -23,7 +25,7 @@ pub struct ParamGroup {
 /// whose data-term gradient is computed per chain.
 pub trait FlatModel<T: Real>: Sync {
     /// Work buffers of one chain's evaluation (one per rayon task).
-    type Scratch: Default + Send;
+    type Scratch: Default + Send + std::fmt::Debug;
 
     /// The parameter groups, in storage order.
     fn groups(&self) -> &[ParamGroup];
@@ -93,7 +95,7 @@ pub trait FlatModel<T: Real>: Sync {
     /// The model is linear in its last group (the readout a, K = its length) given the
     /// others: f(x) = Σ_k φ_k(x; θ_hidden)·a_k. Writes every chain's feature matrix Φ
     /// (`n` × K, row-major) into `phis[c]` (resized), for the collapsed sampler
-    /// ([`crate::sim::model::collapsed_flat`]).
+    /// ([`crate::sim::model::collapsed`], through [`crate::sim::model::chainwise`]).
     fn features_block(
         &self,
         thetas: &[&[T]],

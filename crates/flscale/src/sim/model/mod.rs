@@ -4,12 +4,15 @@
 
 pub mod activation;
 pub mod attention;
+pub mod chainwise;
 pub mod cnn;
 pub mod collapsed;
-pub mod collapsed_flat;
 pub mod fcn;
+pub mod fcn_model;
 pub mod flat;
+pub mod interface;
 pub mod likelihood;
 pub mod prior;
 
 pub use fcn::FcnModel;
+pub use interface::Model;

@@ -1,8 +1,8 @@
 //! Small dense linear algebra on row-major f64 matrices: Cholesky factor, triangular solves
 //! and the inverse from the factor, one matrix at a time and [`LANES`] matrices at once (one
-//! per vector lane). Used by the collapsed posteriors (the N × N readout precision of
-//! [`crate::sim::model::collapsed`] and [`crate::sim::model::collapsed_flat`]) and by the
-//! block preconditioner of [`crate::sim::kernel::mala`].
+//! per vector lane). Used by the collapsed posterior (the K × K readout precision of
+//! [`crate::sim::model::collapsed`]) and by the block preconditioner of
+//! [`crate::sim::kernel::metric`].
 
 /// Cholesky A = LLᵀ of a symmetric n × n matrix (row-major; the lower triangle of `l` is
 /// written, the upper zeroed). False when A is not numerically positive definite.

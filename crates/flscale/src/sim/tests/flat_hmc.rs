@@ -1,4 +1,4 @@
-//! HMC on the flat-parameter models (CNN, softmax attention; [`crate::sim::kernel::flat_hmc`])
+//! HMC on the flat-parameter models (CNN, softmax attention; the one engine's kernel, [`crate::sim::kernel::hmc`])
 //! against exact answers: at P = 0 it draws the prior tempered by T, on the plain and the
 //! collapsed posterior, from an overdispersed start; one proposal moves a stationary chain by
 //! the mean squared displacement of the leapfrog map of the Gaussian written out; with the
@@ -9,12 +9,13 @@
 use crate::sim::config::{ExperimentConfig, ModelKind};
 use crate::sim::driver::run::run_experiment;
 use crate::sim::ensemble::fcn::Dynamics;
-use crate::sim::ensemble::flat::FlatEnsemble;
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::{cholesky, cholesky_solve};
 use crate::sim::model::flat::FlatModel;
+use crate::sim::model::interface::Model;
+use crate::sim::tests::chains::Chains;
 use crate::sim::tests::flat::{features_direct, FeatureDefinition};
 
 fn config(text: &str) -> ExperimentConfig {
@@ -52,13 +53,14 @@ fn across_chains(per_chain: &[f64]) -> (f64, f64) {
 
 /// An ensemble of `model` at P = 0 with HMC of `leapfrog` steps at step η = `step_factor`·v_min
 /// (ε·ω_max = √(2·step_factor) for the stiffest prior curvature 1/v_min).
-fn prior_ensemble<M: FlatModel<f64>>(
+fn prior_ensemble<M: FlatModel<f64> + Model<f64>>(
     model: M,
     chains: usize,
     temperature: f64,
     step_factor: f64,
     leapfrog: usize,
-) -> FlatEnsemble<f64, M> {
+    collapsed: bool,
+) -> Chains<f64, M> {
     let v_min = model
         .groups()
         .iter()
@@ -69,11 +71,10 @@ fn prior_ensemble<M: FlatModel<f64>>(
         step: step_factor * v_min,
         temperature,
     };
-    let mut ens = FlatEnsemble::new(model, &[], &[], chains, 9, dynamics);
-    ens.proposal = Proposal::Hmc {
+    let hmc = Proposal::Hmc {
         leapfrog_steps: leapfrog,
     };
-    ens
+    Chains::new(model, &[], &[], chains, 9, dynamics, None, hmc, collapsed)
 }
 
 /// P = 0: U is the prior, so every weight of group g has mean 0 and variance T·v_g under
@@ -83,15 +84,12 @@ fn prior_ensemble<M: FlatModel<f64>>(
 /// its conditional, here the tempered prior), for the CNN and for attention.
 #[test]
 fn hmc_draws_the_tempered_prior_at_p0() {
-    fn check<M: FlatModel<f64>>(model: M, collapsed: bool, what: &str) {
+    fn check<M: FlatModel<f64> + Model<f64>>(model: M, collapsed: bool, what: &str) {
         let (temperature, chains, burn_in, draws) = (0.6, 16, 60, 300);
-        let mut ens = prior_ensemble(model, chains, temperature, 0.3, 8);
-        ens.collapsed = collapsed;
-        for chain in &mut ens.chains {
-            chain.theta.iter_mut().for_each(|t| *t *= 2.5);
-        }
+        let mut ens = prior_ensemble(model, chains, temperature, 0.3, 8, collapsed);
+        ens.scale_params(2.5);
         ens.advance(burn_in);
-        let groups = FlatModel::<f64>::groups(&ens.model).to_vec();
+        let groups = FlatModel::<f64>::groups(&ens.ens.model).to_vec();
         let mut first = vec![vec![0.0; chains]; groups.len()];
         let mut second = first.clone();
         for _ in 0..draws {
@@ -99,7 +97,7 @@ fn hmc_draws_the_tempered_prior_at_p0() {
             if collapsed {
                 ens.draw_readouts();
             }
-            for (c, chain) in ens.chains.iter().enumerate() {
+            for (c, chain) in ens.views().iter().enumerate() {
                 let mut start = 0;
                 for (g, grp) in groups.iter().enumerate() {
                     let w = &chain.theta[start..start + grp.len];
@@ -109,7 +107,7 @@ fn hmc_draws_the_tempered_prior_at_p0() {
                 }
             }
         }
-        assert!(ens.chains.iter().all(|c| c.diverged.is_none()), "{what}");
+        assert!(ens.views().iter().all(|c| c.diverged.is_none()), "{what}");
         for (g, grp) in groups.iter().enumerate() {
             let want = temperature * grp.prior_var;
             let (mean, mean_err) = across_chains(&first[g]);
@@ -164,14 +162,14 @@ fn hmc_draws_the_tempered_prior_at_p0() {
 fn one_hmc_proposal_moves_a_stationary_chain_as_the_leapfrog_map() {
     let model = CnnModel::from_config(&config(&flat_toml(ModelKind::Cnn, 0, "")));
     for leapfrog in [1, 12] {
-        let mut ens = prior_ensemble(model.clone(), 256, 1.0, 0.005, leapfrog);
-        let groups = FlatModel::<f64>::groups(&ens.model).to_vec();
+        let mut ens = prior_ensemble(model.clone(), 256, 1.0, 0.005, leapfrog, false);
+        let groups = FlatModel::<f64>::groups(&ens.ens.model).to_vec();
         let proposals = 20;
         let mut measured = vec![0.0; groups.len()];
         for _ in 0..proposals {
-            let before: Vec<Vec<f64>> = ens.chains.iter().map(|c| c.theta.clone()).collect();
+            let before: Vec<Vec<f64>> = ens.views().iter().map(|c| c.theta.clone()).collect();
             ens.advance(1);
-            for (chain, old) in ens.chains.iter().zip(&before) {
+            for (chain, old) in ens.views().iter().zip(&before) {
                 let mut start = 0;
                 for (g, grp) in groups.iter().enumerate() {
                     measured[g] += (start..start + grp.len)
@@ -182,7 +180,7 @@ fn one_hmc_proposal_moves_a_stationary_chain_as_the_leapfrog_map() {
                 }
             }
         }
-        let eps0 = (2.0 * ens.dynamics.step).sqrt();
+        let eps0 = (2.0 * ens.ens.dynamics.step).sqrt();
         for (g, grp) in groups.iter().enumerate() {
             let v = grp.prior_var;
             let w2 = 1.0 / v;
@@ -242,22 +240,24 @@ fn hmc_with_frozen_filters_is_bayesian_linear_regression() {
         step: 1e-3,
         temperature,
     };
-    let mut ens = FlatEnsemble::new(
+    let mut ens = Chains::new(
         model.clone(),
         &data.x_train,
         &data.y_train,
         chains,
         3,
         dynamics,
+        None,
+        Proposal::Hmc { leapfrog_steps: 6 },
+        false,
     );
-    ens.proposal = Proposal::Hmc { leapfrog_steps: 6 };
     let lambda = ens.lambda_max(30).into_iter().fold(0.0, f64::max);
-    ens.dynamics.step = 0.4 / lambda;
+    ens.ens.dynamics.step = 0.4 / lambda;
     ens.advance(burn_in);
     // Every chain shares the frozen filters' value only if it drew the same ones: the filters
     // are per chain, so A and m are per chain.
     let whitening: Vec<(Vec<f64>, Vec<f64>)> = ens
-        .chains
+        .views()
         .iter()
         .map(|chain| {
             let phi = features_direct(
@@ -284,12 +284,12 @@ fn hmc_with_frozen_filters_is_bayesian_linear_regression() {
             (l, m)
         })
         .collect();
-    let n = FlatModel::<f64>::n_params(&ens.model);
+    let n = FlatModel::<f64>::n_params(&ens.ens.model);
     let mut first = vec![vec![0.0; chains]; k];
     let mut second = vec![vec![0.0; chains]; k * k];
     for _ in 0..draws {
         ens.advance(1);
-        for (c, chain) in ens.chains.iter().enumerate() {
+        for (c, chain) in ens.views().iter().enumerate() {
             let (l, m) = &whitening[c];
             let a = &chain.theta[n - k..];
             let z: Vec<f64> = (0..k)

@@ -1,6 +1,8 @@
 //! Whole-run tests of the samplers against exact answers.
 
+pub(crate) mod chains;
 mod collapsed;
+mod engine;
 pub(crate) mod exact;
 mod fcn;
 mod flat;

@@ -1,0 +1,231 @@
+//! The one sampling loop of every model (issue 16): burn-in with step-size and preconditioner
+//! adaptation, the replica ladder, advancing the chains with the kernel the sampler settings
+//! ask for, a measurement every `thin` steps, progress and interruption. What a measurement
+//! records is the model's [`Observer`] (the FCN's in [`super::fcn`], the CNN's and
+//! attention's in [`super::flat`]).
+
+use crate::error::{Error, Result};
+use crate::sim::adapt::{adaptation_interval, StepSteering};
+use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
+use crate::sim::ensemble::fcn::Ensemble;
+use crate::sim::kernel::langevin::Proposal;
+use crate::sim::kernel::mala::Kernel;
+use crate::sim::model::interface::Model;
+use crate::sim::num::real::Real;
+use crate::sim::observe::observables::finite;
+
+use super::result::RunResult;
+use super::tempered::{slot_seed, Replicas, TemperingDiagnostics};
+
+/// A measurement time: the step, and whether burn-in is over.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MeasurementTime {
+    /// Steps taken.
+    pub t: usize,
+    /// After burn-in: the measurement enters the averages.
+    pub sampling: bool,
+}
+
+/// What a run records at every measurement time.
+pub(crate) trait Observer<T: Real, M: Model<T>> {
+    /// Records the chains of `ens` at `at`; `kernel` is the run's, for the collapsed
+    /// posterior's readout draws and conditional means.
+    fn observe(
+        &mut self,
+        ens: &mut Ensemble<T, M>,
+        kernel: &mut Option<Kernel<T>>,
+        at: MeasurementTime,
+    );
+}
+
+/// A finished loop: the β = 1 ensemble and its kernel, and what the summary reports of them.
+pub(crate) struct Sampled<T: Real, M: Model<T>> {
+    pub ens: Ensemble<T, M>,
+    pub kernel: Option<Kernel<T>>,
+    /// The largest λ_max over the chains at the end.
+    pub lambda: f64,
+    /// Replica exchange's diagnostics (`sampler.tempering`).
+    pub tempering: Option<TemperingDiagnostics>,
+    /// Wall time of the whole loop and of its part after burn-in.
+    pub seconds: f64,
+    pub sampling_seconds: f64,
+}
+
+/// Runs `s.steps` steps of the ensemble `start(seed)` (every replica of a tempered run is
+/// `start` with its own noise streams, [`slot_seed`]), with `observer` called every `thin`
+/// steps.
+pub(crate) fn sample<T: Real, M: Model<T>>(
+    s: &SamplerConfig,
+    start: impl Fn(u64) -> Ensemble<T, M>,
+    observer: &mut dyn Observer<T, M>,
+    progress: &mut dyn FnMut(usize, usize),
+    interrupted: &dyn Fn() -> bool,
+) -> Result<Sampled<T, M>> {
+    let mut ens = start(s.seed);
+    // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
+    // plain ULA keeps the ensemble's fused step.
+    let tempered = s.tempering().is_some();
+    let mut kernel =
+        (s.method == SamplerMethod::Collapsed || s.mala || tempered).then(|| new_kernel(&ens, s));
+    let mut replicas = s.tempering().map(|t| {
+        Replicas::new(
+            t,
+            s,
+            s.chains,
+            move |slot| start(slot_seed(s.seed, slot)),
+            |ens: &Ensemble<T, M>| new_kernel(ens, s),
+        )
+    });
+    let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
+    let started = std::time::Instant::now();
+    let mut window_start = (s.burn_in == 0).then_some(started);
+    let mut t = 0;
+    let adapt_every = adaptation_interval(s.thin, s.burn_in);
+    progress(0, s.steps);
+    while t < s.steps {
+        if t <= s.burn_in && t % adapt_every == 0 {
+            adapt_in_burn_in(&mut ens, &mut kernel, &mut replicas, &mut steering, s, t);
+        }
+        let before = t;
+        t = advance_block(&mut ens, &mut kernel, &mut replicas, s, t);
+        if let (Some(r), true) = (&mut replicas, before < s.burn_in && t >= s.burn_in) {
+            r.start_window();
+        }
+        if t % s.thin == 0 {
+            let at = MeasurementTime {
+                t,
+                sampling: t > s.burn_in,
+            };
+            observer.observe(&mut ens, &mut kernel, at);
+        }
+        if t >= s.burn_in && window_start.is_none() {
+            window_start = Some(std::time::Instant::now());
+        }
+        progress(t, s.steps);
+        if interrupted() {
+            return Err(Error::runtime(format!(
+                "interrupted at step {t} of {}",
+                s.steps
+            )));
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
+    let lambda = max_lambda(&mut ens, &mut kernel, 20);
+    let tempering = replicas.as_ref().map(|r| r.finish(&mut ens));
+    Ok(Sampled {
+        ens,
+        kernel,
+        lambda,
+        tempering,
+        seconds,
+        sampling_seconds,
+    })
+}
+
+/// The cached-gradient kernel the sampler settings ask for.
+fn new_kernel<T: Real, M: Model<T>>(ens: &Ensemble<T, M>, s: &SamplerConfig) -> Kernel<T> {
+    let mut k = Kernel::new(ens, s.method, Proposal::from_sampler(s.mala, s.hmc_steps));
+    k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
+    k
+}
+
+/// Moves every chain from step `t` to the next measurement time (or, under replica exchange,
+/// swap round), with the kernel where there is one; returns the new step.
+fn advance_block<T: Real, M: Model<T>>(
+    ens: &mut Ensemble<T, M>,
+    kernel: &mut Option<Kernel<T>>,
+    replicas: &mut Option<Replicas<T, M>>,
+    s: &SamplerConfig,
+    t: usize,
+) -> usize {
+    let mut next = ((t / s.thin + 1) * s.thin).min(s.steps);
+    match (kernel, replicas) {
+        (Some(k), Some(r)) => {
+            // Swap rounds fall on multiples of swap_every.
+            let every = s.tempering().map_or(1, |c| c.swap_every);
+            next = next.min((t / every + 1) * every);
+            r.advance(ens, k, next - t, next, t >= s.burn_in);
+        }
+        (Some(k), None) => k.advance(ens, next - t),
+        _ => ens.advance(next - t),
+    }
+    next
+}
+
+/// Burn-in step `t` at an adaptation time: the step size (and the collapsed sampler's
+/// preconditioner) from the stiffest chain where `adapt_step` is set, and the replica ladder.
+fn adapt_in_burn_in<T: Real, M: Model<T>>(
+    ens: &mut Ensemble<T, M>,
+    kernel: &mut Option<Kernel<T>>,
+    replicas: &mut Option<Replicas<T, M>>,
+    steering: &mut StepSteering,
+    s: &SamplerConfig,
+    t: usize,
+) {
+    if s.adapt_step {
+        adapt_step_size(ens, kernel, steering, s, t);
+        if let Some(r) = replicas {
+            r.adapt(ens, t, s.burn_in, |e, k, st| {
+                adapt_step_size(e, k, st, s, t)
+            });
+        }
+    } else if let Some(r) = replicas {
+        r.adapt(ens, t, s.burn_in, |_, _, _| {});
+    }
+}
+
+/// The largest λ_max over the chains, of the kernel's energy (the fused plain step's without
+/// a kernel).
+fn max_lambda<T: Real, M: Model<T>>(
+    ens: &mut Ensemble<T, M>,
+    kernel: &mut Option<Kernel<T>>,
+    iters: usize,
+) -> f64 {
+    let per_chain = match kernel {
+        Some(k) => k.lambda_max(ens, iters),
+        None => ens.lambda_max(iters),
+    };
+    per_chain.into_iter().fold(0.0, f64::max)
+}
+
+/// Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the collapsed sampler
+/// after its per-unit preconditioner, also frozen afterwards).
+fn adapt_step_size<T: Real, M: Model<T>>(
+    ens: &mut Ensemble<T, M>,
+    kernel: &mut Option<Kernel<T>>,
+    steering: &mut StepSteering,
+    s: &SamplerConfig,
+    t: usize,
+) {
+    if let Some(k) = kernel.as_mut() {
+        k.adapt_preconditioner(ens, 2 * t >= s.burn_in);
+    }
+    let lambda = max_lambda(ens, kernel, 10);
+    if lambda > 0.0 {
+        let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(ens));
+        ens.dynamics.step = s.step.min(steering.fraction(counts) / lambda);
+    }
+}
+
+/// The sampler's health at the end: the step, λ_max and η·λ_max, the acceptance rate; the
+/// start and the replica ladder.
+pub(crate) fn record_health<T: Real, M: Model<T>>(
+    result: &mut RunResult,
+    sampled: &Sampled<T, M>,
+    hot: bool,
+) {
+    let (ens, lambda) = (&sampled.ens, sampled.lambda);
+    let dg = &mut result.summary.diagnostics;
+    dg.step = ens.dynamics.step;
+    dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
+    dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
+    dg.acceptance_rate = sampled
+        .kernel
+        .as_ref()
+        .and_then(|k| k.acceptance_rate(ens))
+        .and_then(finite);
+    result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    result.summary.tempering = sampled.tempering.clone();
+    result.sampling_seconds = sampled.sampling_seconds;
+}
