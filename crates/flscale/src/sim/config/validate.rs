@@ -314,8 +314,8 @@ impl ExperimentConfig {
     }
 
     /// The fields that belong to one architecture only (`model.patch`, `model.heads`,
-    /// `data.tokens`), the shapes each architecture needs, and the sampler options that only
-    /// the FCN engine has.
+    /// `data.tokens`), the shapes each architecture needs, and the settings that apply to the
+    /// FCN only, each refused for the others with its reason.
     fn validate_kind(&self) -> Result<()> {
         let (m, d, s) = (&self.model, &self.data, &self.sampler);
         let kind = match m.kind {

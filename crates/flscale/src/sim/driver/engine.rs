@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::sim::adapt::{adaptation_interval, StepSteering};
 use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
-use crate::sim::ensemble::fcn::Ensemble;
+use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::interface::Model;
@@ -121,6 +121,36 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
         seconds,
         sampling_seconds,
     })
+}
+
+/// The ensemble of `model` on the training set (`x`, `y`) that the sampler settings ask for:
+/// E chains from the prior, noise streams of `seed`, κ, η, T and the likelihood of `s`.
+pub(crate) fn new_ensemble<T: Real, M: Model<T>>(
+    s: &SamplerConfig,
+    model: M,
+    x: &[f64],
+    y: &[f64],
+    seed: u64,
+) -> Ensemble<T, M> {
+    let dynamics = Dynamics {
+        kappa: s.kappa,
+        step: s.step,
+        temperature: s.temperature,
+    };
+    let mut ens = Ensemble::new(model, x, y, s.chains, seed, dynamics, None);
+    ens.likelihood = s.likelihood;
+    ens
+}
+
+/// Every chain's parameters per group (f64), the layout of [`RunResult::final_state`].
+pub(crate) fn final_state<T: Real, M: Model<T>>(ens: &Ensemble<T, M>) -> Vec<Vec<Vec<f64>>> {
+    (0..ens.chains())
+        .map(|k| {
+            (0..ens.model.n_groups())
+                .map(|g| ens.chain_group(k, g))
+                .collect()
+        })
+        .collect()
 }
 
 /// The cached-gradient kernel the sampler settings ask for.

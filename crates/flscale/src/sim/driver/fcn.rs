@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::sim::config::ExperimentConfig;
 use crate::sim::data::Dataset;
-use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
+use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::flat::ParamGroup;
@@ -15,7 +15,7 @@ use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, Cha
 use crate::sim::observe::overlaps::{ChainProbe, Probe};
 use crate::sim::observe::probe_summary::{summarise, ProbeAccumulator};
 
-use super::engine::{record_health, sample, MeasurementTime, Observer};
+use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Observer};
 use super::result::RunResult;
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
@@ -83,9 +83,7 @@ pub(crate) fn run_once<T: Real>(
     if cfg.target.hermite.is_some() || cfg.target.terms.is_some() {
         result.summary.mean_predictor_hermite = mean_predictor_hermite(data, &result);
     }
-    result.final_state = (0..s.chains)
-        .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
-        .collect();
+    result.final_state = final_state(ens);
     attach_probe(&mut result, &probe, &model, &probe_acc, ens, data);
     record_health(&mut result, &sampled, hot);
     Ok(result)
@@ -205,21 +203,7 @@ fn start_ensemble<T: Real>(
     initial: Option<&[Vec<Vec<f64>>]>,
 ) -> Ensemble<T> {
     let s = &cfg.sampler;
-    let dynamics = Dynamics {
-        kappa: s.kappa,
-        step: s.step,
-        temperature: s.temperature,
-    };
-    let mut ens = Ensemble::<T>::new(
-        model.clone(),
-        &data.x_train,
-        &data.y_train,
-        s.chains,
-        seed,
-        dynamics,
-        None,
-    );
-    ens.likelihood = s.likelihood;
+    let mut ens: Ensemble<T> = new_ensemble(s, model.clone(), &data.x_train, &data.y_train, seed);
     if hot {
         ens.hot_start(&data.teacher, cfg.sigma2()[0].sqrt());
     }

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::sim::config::{ExperimentConfig, ModelKind};
-use crate::sim::ensemble::fcn::{predict, Dynamics, Ensemble};
+use crate::sim::ensemble::fcn::{predict, Ensemble};
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
@@ -15,7 +15,7 @@ use crate::sim::num::real::Real;
 use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{ChainAccumulator, ChainSnapshot};
 
-use super::engine::{record_health, sample, MeasurementTime, Observer};
+use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Observer};
 use super::result::RunResult;
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
@@ -76,20 +76,8 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     let n_test = data.y_test.len();
     let scale = model.overlap_scale();
     let start = |seed: u64| {
-        let dynamics = Dynamics {
-            kappa: s.kappa,
-            step: s.step,
-            temperature: s.temperature,
-        };
-        let mut ens = Ensemble::<T, M>::new(
-            model.clone(),
-            &data.x_train,
-            &data.y_train,
-            s.chains,
-            seed,
-            dynamics,
-            None,
-        );
+        let mut ens: Ensemble<T, M> =
+            new_ensemble(s, model.clone(), &data.x_train, &data.y_train, seed);
         if hot {
             for k in 0..s.chains {
                 let mut theta = ens.chain_params(k);
@@ -133,9 +121,7 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
         steps_done: ens.steps_done,
     };
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, sampled.seconds);
-    result.final_state = (0..s.chains)
-        .map(|k| (0..n_groups).map(|g| ens.chain_group(k, g)).collect())
-        .collect();
+    result.final_state = final_state(ens);
     record_health(&mut result, &sampled, hot);
     Ok(result)
 }

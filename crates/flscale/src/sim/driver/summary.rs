@@ -1,5 +1,5 @@
 //! The summary of one ensemble from its chains' accumulators (spec 02 "Observables"), the
-//! same for the FCN engine and the flat-parameter one.
+//! same for every model.
 
 use crate::sim::config::{ExperimentConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::Divergence;

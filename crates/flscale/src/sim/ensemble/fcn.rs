@@ -488,7 +488,7 @@ impl<T: Real> ChainBlock<T> {
         global_step: usize,
         scratch: &mut M::Scratch,
     ) {
-        crate::sim::num::simd::vectorized(|| {
+        crate::sim::num::simd::vectorized_if(M::VECTOR_BUILD, || {
             self.step_body(
                 model,
                 x,

@@ -180,7 +180,8 @@ impl<T: Real> Kernel<T> {
                 };
                 let metric = std::mem::take(&mut state.metric);
                 // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
-                crate::sim::num::simd::vectorized(
+                crate::sim::num::simd::vectorized_if(
+                    M::VECTOR_BUILD,
                     #[inline(always)]
                     || {
                         for s in 0..n {
@@ -266,7 +267,8 @@ impl<T: Real> Kernel<T> {
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(M::Scratch::default, |scratch, (block, state)| {
-                crate::sim::num::simd::vectorized(
+                crate::sim::num::simd::vectorized_if(
+                    M::VECTOR_BUILD,
                     #[inline(always)]
                     || {
                         collapsed::draw_readouts(
@@ -340,7 +342,8 @@ impl<T: Real> Kernel<T> {
                 let metric = std::mem::take(&mut state.metric);
                 let units = model.preconditioned_units();
                 let apply = |v: &mut [Vec<f64>], transpose: bool| metric.apply(units, v, transpose);
-                let lambda = crate::sim::num::simd::vectorized(
+                let lambda = crate::sim::num::simd::vectorized_if(
+                    M::VECTOR_BUILD,
                     #[inline(always)]
                     || {
                         block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {

@@ -86,6 +86,8 @@ macro_rules! flat_models_are_engine_models {
 impl<T: Real> Model<T> for $model {
     type Scratch = FlatScratch<T, <$model as FlatModel<T>>::Scratch>;
 
+    const VECTOR_BUILD: bool = false;
+
     fn n_groups(&self) -> usize {
         <$model as FlatModel<T>>::groups(self).len()
     }

@@ -24,7 +24,7 @@
 //! matrix *is* the (n·N_w) × S patch matrix, so H = X_p·W¹ᵀ and ∇_{W¹} = Δᵀ·X_p. The patch
 //! matrix is the same for every chain, so a block of B chains stacks its filters into one
 //! (B·N) × S matrix and both products become one GEMM for the whole block
-//! ([`FlatModel::data_gradient_block`]), the FCN engine's first-layer blocking
+//! ([`FlatModel::data_gradient_block`]), the FCN's first-layer blocking
 //! ([`crate::sim::model::fcn`]). The readout is linear in the features σ(w¹_j·x_i), which the collapsed
 //! sampler integrates out ([`crate::sim::model::collapsed`]).
 
@@ -235,7 +235,10 @@ impl<T: Real> FlatModel<T> for CnnModel {
     /// whole rows of the block. Per chain the readout gradient and δ are the one-chain path's
     /// operations in its order; f sums the same products in another order (patch by patch
     /// per column, then over the chain's columns), so the two agree to rounding (the tests
-    /// keep the one-chain path as reference); no chain's numbers depend on the block.
+    /// keep the one-chain path as reference); no chain's numbers depend on the block. Not
+    /// inlined: inlined into the engine's evaluation its element-wise passes compiled ≈ 20 %
+    /// slower (BENCHMARKS.md, "One engine").
+    #[inline(never)]
     fn data_gradient_block(
         &self,
         thetas: &[&[T]],

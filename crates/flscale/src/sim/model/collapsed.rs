@@ -57,6 +57,8 @@ pub struct CollapsedWork<T> {
     dphi: Vec<T>,
     /// Per chain of the block: whether its gradient is zero (stopped, or A not factorised).
     zero: Vec<bool>,
+    /// A⁻¹ of one chain in f64 ([`conditionals_one_by_one`]).
+    inverse_f64: Vec<f64>,
     /// Per chain of the block (b·N, chain-major, the layout of the readout parameters): the
     /// conditional mean m = E[a | W] at the last [`draw_readouts`], for Rao–Blackwellised
     /// predictions (a chain whose A could not be factorised keeps its current readout).
@@ -195,10 +197,63 @@ pub fn data_gradient<T: Real, M: Model<T>>(
 ) {
     let b = block.len;
     let readout = model.n_groups() - 1;
+    work.ensure(model.group_len(readout), p, b);
+    model.features_forward(&block.params, b, x, p, scratch);
+    // The model-independent linear algebra in the CPU's vector build, for every model: a
+    // model that runs its own passes in the baseline build (`Model::VECTOR_BUILD`) still
+    // gets the vectorised lanes of Cholesky factors (BENCHMARKS.md, "One engine").
+    crate::sim::num::simd::vectorized(
+        #[inline(always)]
+        || {
+            conditionals_and_feature_gradients(
+                block,
+                model,
+                y,
+                p,
+                kappa,
+                temperature,
+                scratch,
+                work,
+            )
+        },
+    );
+    // The model's back-propagation of ∂U_c/∂Φ (for the FCN the plain sampler's, from δ^{L−1}).
+    model.feature_backward(
+        &block.params,
+        b,
+        x,
+        p,
+        &work.dphi,
+        &work.zero[..b],
+        scratch,
+        &mut block.grads,
+    );
+    block.grads[readout].fill(T::zero());
+}
+
+/// [`data_gradient`] between the model's forward pass and its back-propagation: per chain
+/// A = ΦᵀΦ + (κ/v)·I and Φᵀy, the Cholesky factor, m = A⁻¹Φᵀy, log det A and A⁻¹, [`LANES`]
+/// chains at a time, then [`gradient_of_chain`] (∂U_c/∂Φ into `work.dphi`, the energy).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn conditionals_and_feature_gradients<T: Real, M: Model<T>>(
+    block: &mut ChainBlock<T>,
+    model: &M,
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    temperature: f64,
+    scratch: &M::Scratch,
+    work: &mut CollapsedWork<T>,
+) {
+    let b = block.len;
+    let readout = model.n_groups() - 1;
     let n = model.group_len(readout);
     let ridge = kappa / model.prior_var(readout);
-    work.ensure(n, p, b);
-    model.features_forward(&block.params, b, x, p, scratch);
+    if n > LANES_UP_TO {
+        conditionals_one_by_one(block, model, y, p, kappa, temperature, scratch, work);
+        return;
+    }
     let inv_kappa = 1.0 / kappa;
     let temp = T::of(temperature);
     // Per chain: A = ΦᵀΦ + (κ/v)·I and Φᵀy, then the Cholesky factor, m = A⁻¹Φᵀy, log det A
@@ -247,10 +302,7 @@ pub fn data_gradient<T: Real, M: Model<T>>(
             work.zero[c] = !(live[lane] && ok[lane]);
             if work.zero[c] {
                 if live[lane] {
-                    work.failure[c] = Some(
-                        "the Cholesky factorisation of ΦᵀΦ + (κ/v)·I failed (non-finite features)"
-                            .to_string(),
-                    );
+                    work.failure[c] = Some(CHOLESKY_FAILED.to_string());
                 }
                 block.energy[c] = f64::NAN;
                 block.sq_error[c] = f64::NAN;
@@ -282,18 +334,71 @@ pub fn data_gradient<T: Real, M: Model<T>>(
             );
         }
     }
-    // The model's back-propagation of ∂U_c/∂Φ (for the FCN the plain sampler's, from δ^{L−1}).
-    model.feature_backward(
-        &block.params,
-        b,
-        x,
-        p,
-        &work.dphi,
-        &work.zero[..b],
-        scratch,
-        &mut block.grads,
-    );
-    block.grads[readout].fill(T::zero());
+}
+
+/// Why a chain's collapsed energy could not be evaluated.
+const CHOLESKY_FAILED: &str =
+    "the Cholesky factorisation of ΦᵀΦ + (κ/v)·I failed (non-finite features)";
+
+/// Readouts longer than this (K features) are factorised one chain at a time
+/// ([`conditionals_one_by_one`]), shorter ones [`LANES`] chains at a time. The two give the
+/// same bits; the lanes are faster for small K and slower for large (whole-process, one
+/// thread, collapsed MALA: FCN N = 20 2.5 % faster in lanes, N = 40 even, N = 64 6 % slower;
+/// CNN K = 50 13 % slower; BENCHMARKS.md, "One engine").
+const LANES_UP_TO: usize = 32;
+
+/// [`conditionals_and_feature_gradients`] one chain at a time, for long readouts.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn conditionals_one_by_one<T: Real, M: Model<T>>(
+    block: &mut ChainBlock<T>,
+    model: &M,
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    temperature: f64,
+    scratch: &M::Scratch,
+    work: &mut CollapsedWork<T>,
+) {
+    let b = block.len;
+    let readout = model.n_groups() - 1;
+    let n = model.group_len(readout);
+    let ridge = kappa / model.prior_var(readout);
+    work.inverse_f64.resize(n * n, 0.0);
+    for c in 0..b {
+        let live = block.diverged[c].is_none();
+        let log_det = if live {
+            conditional(model, scratch, b, c, y, p, kappa, work)
+        } else {
+            None
+        };
+        work.zero[c] = log_det.is_none();
+        work.failure[c] = (live && log_det.is_none()).then(|| CHOLESKY_FAILED.to_string());
+        let Some(log_det) = log_det else {
+            block.energy[c] = f64::NAN;
+            block.sq_error[c] = f64::NAN;
+            continue;
+        };
+        inverse_from_cholesky(&work.chol, &mut work.inverse_f64, n);
+        for (dst, &src) in work.inverse.iter_mut().zip(&work.inverse_f64) {
+            *dst = T::of(src);
+        }
+        let (inv_kappa, temp) = (1.0 / kappa, T::of(temperature));
+        gradient_of_chain(
+            block,
+            model,
+            scratch,
+            work,
+            y,
+            p,
+            c,
+            log_det,
+            ridge,
+            inv_kappa,
+            temperature,
+            temp,
+        );
+    }
 }
 
 /// [`data_gradient`] for live chain `c` once `work.mean` (m), `work.inverse` (A⁻¹) and

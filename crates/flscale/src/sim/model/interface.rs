@@ -76,6 +76,13 @@ pub trait Model<T: Real>: Sync {
     /// Work buffers of one rayon task (reused across steps).
     type Scratch: Default + Send + std::fmt::Debug;
 
+    /// Whether the engine runs this model's steps in the CPU's vector build
+    /// ([`crate::sim::num::simd::vectorized`]): true for the FCN, whose element-wise passes
+    /// are written for it; the CNN's and attention's per-chain code ran 11–13 % slower there
+    /// (BENCHMARKS.md, "Sampling efficiency", the reverted vector dispatch), so they keep
+    /// the baseline build.
+    const VECTOR_BUILD: bool = true;
+
     /// Number of parameter groups; the last is the linear readout.
     fn n_groups(&self) -> usize;
 

@@ -12,6 +12,7 @@ use super::simd::vectorized_fma;
 pub fn erf_with_derivative_f32(x: &[f32], value: &mut [f32], derivative: &mut [f32]) {
     vectorized_fma(
         (value, derivative),
+        #[inline(always)]
         |(value, derivative)| erf_f32_loop::<true>(x, value, derivative),
         |(value, derivative)| erf_f32_loop::<false>(x, value, derivative),
     )
@@ -26,6 +27,7 @@ pub fn erf_with_derivative_f32(x: &[f32], value: &mut [f32], derivative: &mut [f
 pub fn softmax_rows_f32(scores: &mut [f32], l: usize) {
     vectorized_fma(
         scores,
+        #[inline(always)]
         |scores| softmax_rows_f32_loop::<true>(scores, l),
         |scores| softmax_rows_f32_loop::<false>(scores, l),
     )

@@ -56,6 +56,17 @@ pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// [`vectorized`] when `wide`, else `f` in the baseline build: for code whose callers know
+/// whether the vector build pays (the engine asks the model, `Model::VECTOR_BUILD`).
+#[inline(always)]
+pub fn vectorized_if<R>(wide: bool, f: impl FnOnce() -> R) -> R {
+    if wide {
+        vectorized(f)
+    } else {
+        f()
+    }
+}
+
 /// Runs `fused(args)` in the vector build when the CPU has one, else `unfused(args)` (the
 /// mutable buffers go through `args`, so that both closures may write them): for loops written
 /// with explicit fused multiply–adds (`mul_add`), which are one instruction in the vector
@@ -69,7 +80,13 @@ pub fn vectorized_fma<A, R>(
 ) -> R {
     match isa() {
         Isa::Baseline => unfused(args),
-        _ => vectorized(|| fused(args)),
+        // `fused` must be inlined into the target-feature function: compiled outside it, its
+        // `mul_add`s are calls to the library's software fmaf (attention's softmax ran 5×
+        // slower that way, BENCHMARKS.md "One engine"). Its callers mark it likewise.
+        _ => vectorized(
+            #[inline(always)]
+            || fused(args),
+        ),
     }
 }
 
