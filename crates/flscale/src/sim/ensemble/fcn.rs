@@ -488,19 +488,26 @@ impl<T: Real> ChainBlock<T> {
         global_step: usize,
         scratch: &mut M::Scratch,
     ) {
-        crate::sim::num::simd::vectorized_if(M::VECTOR_BUILD, || {
-            self.step_body(
-                model,
-                x,
-                y,
-                p,
-                dynamics,
-                likelihood,
-                threshold,
-                global_step,
-                scratch,
-            )
-        })
+        // The closure must be inlined into the target-feature function, or LLVM compiles it
+        // (and the whole step body) outside it in the baseline build, as it did until 5 Dec:
+        // `flscale bench` ran 5 % slower so (BENCHMARKS.md, "One engine").
+        crate::sim::num::simd::vectorized_if(
+            M::VECTOR_BUILD,
+            #[inline(always)]
+            || {
+                self.step_body(
+                    model,
+                    x,
+                    y,
+                    p,
+                    dynamics,
+                    likelihood,
+                    threshold,
+                    global_step,
+                    scratch,
+                )
+            },
+        )
     }
 
     #[inline(always)]
