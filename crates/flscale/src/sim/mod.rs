@@ -56,8 +56,9 @@
 //! gathers each chain's groups and scatters its gradient, two passes over the parameters
 //! against the P-fold work of an evaluation. Against the sketch: `adapt` is one
 //! file (two small items); `observe` has no trait, the loop's [`driver::engine::Observer`]
-//! is the seam; the preconditioner needs a model's per-unit curvature and exists for the FCN
-//! only (no estimate for filters or attention matrices; M = I is exact).
+//! is the seam; the preconditioner needs a model's per-unit curvature
+//! ([`model::interface::Model::unit_curvature`]): the FCN's neurons, the CNN's filters and
+//! attention's heads each give theirs.
 //!
 //! How to add a proposal, a model or an observable, with the places each touches and the
 //! tests each needs: docs/langevin.md, "Extending the engine".

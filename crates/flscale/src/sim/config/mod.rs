@@ -285,15 +285,16 @@ pub struct SamplerConfig {
     pub mala: bool,
     /// With `mala = true` (every model): Hamiltonian Monte Carlo instead of MALA
     /// (docs/langevin.md, "HMC"): every step is one proposal made of L = `hmc_steps` leapfrog
-    /// steps of size ε = √(2η) with the sampler's metric (the FCN's collapsed preconditioner;
+    /// steps of size ε = √(2η) with the sampler's metric (the collapsed preconditioner;
     /// the identity otherwise) as inverse mass matrix, then one Metropolis test; a step therefore costs L gradient evaluations
     /// (`steps`, `burn_in` and `thin` count proposals). L = 1 is MALA. With `adapt_step` the
     /// acceptance is steered to 0.7 instead of 0.574. An integer ≥ 1; absent (default): MALA.
     #[serde(default)]
     pub hmc_steps: Option<usize>,
     /// Collapsed sampler with `adapt_step` only: the constant preconditioner M of the last
-    /// hidden layer's weights, θ ← θ − ηM∇U + √(2ηT·M)ξ, set during burn-in (averaged over
-    /// its second half) and frozen after it (docs/langevin.md, "Preconditioner").
+    /// hidden layer's weights (the CNN: its filters; attention: its matrices A_h, per head),
+    /// θ ← θ − ηM∇U + √(2ηT·M)ξ, set during burn-in (averaged over its second half) and
+    /// frozen after it (docs/langevin.md, "Preconditioner").
     /// "block" (default): one n_in × n_in matrix per neuron, the inverse of its Gauss–Newton
     /// block. "neuron": one scalar per neuron, its mean Gauss–Newton curvature (the default
     /// before the block existed; mixes worse, BENCHMARKS.md). "none": M = I.

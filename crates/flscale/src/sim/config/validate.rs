@@ -347,18 +347,11 @@ impl ExperimentConfig {
                     "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
                 )));
             }
-            // Every kernel (ULA, MALA, HMC), the collapsed posterior and replica exchange run
-            // on every model (one engine, issue 16). The preconditioner's metric is the
-            // inverse Gauss–Newton curvature of each unit a model names
-            // (`Model::preconditioned_units`: the FCN's last-layer neurons, kernel/metric.rs);
-            // the CNN and attention models have no such estimate for their filters or
-            // attention matrices A_h. M = I is exact, so only the mixing is affected.
-            if let Some(pc) = s.preconditioner {
-                return Err(Error::invalid(format!(
-                    "sampler.preconditioner = \"{}\" is not allowed with model.kind = \"{kind}\"; the preconditioner is the inverse Gauss–Newton curvature of the FCN's hidden neurons and has no estimate for the cnn filters or attention matrices yet: leave it out (the flat models sample with M = I, which is exact)",
-                    pc.name()
-                )));
-            }
+            // Every kernel (ULA, MALA, HMC), the collapsed posterior, replica exchange and the
+            // preconditioner (the inverse Gauss–Newton curvature of each unit a model names,
+            // `Model::preconditioned_units`: the FCN's last-layer neurons, the CNN's filters,
+            // the attention matrices A_h; kernel/metric.rs) run on every model (one engine,
+            // issue 16).
             if s.likelihood != Likelihood::Gaussian {
                 return Err(Error::invalid(format!(
                     "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; the cross-entropy likelihood is that of ±1 labels (target.parity, App. E.2), and the {kind} targets are real-valued (target.parity is for \"fcn\"): use \"gaussian\""

@@ -49,6 +49,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 use crate::sim::config::ExperimentConfig;
 use crate::sim::data::input_std_devs;
 use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
+use crate::sim::model::interface::PreconditionedUnits;
 use crate::sim::num::real::Real;
 
 /// A softmax attention layer (no weights: those live in the chains).
@@ -403,6 +404,79 @@ impl<T: Real> FlatModel<T> for AttentionModel {
 
     fn filters<'a>(&self, _theta: &'a [T]) -> Option<(&'a [T], usize)> {
         None
+    }
+
+    /// The heads: H units of d² attention weights (A_h, row-major) per chain.
+    fn preconditioned_units(&self) -> Option<PreconditionedUnits> {
+        Some(PreconditionedUnits {
+            group: 0,
+            units: self.heads,
+            fan_in: self.d * self.d,
+        })
+    }
+
+    /// Per chain and head, v·G_h = I + (v/κ)·Σ_μ g_μh g_μhᵀ with g_μh = vec ∂f(X_μ)/∂A_h taken
+    /// at the chain's A and at the conditional readout mean m in place of the value vectors
+    /// (XᵀGX of the module doc's "Gradients", v_b = m_h·x^b): the Gauss–Newton Hessian of
+    /// |f − y|²/(2κ) + |A_h|²_F/(2v) in A_h with the residual term dropped (Martens, JMLR 21
+    /// (2020), sec. 8), as for the FCN's neurons and the CNN's filters. The P × d² Jacobian of
+    /// each head is formed and contracted in one GEMM, JᵀJ (P·d⁴ per head: the estimate is
+    /// taken a few times in burn-in only).
+    fn unit_curvature_blocks(
+        &self,
+        thetas: &[&[T]],
+        means: &[Option<Vec<f64>>],
+        x: &[T],
+        n: usize,
+        kappa: f64,
+        sc: &mut AttentionScratch<T>,
+    ) -> Option<Vec<f64>> {
+        let (d, l, heads) = (self.d, self.tokens, self.heads);
+        let dd = d * d;
+        let scale = self.groups[0].prior_var / kappa;
+        let coef = T::one() / T::of((l as f64).sqrt());
+        let mut out = vec![0.0; thetas.len() * heads * dd * dd];
+        for blk in out.chunks_mut(dd * dd) {
+            for a in 0..dd {
+                blk[a * dd + a] = 1.0;
+            }
+        }
+        let mut at_mean: Vec<T> = Vec::with_capacity(heads * (dd + d));
+        let mut row = vec![T::zero(); dd];
+        let mut jacobian = vec![0.0; heads * n * dd];
+        for (c, (theta, mean)) in thetas.iter().zip(means).enumerate() {
+            let Some(m) = mean else { continue };
+            at_mean.clear();
+            at_mean.extend_from_slice(&theta[..heads * dd]);
+            at_mean.extend(m.iter().map(|&v| T::of(v)));
+            for (mu, xs) in x.chunks_exact(l * d).take(n).enumerate() {
+                self.forward_sample(&at_mean, xs, sc);
+                for h in 0..heads {
+                    row.fill(T::zero());
+                    self.add_score_gradient(xs, coef, h, &mut row, sc);
+                    let j = &mut jacobian[(h * n + mu) * dd..(h * n + mu + 1) * dd];
+                    for (ji, ri) in j.iter_mut().zip(&row) {
+                        *ji = ri.f64();
+                    }
+                }
+            }
+            for h in 0..heads {
+                let j =
+                    MatRef::from_row_major_slice(&jacobian[h * n * dd..(h + 1) * n * dd], n, dd);
+                let blk = &mut out[(c * heads + h) * dd * dd..(c * heads + h + 1) * dd * dd];
+                let blk = MatMut::from_row_major_slice_mut(blk, dd, dd);
+                matmul(blk, Accum::Add, j.transpose(), j, scale, Par::Seq);
+            }
+            // Exactly symmetric (the GEMM need not sum (a, b) and (b, a) in one order).
+            for blk in out[c * heads * dd * dd..(c + 1) * heads * dd * dd].chunks_mut(dd * dd) {
+                for a in 0..dd {
+                    for b in 0..a {
+                        blk[b * dd + a] = blk[a * dd + b];
+                    }
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Teacher-aligned start (module doc, "Hot start"): head h's component along the

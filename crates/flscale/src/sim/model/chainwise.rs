@@ -4,12 +4,13 @@
 //! copies cost two passes over the parameters per evaluation, against the P-fold work of the
 //! evaluation itself.
 
-use crate::sim::config::Likelihood;
+use crate::sim::config::{Likelihood, Preconditioner};
 use crate::sim::ensemble::chains::ChainBlock;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
+use crate::sim::model::collapsed::conditional_readout_means;
 use crate::sim::model::flat::FlatModel;
-use crate::sim::model::interface::{Features, Model};
+use crate::sim::model::interface::{Features, Model, PreconditionedUnits};
 use crate::sim::num::real::Real;
 
 /// Work buffers of a flat model on a block: the model's own, and the block's chains gathered
@@ -193,6 +194,46 @@ impl<T: Real> Model<T> for $model {
             cols: k,
             row_stride: k,
         }
+    }
+
+    fn preconditioned_units(&self) -> Option<PreconditionedUnits> {
+        <$model as FlatModel<T>>::preconditioned_units(self)
+    }
+
+    /// The model's Gauss–Newton blocks at every chain's conditional readout mean
+    /// ([`FlatModel::unit_curvature_blocks`]); `Neuron`: each block's mean diagonal over v,
+    /// g_u = tr(v·G_u)/(v·fan_in), as the FCN's scalar.
+    fn unit_curvature(
+        &self,
+        kind: Preconditioner,
+        block: &ChainBlock<T>,
+        x: &[T],
+        y: &[T],
+        p: usize,
+        kappa: f64,
+        scratch: &mut Self::Scratch,
+    ) -> Option<Vec<f64>> {
+        let units = Model::<T>::preconditioned_units(self)?;
+        if kind == Preconditioner::None {
+            return None;
+        }
+        let b = block.len;
+        Model::<T>::features_forward(self, &block.params, b, x, p, scratch);
+        let means = conditional_readout_means(block, self, y, p, kappa, scratch);
+        let thetas: Vec<&[T]> = scratch.thetas[..b].iter().map(|t| &t[..]).collect();
+        let blocks =
+            self.unit_curvature_blocks(&thetas, &means, x, p, kappa, &mut scratch.model)?;
+        if kind == Preconditioner::Block {
+            return Some(blocks);
+        }
+        let n_in = units.fan_in;
+        let scale = 1.0 / (Model::<T>::prior_var(self, units.group) * n_in as f64);
+        Some(
+            blocks
+                .chunks(n_in * n_in)
+                .map(|blk| (0..n_in).map(|j| blk[j * n_in + j]).sum::<f64>() * scale)
+                .collect(),
+        )
     }
 
     fn feature_backward(

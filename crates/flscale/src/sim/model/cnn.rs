@@ -35,6 +35,7 @@ use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
 use crate::sim::model::activation::Activation;
 use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
+use crate::sim::model::interface::PreconditionedUnits;
 use crate::sim::num::real::Real;
 
 /// A CNN with non-overlapping patches (no weights: those live in the chains).
@@ -437,6 +438,74 @@ impl<T: Real> FlatModel<T> for CnnModel {
 
     fn filters<'a>(&self, theta: &'a [T]) -> Option<(&'a [T], usize)> {
         Some((&theta[..self.channels * self.patch], self.patch))
+    }
+
+    /// The filters: N units of S weights per chain.
+    fn preconditioned_units(&self) -> Option<PreconditionedUnits> {
+        Some(PreconditionedUnits {
+            group: 0,
+            units: self.channels,
+            fan_in: self.patch,
+        })
+    }
+
+    /// The FCN neurons' Gauss–Newton block ([`crate::sim::model::collapsed::neuron_curvature_blocks`])
+    /// summed over the windows: filter j of a chain with conditional readout mean m has
+    /// v·G_j = I + (v/κ)·Σ_μ g_μj g_μjᵀ, g_μj = ∂f(x_μ)/∂w¹_j = Σ_i m_ij σ′(w¹_j·x_μi) x_μi —
+    /// the Hessian of |Φm − y|²/(2κ) + |w¹_j|²/(2v) in w¹_j with the residual term dropped
+    /// (Martens, JMLR 21 (2020), sec. 8), as for the FCN; with one window it is the FCN's
+    /// (m_j²/κ)·Σ_μ σ′²·x_μx_μᵀ.
+    fn unit_curvature_blocks(
+        &self,
+        thetas: &[&[T]],
+        means: &[Option<Vec<f64>>],
+        x: &[T],
+        n: usize,
+        kappa: f64,
+        sc: &mut CnnScratch<T>,
+    ) -> Option<Vec<f64>> {
+        let (s, nw, nc) = (self.patch, self.windows, self.channels);
+        let (bn, ss) = (thetas.len() * nc, s * s);
+        let scale = self.groups[0].prior_var / kappa;
+        self.forward_block(thetas, x, n, sc);
+        let mut out = vec![0.0; bn * ss];
+        for blk in out.chunks_mut(ss) {
+            for a in 0..s {
+                blk[a * s + a] = 1.0;
+            }
+        }
+        let mut g = vec![0.0; s];
+        for (c, mean) in means.iter().enumerate() {
+            let Some(m) = mean else { continue };
+            for mu in 0..n {
+                for j in 0..nc {
+                    g.fill(0.0);
+                    for i in 0..nw {
+                        let row = mu * nw + i;
+                        let w = m[i * nc + j] * sc.der[row * bn + c * nc + j].f64();
+                        for (gk, xk) in g.iter_mut().zip(&x[row * s..(row + 1) * s]) {
+                            *gk += w * xk.f64();
+                        }
+                    }
+                    // Lower triangle only; mirrored below.
+                    let blk = &mut out[(c * nc + j) * ss..(c * nc + j + 1) * ss];
+                    for a in 0..s {
+                        let wa = scale * g[a];
+                        for k in 0..=a {
+                            blk[a * s + k] += wa * g[k];
+                        }
+                    }
+                }
+            }
+        }
+        for blk in out.chunks_mut(ss) {
+            for a in 0..s {
+                for k in 0..a {
+                    blk[k * s + a] = blk[a * s + k];
+                }
+            }
+        }
+        Some(out)
     }
 
     /// The FCN's hot start ([`crate::sim::ensemble::fcn::Ensemble::hot_start`], spec 02) on the

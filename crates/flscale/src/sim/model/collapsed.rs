@@ -653,6 +653,30 @@ pub fn neuron_curvature_blocks<T: Real>(
     out
 }
 
+/// Every chain's conditional readout mean m = A⁻¹Φᵀy after the model's
+/// [`Model::features_forward`] of the block (`None` for a stopped chain or one whose A cannot
+/// be factorised): the readout at which the preconditioner's curvature is taken.
+pub(crate) fn conditional_readout_means<T: Real, M: Model<T>>(
+    block: &ChainBlock<T>,
+    model: &M,
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    scratch: &M::Scratch,
+) -> Vec<Option<Vec<f64>>> {
+    let b = block.len;
+    let mut work = CollapsedWork::<T>::default();
+    work.ensure(model.group_len(model.n_groups() - 1), p, b);
+    (0..b)
+        .map(|c| {
+            if block.diverged[c].is_some() {
+                return None;
+            }
+            conditional(model, scratch, b, c, y, p, kappa, &mut work).map(|_| work.mean.clone())
+        })
+        .collect()
+}
+
 /// The readout conditional of chain `c` of a block, computed afresh (for tests and tools).
 #[allow(clippy::too_many_arguments)]
 pub fn readout_conditional<T: Real, M: Model<T>>(

@@ -6,6 +6,7 @@
 
 use crate::sim::config::ExperimentConfig;
 use crate::sim::data::{data_stream, draw_inputs};
+use crate::sim::model::interface::PreconditionedUnits;
 use crate::sim::num::real::Real;
 
 /// One parameter group of a flat parameter vector (a layer, the attention matrices, …).
@@ -64,6 +65,30 @@ pub trait FlatModel<T: Real>: Sync {
     /// Turns a prior draw into the model's "hot" (teacher-aligned) initial state (spec 02), in
     /// place; `teacher` is [`FlatData::teacher`].
     fn hot_start(&self, theta: &mut [T], teacher: &[f64]);
+
+    /// The units of a per-unit preconditioner (the engine's
+    /// [`crate::sim::model::Model::preconditioned_units`]); `None` (the default): the model
+    /// has no curvature estimate, and the configuration refuses `sampler.preconditioner`.
+    fn preconditioned_units(&self) -> Option<PreconditionedUnits> {
+        None
+    }
+
+    /// Per chain of a block and unit of [`FlatModel::preconditioned_units`] (chain-major, then
+    /// unit-major; fan_in × fan_in, row-major): the collapsed posterior's Gauss–Newton block
+    /// v·G_u at the readout `means[c]` (its conditional mean; `None`: a stopped chain, which
+    /// gets the identity). See the CNN's for the formula.
+    #[allow(clippy::too_many_arguments)]
+    fn unit_curvature_blocks(
+        &self,
+        _thetas: &[&[T]],
+        _means: &[Option<Vec<f64>>],
+        _x: &[T],
+        _n: usize,
+        _kappa: f64,
+        _scratch: &mut Self::Scratch,
+    ) -> Option<Vec<f64>> {
+        None
+    }
 
     /// Bytes of one chain's share of a chain block's work buffers on `p` inputs, which sizes
     /// the blocks ([`crate::sim::ensemble::chains::block_size_for`]); 0 where the model evaluates its chains one at a time
