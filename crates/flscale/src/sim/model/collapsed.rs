@@ -567,13 +567,15 @@ pub fn neuron_curvature<T: Real>(
     scratch: &mut Scratch<T>,
     work: &mut CollapsedWork<T>,
 ) -> Vec<f64> {
-    // g_i = tr(G_i)/n_in = tr(v·G_i)/(v·n_in) of the block (neuron_curvature_blocks).
+    // g_i = tr(G_i)/n_in = tr(v·G_i)/(v·n_in) of the block (neuron_curvature_blocks), from
+    // its diagonal alone: the same additions as the block's diagonal, n_in times fewer
+    // operations (at N1 = 640 the whole block made the burn-in 12× slower).
     let g = model.widths.len() - 1;
     let n_in = model.fan_in(g);
     let scale = 1.0 / (model.prior_var[g] * n_in as f64);
-    neuron_curvature_blocks(block, model, x, y, p, kappa, scratch, work)
-        .chunks(n_in * n_in)
-        .map(|blk| (0..n_in).map(|j| blk[j * n_in + j]).sum::<f64>() * scale)
+    gauss_newton_of_neurons::<T, true>(block, model, x, y, p, kappa, scratch, work)
+        .chunks(n_in)
+        .map(|diagonal| diagonal.iter().sum::<f64>() * scale)
         .collect()
 }
 
@@ -599,6 +601,23 @@ pub fn neuron_curvature_blocks<T: Real>(
     scratch: &mut Scratch<T>,
     work: &mut CollapsedWork<T>,
 ) -> Vec<f64> {
+    gauss_newton_of_neurons::<T, false>(block, model, x, y, p, kappa, scratch, work)
+}
+
+/// [`neuron_curvature_blocks`] (`DIAGONAL` false: n_in × n_in per neuron), or only the
+/// diagonal of each block (`DIAGONAL` true: n_in per neuron), accumulated identically.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn gauss_newton_of_neurons<T: Real, const DIAGONAL: bool>(
+    block: &ChainBlock<T>,
+    model: &FcnModel,
+    x: &[T],
+    y: &[T],
+    p: usize,
+    kappa: f64,
+    scratch: &mut Scratch<T>,
+    work: &mut CollapsedWork<T>,
+) -> Vec<f64> {
     let b = block.len;
     let hidden = model.widths.len();
     let g = hidden - 1;
@@ -607,11 +626,12 @@ pub fn neuron_curvature_blocks<T: Real>(
     let v = model.prior_var[g];
     work.ensure(n, p, b);
     forward(model, &block.params, b, x, p, scratch);
-    let nn = n_in * n_in;
+    let nn = if DIAGONAL { n_in } else { n_in * n_in };
+    let diagonal_stride = if DIAGONAL { 1 } else { n_in + 1 };
     let mut out = vec![0.0; b * n * nn];
     for blk in out.chunks_mut(nn) {
         for j in 0..n_in {
-            blk[j * n_in + j] = 1.0;
+            blk[j * diagonal_stride] = 1.0;
         }
     }
     let mut z = vec![0.0; n_in];
@@ -633,6 +653,12 @@ pub fn neuron_curvature_blocks<T: Real>(
             for (i, s) in row.iter().enumerate() {
                 let weight = v * work.mean[i].powi(2) / kappa * s.f64().powi(2);
                 let blk = &mut out[(c * n + i) * nn..(c * n + i + 1) * nn];
+                if DIAGONAL {
+                    for (dj, zj) in blk.iter_mut().zip(&z) {
+                        *dj += weight * zj * zj;
+                    }
+                    continue;
+                }
                 // Lower triangle only; mirrored below.
                 for j in 0..n_in {
                     let wz = weight * z[j];
@@ -642,6 +668,9 @@ pub fn neuron_curvature_blocks<T: Real>(
                 }
             }
         }
+    }
+    if DIAGONAL {
+        return out;
     }
     for blk in out.chunks_mut(nn) {
         for j in 0..n_in {
