@@ -10,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::sim::config::ExperimentConfig;
+use crate::sim::driver::result::Summary;
 use crate::sim::driver::run::run_experiment;
 use crate::sim::ensemble::fcn::Dynamics;
 use crate::sim::kernel::langevin::Proposal;
@@ -548,6 +549,43 @@ fn frozen_hidden_groups_give_exact_bayesian_linear_regression_draws() {
     }
 }
 
+/// Attention with d = 3, L = 4, H = 2, P = 20, 16 chains × 8000 steps: small enough for
+/// every sampler to equilibrate.
+fn equilibrating_attention_toml() -> String {
+    attention_toml(3, 4, 2, 20)
+        .replace("steps = 300", "steps = 8000")
+        .replace("burn_in = 100", "burn_in = 1000")
+        .replace("thin = 20", "thin = 50")
+        .replace("chains = 6", "chains = 16")
+        .replace("step = 1e-3", "step = 5e-3")
+}
+
+/// R = E[ρ²] and the alignment of two runs agree within 4 combined standard errors.
+fn assert_r_and_alignment_agree(a: &Summary, b: &Summary, what: &str) {
+    for (name, x, ex, y, ey) in [
+        (
+            "R",
+            a.r_overlap2,
+            a.r_overlap2_err,
+            b.r_overlap2,
+            b.r_overlap2_err,
+        ),
+        (
+            "alignment",
+            a.alignment,
+            a.alignment_err,
+            b.alignment,
+            b.alignment_err,
+        ),
+    ] {
+        let (x, ex, y, ey) = (x.unwrap(), ex.unwrap(), y.unwrap(), ey.unwrap());
+        assert!(
+            (x - y).abs() <= 4.0 * (ex * ex + ey * ey).sqrt() + 1e-3,
+            "{name}: {x} ± {ex} against {y} ± {ey}\n{what}"
+        );
+    }
+}
+
 /// Where both equilibrate (small P, 8000 steps), the collapsed and the plain sampler agree on
 /// the hidden-weight observable R = E[ρ²] and on the alignment within 4 combined standard
 /// errors (16 chains), for the CNN and for attention; both are Metropolis-adjusted, so neither
@@ -563,13 +601,7 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
         .replace("thin = 20", "thin = 50")
         .replace("chains = 6", "chains = 16")
         .replace("step = 0.002", "step = 0.01");
-    let attention = attention_toml(3, 4, 2, 20)
-        .replace("steps = 300", "steps = 8000")
-        .replace("burn_in = 100", "burn_in = 1000")
-        .replace("thin = 20", "thin = 50")
-        .replace("chains = 6", "chains = 16")
-        .replace("step = 1e-3", "step = 5e-3");
-    for text in [cnn, attention] {
+    for text in [cnn, equilibrating_attention_toml()] {
         let runs: Vec<_> = ["plain", "collapsed"]
             .iter()
             .map(|m| {
@@ -586,28 +618,7 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
         for s in &runs {
             assert!(s.diverged_chains.is_empty(), "{:?}", s.diverged_chains);
         }
-        for (name, a, ea, b, eb) in [
-            (
-                "R",
-                plain.r_overlap2,
-                plain.r_overlap2_err,
-                collapsed.r_overlap2,
-                collapsed.r_overlap2_err,
-            ),
-            (
-                "alignment",
-                plain.alignment,
-                plain.alignment_err,
-                collapsed.alignment,
-                collapsed.alignment_err,
-            ),
-        ] {
-            let (a, ea, b, eb) = (a.unwrap(), ea.unwrap(), b.unwrap(), eb.unwrap());
-            assert!(
-                (a - b).abs() <= 4.0 * (ea * ea + eb * eb).sqrt() + 1e-3,
-                "{name}: plain {a} ± {ea}, collapsed {b} ± {eb}\n{text}"
-            );
-        }
+        assert_r_and_alignment_agree(plain, collapsed, &text);
         for g in &collapsed.diagnostics.groups {
             let temperature = g.temperature.unwrap();
             assert!(
@@ -687,12 +698,7 @@ fn attention_curvature_blocks_are_the_gauss_newton_hessian_at_the_readout_mean()
 /// `collapsed_and_plain_samplers_agree_where_both_equilibrate`.
 #[test]
 fn preconditioned_attention_sampler_agrees_with_the_plain_one() {
-    let text = attention_toml(3, 4, 2, 20)
-        .replace("steps = 300", "steps = 8000")
-        .replace("burn_in = 100", "burn_in = 1000")
-        .replace("thin = 20", "thin = 50")
-        .replace("chains = 6", "chains = 16")
-        .replace("step = 1e-3", "step = 5e-3");
+    let text = equilibrating_attention_toml();
     let run = |extra: &str| {
         let text = text.replace("seed = ", &format!("mala = true\n{extra}\nseed = "));
         let s = run_experiment(&config(&text), &mut |_, _| {})
@@ -710,28 +716,6 @@ fn preconditioned_attention_sampler_agrees_with_the_plain_one() {
         let s = run(&format!(
             "method = \"collapsed\"\nadapt_step = true\npreconditioner = \"{pc}\""
         ));
-        for (name, a, ea, b, eb) in [
-            (
-                "R",
-                plain.r_overlap2,
-                plain.r_overlap2_err,
-                s.r_overlap2,
-                s.r_overlap2_err,
-            ),
-            (
-                "alignment",
-                plain.alignment,
-                plain.alignment_err,
-                s.alignment,
-                s.alignment_err,
-            ),
-        ] {
-            let (a, ea, b, eb) = (a.unwrap(), ea.unwrap(), b.unwrap(), eb.unwrap());
-            eprintln!("{pc} {name}: plain {a:.4} ± {ea:.4}, preconditioned {b:.4} ± {eb:.4}");
-            assert!(
-                (a - b).abs() <= 4.0 * (ea * ea + eb * eb).sqrt() + 1e-3,
-                "{pc} {name}: plain {a} ± {ea}, preconditioned {b} ± {eb}"
-            );
-        }
+        assert_r_and_alignment_agree(&plain, &s, pc);
     }
 }
