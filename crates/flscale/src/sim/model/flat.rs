@@ -68,7 +68,8 @@ pub trait FlatModel<T: Real>: Sync {
 
     /// The units of a per-unit preconditioner (the engine's
     /// [`crate::sim::model::Model::preconditioned_units`]); `None` (the default): the model
-    /// has no curvature estimate, and the configuration refuses `sampler.preconditioner`.
+    /// has no curvature estimate and samples with M = I (its kind's `validate_kind` should
+    /// then refuse `sampler.preconditioner`).
     fn preconditioned_units(&self) -> Option<PreconditionedUnits> {
         None
     }
