@@ -177,7 +177,7 @@ impl StoreData {
                 if self.include_unequilibrated {
                     " (included, marked)"
                 } else {
-                    " (left out of the analysis of every observable their starts disagree on; rerun them longer or with the collapsed sampler, or pass --include-unequilibrated)"
+                    " (left out of the analysis of every observable their starts disagree on; rerun them with more sampler.steps, or with the collapsed sampler where the likelihood is Gaussian, or pass --include-unequilibrated)"
                 }
             );
         }
