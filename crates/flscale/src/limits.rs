@@ -8,9 +8,11 @@
 //!
 //! The counts follow the engine's own allocations (`sim/sampler.rs` `ChainBlock`,
 //! `sim/model.rs` `Workspace`, `sim/observables.rs` `ChainAccumulator`, `sim/collapsed.rs`)
-//! and are upper bounds in spirit: a term the engine allocates once per thread is counted for
-//! [`CONCURRENT_CHAINS`] chains whatever the thread count, so the verdict does not depend on
-//! `RAYON_NUM_THREADS`.
+//! and are upper bounds in spirit: a term the engine allocates per block of chains is counted
+//! for [`CONCURRENT_CHAINS`] chains whatever the thread count. What every thread reserves
+//! whether it uses it or not — its stack, its allocator arena, the products' slab — is counted
+//! per thread of the run ([`per_thread_terms`]), so that the estimate bounds the address space
+//! a run reserves (what `ulimit -v` limits), not only what it touches.
 
 use crate::error::{Error, Result};
 use crate::sim::config::{ExperimentConfig, ModelKind, Precision, SamplerMethod, Start};
@@ -339,8 +341,37 @@ fn net_sizes(cfg: &ExperimentConfig) -> NetSizes {
     }
 }
 
-/// Memory and work of `flscale sample` on `cfg` (also one grid point of a sweep).
+/// Address space a thread reserves beside the arrays it allocates: its stack (Rust's default
+/// of 2 MiB for spawned threads; 8 MiB for the main thread, the usual `ulimit -s`), its
+/// glibc malloc arena (each thread that allocates gets one of up to 8 per core, each
+/// reserving HEAP_MAX_SIZE = 64 MiB of address space on 64-bit Linux, glibc `malloc/arena.c`)
+/// and the `gemm` crate's per-thread slab ([`crate::sim::num::gemm::workspace_bytes_per_thread`]).
+/// `threads` is the worker count; the main thread is added.
+pub fn per_thread_terms(threads: usize) -> Vec<MemoryTerm> {
+    let workers = threads.max(1) as f64;
+    const MIB: f64 = 1024.0 * 1024.0;
+    vec![
+        MemoryTerm {
+            what: "thread stacks and allocator arenas (per thread)".to_string(),
+            bytes: 8.0 * MIB + workers * (2.0 * MIB + 64.0 * MIB),
+            sizes: "RAYON_NUM_THREADS".to_string(),
+        },
+        MemoryTerm {
+            what: "matrix-product slabs (per thread)".to_string(),
+            bytes: (workers + 1.0) * crate::sim::num::gemm::workspace_bytes_per_thread(),
+            sizes: "RAYON_NUM_THREADS".to_string(),
+        },
+    ]
+}
+
+/// Memory and work of `flscale sample` on `cfg` (also one grid point of a sweep) on the
+/// current rayon pool's thread count.
 pub fn sample(cfg: &ExperimentConfig) -> Estimate {
+    sample_on_threads(cfg, rayon::current_num_threads())
+}
+
+/// [`sample`] on `threads` worker threads.
+pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
     let s = &cfg.sampler;
     let net = net_sizes(cfg);
     let p = cfg.data.p as f64;
@@ -416,6 +447,25 @@ pub fn sample(cfg: &ExperimentConfig) -> Estimate {
     if s.method == SamplerMethod::Collapsed {
         collapsed_terms(cfg, &mut e, chains, live);
     }
+    // The packing buffers of the products running at once (sim/num/gemm.rs): the first
+    // layer's (rows × input by input × the block's units) on every thread, and the pooled
+    // second moment's d × d update from 1024 buffered rows.
+    let width = cfg.model.widths.iter().copied().max().unwrap_or(1).max(1);
+    let rows = cfg.data.p.max(cfg.data.n_test).max(1);
+    let input = net.input_len as usize;
+    let per_product = crate::sim::num::gemm::packing_bytes(
+        rows,
+        CONCURRENT_CHAINS * width,
+        input,
+        float as usize,
+    )
+    .max(crate::sim::num::gemm::packing_bytes(dim, dim, 1024, 8));
+    e.add(
+        "matrix-product packing buffers (per thread)",
+        (threads.max(1) + 1) as f64 * per_product,
+        "data.d, data.p, model.widths",
+    );
+    e.memory.extend(per_thread_terms(threads));
     // Forward + backward ≈ 3 passes of 2 flops per multiply–add on the training set, a test
     // forward at every measurement (the Fig. 2 count of sim/bench.rs: 6·P·(d·N + N)).
     let evals = s.steps as f64 * s.hmc_steps.unwrap_or(1) as f64;
@@ -546,9 +596,10 @@ mod tests {
 
     #[test]
     fn weights_and_work_follow_the_parameter_count() {
-        // FCN d = 50, N = 40: 50·40 + 40 = 2040 parameters; f32 θ and ∇U → 2040·2·4 bytes.
+        // FCN d = 50, N = 40: 50·40 + 40 = 2040 parameters; f32 θ and ∇U, and the default
+        // MALA's proposal and its gradient → 2040·4·4 bytes.
         let est = sample(&experiment(50, 3, 200));
-        assert_eq!(term(&est, "weights"), 3.0 * 2040.0 * 2.0 * 4.0);
+        assert_eq!(term(&est, "weights"), 3.0 * 2040.0 * 4.0 * 4.0);
         // 100 steps × 6·P·params + 10 measurements × 2·n_test·params, per chain.
         let flops = 3.0 * (100.0 * 6.0 * 200.0 * 2040.0 + 10.0 * 2.0 * 100.0 * 2040.0);
         assert_eq!(est.flops, flops);

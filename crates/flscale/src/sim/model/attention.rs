@@ -43,7 +43,7 @@
 //!
 //! Layout of one chain's θ: A_1 … A_H (each d × d row-major), then w_1 … w_H.
 
-use faer::linalg::matmul::matmul;
+use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::sim::config::ExperimentConfig;

@@ -28,7 +28,7 @@
 //! ([`crate::sim::model::fcn`]). The readout is linear in the features σ(w¹_j·x_i), which the collapsed
 //! sampler integrates out ([`crate::sim::model::collapsed`]).
 
-use faer::linalg::matmul::matmul;
+use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::sim::config::{ExperimentConfig, Parametrization};

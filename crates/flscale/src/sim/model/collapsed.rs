@@ -27,7 +27,7 @@
 //! the first term is the plain data gradient at a = m (m minimises the quadratic, so its
 //! own variation drops out), the second is ∂ log det A/∂Φ = 2ΦA⁻¹ (Matrix Cookbook eq. 51).
 
-use faer::linalg::matmul::matmul;
+use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::sim::ensemble::chains::ChainBlock;

@@ -24,7 +24,7 @@
 //! parallelism is over blocks of chains (rayon), which makes results independent of the
 //! thread count.
 
-use faer::linalg::matmul::matmul;
+use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::sim::config::{ExperimentConfig, Parametrization};

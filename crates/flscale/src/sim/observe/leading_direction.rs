@@ -14,10 +14,9 @@
 //! fixed start (Golub & Van Loan, *Matrix Computations*, 4th ed., §10.1), which needs tens of
 //! d² matrix–vector products where power iteration needs up to thousands on a flat spectrum.
 
-use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 
-use crate::kernels::spectral::sym_eigen;
+use crate::sim::num::gemm::matmul;
 use crate::sim::num::real::Real;
 
 /// Largest filter length for which the pooled d × d sum is kept: 16384² f64 = 2.1 GB. Above
@@ -169,32 +168,108 @@ pub fn leading_eigenvector(m: &Mat<f64>) -> Option<Vec<f64>> {
     }
 }
 
-/// The largest eigenvalue of the Lanczos tridiagonal matrix (diagonal `alpha`, off-diagonal
+/// The largest eigenvalue of the Lanczos tridiagonal matrix T (diagonal `alpha`, off-diagonal
 /// `beta`) and its unit eigenvector.
+///
+/// θ by bisection on Sturm counts (the number of negative pivots of the LDLᵀ factorisation of
+/// T − xI is the number of eigenvalues below x; Golub & Van Loan §8.4.1) inside the
+/// Gershgorin interval, to the last bit; the vector by two steps of inverse iteration with the
+/// shift σ = θ + δ, δ = 10⁻¹⁰·‖T‖, where σI − T is positive definite, so its LDLᵀ needs no
+/// pivoting (G&VL §8.2.2). Done here rather than with a dense eigensolver because faer's
+/// reserves a machine-dependent packing buffer per thread (see [`crate::sim::num::gemm`]).
 fn top_ritz_pair(alpha: &[f64], beta: &[f64]) -> Option<(f64, Vec<f64>)> {
     let k = alpha.len();
-    let t = Mat::<f64>::from_fn(k, k, |i, j| {
-        if i == j {
-            alpha[i]
-        } else if i == j + 1 {
-            beta[j]
-        } else if j == i + 1 {
-            beta[i]
-        } else {
-            0.0
+    let off = |i: usize| if i < beta.len() { beta[i].abs() } else { 0.0 };
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for i in 0..k {
+        let radius = off(i) + if i > 0 { off(i - 1) } else { 0.0 };
+        lo = lo.min(alpha[i] - radius);
+        hi = hi.max(alpha[i] + radius);
+    }
+    if !(lo.is_finite() && hi.is_finite()) {
+        return None;
+    }
+    let below = |x: f64| -> usize {
+        let mut count = 0;
+        let mut pivot = 1.0;
+        for i in 0..k {
+            let coupling = if i > 0 {
+                beta[i - 1] * beta[i - 1]
+            } else {
+                0.0
+            };
+            pivot = alpha[i] - x - coupling / pivot;
+            if pivot == 0.0 {
+                pivot = -f64::MIN_POSITIVE;
+            }
+            if pivot < 0.0 {
+                count += 1;
+            }
         }
-    });
-    let eig = sym_eigen(t.as_ref(), Par::Seq).ok()?;
-    let top = k - 1;
-    Some((
-        eig.values[top],
-        (0..k).map(|i| eig.vectors[(i, top)]).collect(),
-    ))
+        count
+    };
+    // Invariant: fewer than k eigenvalues lie below hi, all k below hi's successor.
+    hi += f64::EPSILON * hi.abs().max(1.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if below(mid) == k {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let theta = hi;
+    let scale = alpha
+        .iter()
+        .chain(beta)
+        .fold(0.0f64, |m, x| m.max(x.abs()))
+        .max(f64::MIN_POSITIVE);
+    let sigma = theta + 1e-10 * scale;
+    let mut v = vec![1.0; k];
+    for _ in 0..3 {
+        solve_shifted_tridiagonal(alpha, beta, sigma, &mut v)?;
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if !(norm > 0.0 && norm.is_finite()) {
+            return None;
+        }
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    Some((theta, v))
+}
+
+/// Solves (σI − T)x = b in place for the symmetric tridiagonal T (diagonal `alpha`,
+/// off-diagonal `beta`) and σ above its spectrum (a positive definite system: LDLᵀ without
+/// pivoting, the Thomas algorithm). None when a pivot is not positive.
+fn solve_shifted_tridiagonal(alpha: &[f64], beta: &[f64], sigma: f64, b: &mut [f64]) -> Option<()> {
+    let k = alpha.len();
+    // d_i = (σ − α_i) − β_{i−1}²/d_{i−1}; forward: y_i = b_i + β_{i−1} y_{i−1}/d_{i−1}.
+    let mut d = vec![0.0; k];
+    for i in 0..k {
+        let mut di = sigma - alpha[i];
+        if i > 0 {
+            di -= beta[i - 1] * beta[i - 1] / d[i - 1];
+            b[i] += beta[i - 1] * b[i - 1] / d[i - 1];
+        }
+        if !(di > 0.0) {
+            return None;
+        }
+        d[i] = di;
+    }
+    // Backward: x_i = (y_i + β_i x_{i+1})/d_i.
+    for i in (0..k).rev() {
+        let next = if i + 1 < k { beta[i] * b[i + 1] } else { 0.0 };
+        b[i] = (b[i] + next) / d[i];
+    }
+    Some(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::spectral::sym_eigen;
     use rand::SeedableRng;
     use rand_distr::{Distribution, StandardNormal};
 
@@ -206,6 +281,28 @@ mod tests {
         let v = leading_eigenvector(&m).unwrap();
         let overlap: f64 = v.iter().zip(&u).map(|(a, b)| a * b).sum();
         assert!((overlap.abs() - 1.0).abs() < 1e-9, "{v:?}");
+    }
+
+    #[test]
+    fn top_ritz_pair_matches_a_dense_eigensolver_on_random_tridiagonals() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        for k in [1usize, 2, 5, 40, 300] {
+            let alpha: Vec<f64> = (0..k).map(|_| StandardNormal.sample(&mut rng)).collect();
+            let beta: Vec<f64> = (1..k).map(|_| StandardNormal.sample(&mut rng)).collect();
+            let t = Mat::<f64>::from_fn(k, k, |i, j| match i.abs_diff(j) {
+                0 => alpha[i],
+                1 => beta[i.min(j)],
+                _ => 0.0,
+            });
+            let dense = sym_eigen(t.as_ref(), Par::Seq).unwrap();
+            let (theta, v) = top_ritz_pair(&alpha, &beta).unwrap();
+            assert!(
+                (theta - dense.values[k - 1]).abs() < 1e-12 * theta.abs().max(1.0),
+                "k = {k}"
+            );
+            let overlap: f64 = (0..k).map(|i| v[i] * dense.vectors[(i, k - 1)]).sum();
+            assert!((overlap.abs() - 1.0).abs() < 1e-9, "k = {k}: {overlap}");
+        }
     }
 
     #[test]
