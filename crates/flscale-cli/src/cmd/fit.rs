@@ -175,6 +175,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
         v["fit_warnings"] = serde_json::json!(warnings);
         v["exponent_claimed"] = serde_json::json!(carries);
         v["equilibration"] = serde_json::json!(data.equilibration_note());
+        v["step_bias"] = serde_json::json!(data.step_bias_note());
         return out_json(&v);
     }
     let mut s = String::new();
@@ -187,7 +188,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     for k in &unresolved {
         s += &format!("  note: {k}\n");
     }
-    for k in &warnings {
+    for k in warnings.iter().chain(&data.step_bias_note()) {
         s += &format!("  warning: {k}\n");
     }
     s += &format!("  {}\n", data.equilibration_note());

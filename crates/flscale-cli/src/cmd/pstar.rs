@@ -228,11 +228,12 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         v["equilibration"] = serde_json::json!(data.equilibration_note());
         v["fit_warnings"] = serde_json::json!(warnings);
         v["exponent_claimed"] = serde_json::json!(carries);
+        v["step_bias"] = serde_json::json!(data.step_bias_note());
         return out_json(&v);
     }
     let mut s = table_text(&t);
     s += &format!("{}\n", data.equilibration_note());
-    for w in &warnings {
+    for w in warnings.iter().chain(&data.step_bias_note()) {
         s += &format!("warning: {w}\n");
     }
     if let Some(f) = &fit {

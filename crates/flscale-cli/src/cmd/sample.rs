@@ -238,6 +238,9 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
 /// The summary as the aligned text of `flscale sample` (without `--json`).
 fn human(s: &Summary, dir: &Path) -> String {
     let mut t = String::new();
+    for w in &s.warnings {
+        t += &format!("warning: {w}\n");
+    }
     t += &observable_lines(s);
     t += &probe_lines(s);
     t += &diagnostic_lines(s);

@@ -463,6 +463,12 @@ pub fn results_table(data: &StoreData) -> Table {
     t.push("err", Column::Float(errs));
     super::starts::push_start_columns(&mut t, data);
     super::specialised::push_classifier_column(&mut t, data);
+    let warnings = data
+        .runs
+        .iter()
+        .flat_map(|r| std::iter::repeat_n(r.warnings().join(" | "), per_run))
+        .collect();
+    t.push("warnings", Column::Text(warnings));
     t
 }
 
@@ -640,6 +646,43 @@ pub struct StoreData {
     /// Analyse runs whose hot and cold starts disagree too (they are left out by default,
     /// [`StoreData::analysed_runs`]).
     pub include_unequilibrated: bool,
+}
+
+impl RunData {
+    /// The run's `summary.warnings` (an unadjusted Langevin step above the bias threshold,
+    /// [`crate::sim::driver::summary::ULA_BIAS_THRESHOLD`]); empty for older stores.
+    pub fn warnings(&self) -> Vec<String> {
+        self.summary
+            .get("warnings")
+            .and_then(Json::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|w| w.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl StoreData {
+    /// One sentence naming the runs whose summaries carry a warning (a step-size bias of
+    /// unadjusted Langevin), for `fit` and `pstar` to flag; None when no run does.
+    pub fn step_bias_note(&self) -> Option<String> {
+        let flagged: Vec<&RunData> = self
+            .runs
+            .iter()
+            .filter(|r| !r.warnings().is_empty())
+            .collect();
+        let first = flagged.first()?;
+        let ids: Vec<&str> = flagged.iter().map(|r| r.id.as_str()).collect();
+        Some(format!(
+            "{} of {} runs carry a step-size warning and their numbers are biased ({}): {}",
+            flagged.len(),
+            self.runs.len(),
+            ids.join(", "),
+            first.warnings()[0]
+        ))
+    }
 }
 
 fn parse_opt(s: &str) -> Option<f64> {

@@ -41,15 +41,43 @@ pub(crate) fn adaptation_interval(thin: usize, burn_in: usize) -> usize {
     thin * burn_in.div_ceil(MAX_ADAPTATIONS * thin).max(1)
 }
 
+/// Dual averaging's settings (Hoffman & Gelman, JMLR 15 (2014) 1593, Alg. 5, with Stan's
+/// defaults): γ, the shrinkage towards μ; t₀, which damps the first iterations; κ, the decay
+/// of the weights of the averaged iterate.
+const DUAL_AVERAGING_GAMMA: f64 = 0.05;
+const DUAL_AVERAGING_T0: f64 = 10.0;
+const DUAL_AVERAGING_KAPPA: f64 = 0.75;
+
+/// The range of the scale of [`MALA_ADAPT_FRACTION`]: η·λ_max between 10⁻³ and 2 (above 2 the
+/// stiffest direction is unstable; the Metropolis test would reject every proposal).
+const SCALE_RANGE: (f64, f64) = (1e-3, 2.0);
+
 /// `adapt_step`'s target for η·λ_max, shared by the FCN and the flat (CNN, attention) engines:
-/// [`ADAPT_FRACTION`] unadjusted; with MALA/HMC it starts at [`MALA_ADAPT_FRACTION`] and is
-/// scaled at each burn-in adaptation towards the target acceptance rate.
-#[derive(Debug)]
+/// [`ADAPT_FRACTION`] unadjusted; with MALA/HMC it starts at [`MALA_ADAPT_FRACTION`] and its
+/// scale x is steered towards the target acceptance δ by dual averaging on log x
+/// (Hoffman & Gelman 2014, Alg. 5; the adaptation of Stan, numpyro and blackjax), one
+/// iteration per burn-in adaptation with the acceptance rate α_m of the stretch since the
+/// previous one:
+///
+/// H̄_m = (1 − 1/(m + t₀))·H̄_{m−1} + (δ − α_m)/(m + t₀),
+/// log x_m = μ − (√m/γ)·H̄_m,   log x̄_m = m^{−κ}·log x_m + (1 − m^{−κ})·log x̄_{m−1},
+///
+/// with μ = log(10·x₀), x₀ = 1. The last adaptation of the burn-in returns the averaged x̄,
+/// whose noise decays as the iterations accumulate, and the chain then runs with it frozen.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct StepSteering {
     mala: bool,
     target_acceptance: f64,
-    /// Scale of `MALA_ADAPT_FRACTION`.
-    scale: f64,
+    /// μ of the dual averaging.
+    mu: f64,
+    /// H̄_m.
+    h_bar: f64,
+    /// log x_m, the scale in use during the burn-in.
+    log_scale: f64,
+    /// log x̄_m, the averaged scale returned at the last adaptation.
+    log_scale_bar: f64,
+    /// m, the dual-averaging iterations so far.
+    iterations: u64,
     /// (accepted, proposed) at the previous adaptation.
     counts_then: (u64, u64),
 }
@@ -64,7 +92,11 @@ impl StepSteering {
         StepSteering {
             mala,
             target_acceptance,
-            scale: 1.0,
+            mu: 10f64.ln(),
+            h_bar: 0.0,
+            log_scale: 0.0,
+            log_scale_bar: 0.0,
+            iterations: 0,
             counts_then: (0, 0),
         }
     }
@@ -79,30 +111,76 @@ impl StepSteering {
     }
 
     /// η·λ_max for the next stretch, given the run's acceptance counts so far (`None`
-    /// without a Metropolis test).
-    pub(crate) fn fraction(&mut self, counts: Option<(u64, u64)>) -> f64 {
+    /// without a Metropolis test); `last`: the final adaptation of the burn-in, which returns
+    /// the averaged scale.
+    pub(crate) fn fraction(&mut self, counts: Option<(u64, u64)>, last: bool) -> f64 {
         if let Some((accepted, proposed)) = counts {
             if proposed > self.counts_then.1 {
-                // Multiplicative Robbins–Monro step on log(scale): up when the acceptance
-                // since the last adaptation is above target, down below.
                 let rate =
                     (accepted - self.counts_then.0) as f64 / (proposed - self.counts_then.1) as f64;
-                self.scale =
-                    (self.scale * (2.0 * (rate - self.target_acceptance)).exp()).clamp(1e-3, 2.0);
+                self.dual_averaging_step(rate);
             }
             self.counts_then = (accepted, proposed);
         }
-        if self.mala {
-            MALA_ADAPT_FRACTION * self.scale
-        } else {
-            ADAPT_FRACTION
+        if !self.mala {
+            return ADAPT_FRACTION;
         }
+        let log_scale = if last && self.iterations > 0 {
+            self.log_scale_bar
+        } else {
+            self.log_scale
+        };
+        MALA_ADAPT_FRACTION * log_scale.exp()
+    }
+
+    /// One iteration of Hoffman & Gelman's Alg. 5 with the acceptance `rate` of the stretch.
+    fn dual_averaging_step(&mut self, rate: f64) {
+        self.iterations += 1;
+        let m = self.iterations as f64;
+        let w = 1.0 / (m + DUAL_AVERAGING_T0);
+        self.h_bar = (1.0 - w) * self.h_bar + w * (self.target_acceptance - rate);
+        self.log_scale = (self.mu - m.sqrt() / DUAL_AVERAGING_GAMMA * self.h_bar)
+            .clamp(SCALE_RANGE.0.ln(), SCALE_RANGE.1.ln());
+        let eta = m.powf(-DUAL_AVERAGING_KAPPA);
+        self.log_scale_bar = eta * self.log_scale + (1.0 - eta) * self.log_scale_bar;
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{adaptation_interval, MAX_ADAPTATIONS};
+    use super::{adaptation_interval, StepSteering, MALA_TARGET_ACCEPTANCE, MAX_ADAPTATIONS};
+
+    /// A synthetic sampler whose acceptance falls with the scale x as α = exp(−x²/2) (so the
+    /// target 0.574 is met at x* = √(−2 ln 0.574) = 1.0536), observed through binomial noise
+    /// of 2000 proposals per stretch: dual averaging's averaged scale lands near x*.
+    #[test]
+    fn dual_averaging_finds_the_scale_of_the_target_acceptance() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+        let mut steering = StepSteering::new(true, false);
+        let (mut accepted, mut proposed) = (0u64, 0u64);
+        let mut fraction = steering.fraction(Some((0, 0)), false);
+        for i in 0..200 {
+            let alpha = (-fraction * fraction / 2.0).exp();
+            for _ in 0..2000 {
+                proposed += 1;
+                accepted += rng.random_bool(alpha) as u64;
+            }
+            fraction = steering.fraction(Some((accepted, proposed)), i == 199);
+        }
+        let x_star = (-2.0 * MALA_TARGET_ACCEPTANCE.ln()).sqrt();
+        assert!(
+            (fraction / x_star - 1.0).abs() < 0.03,
+            "{fraction} vs {x_star}"
+        );
+    }
+
+    #[test]
+    fn unadjusted_steering_keeps_its_fixed_fraction() {
+        let mut steering = StepSteering::new(false, false);
+        assert_eq!(steering.fraction(None, false), super::ADAPT_FRACTION);
+        assert_eq!(steering.fraction(None, true), super::ADAPT_FRACTION);
+    }
 
     #[test]
     fn adaptations_are_at_measurements_and_at_most_max_adaptations() {

@@ -27,7 +27,8 @@
 //! chains = 30
 //! seed = 1
 //! method = "plain"          # or "collapsed" (readout integrated out); optional
-//! mala = false              # Metropolis-adjusted steps; optional
+//! mala = true               # Metropolis-adjusted steps (default); false: unadjusted Langevin
+//! adapt_step = true         # step adapted during burn-in (default); `step` is its maximum
 //! # hmc_steps = 10          # with mala: HMC, L leapfrog steps per proposal
 //! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
@@ -267,9 +268,11 @@ pub struct SamplerConfig {
     /// steps, but at most about 200 times over the burn-in), estimate λ_max of the Hessian of U by power iteration on Hessian–vector
     /// products (max over chains) and set η = min(`step`, 0.1/λ_max) — with `mala` (every
     /// model) η = min(`step`, s/λ_max) with s starting at 1 and steered towards an acceptance
-    /// of 0.574, 0.7 with `hmc_steps` (docs/langevin.md, "MALA"); frozen after burn-in so that the sampled chain is a fixed
-    /// Markov kernel. Default false (η = `step` throughout).
-    #[serde(default)]
+    /// of 0.574, 0.7 with `hmc_steps`, by dual averaging (docs/langevin.md, "MALA"); frozen after burn-in so that the sampled chain is a fixed
+    /// Markov kernel. Default true: `step` is then the largest step allowed, and with the
+    /// default `mala = true` the numbers are exact in the limit of long runs whatever `step`
+    /// is. `adapt_step = false` keeps η = `step` throughout.
+    #[serde(default = "default_true")]
     pub adapt_step: bool,
     /// "plain" (default): Langevin on every weight. "collapsed" (spec 02 (b)): the readout
     /// is integrated out exactly (its posterior given the hidden features is Gaussian),
@@ -280,8 +283,11 @@ pub struct SamplerConfig {
     pub method: SamplerMethod,
     /// Metropolis-adjusted Langevin (MALA, spec 02 (c)): every step is a proposal accepted
     /// with the Metropolis–Hastings probability, which removes the O(η) bias of the
-    /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default false.
-    #[serde(default)]
+    /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default true.
+    /// `mala = false` runs unadjusted Langevin (the paper's dynamics), whose averages carry an
+    /// O(η) bias: the summary, `--json` and the results store then warn when η·λ_max exceeds
+    /// [`crate::sim::driver::summary::ULA_BIAS_THRESHOLD`] (docs/langevin.md, "Step-size bias").
+    #[serde(default = "default_true")]
     pub mala: bool,
     /// With `mala = true` (every model): Hamiltonian Monte Carlo instead of MALA
     /// (docs/langevin.md, "HMC"): every step is one proposal made of L = `hmc_steps` leapfrog

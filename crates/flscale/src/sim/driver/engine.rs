@@ -234,7 +234,8 @@ fn adapt_step_size<T: Real, M: Model<T>>(
     let lambda = max_lambda(ens, kernel, 10);
     if lambda > 0.0 {
         let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(ens));
-        ens.dynamics.step = s.step.min(steering.fraction(counts) / lambda);
+        let last = t + adaptation_interval(s.thin, s.burn_in) > s.burn_in;
+        ens.dynamics.step = s.step.min(steering.fraction(counts, last) / lambda);
     }
 }
 

@@ -120,6 +120,11 @@ pub struct Summary {
     /// the β = 1 replicas only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tempering: Option<crate::sim::driver::tempered::TemperingDiagnostics>,
+    /// Sentences about numbers that may be wrong although the run finished: an unadjusted
+    /// Langevin run (`mala = false`) whose η·λ_max exceeds
+    /// [`crate::sim::driver::summary::ULA_BIAS_THRESHOLD`], with the bias it implies. Empty when
+    /// nothing is wrong.
+    pub warnings: Vec<String>,
     /// Wall-clock speed: filled in only when the caller asks for timing (it is not
     /// reproducible, so it stays out of the deterministic output by default).
     pub steps_per_second: Option<f64>,

@@ -51,14 +51,22 @@ pub fn run_experiment_from(
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
     let never = || false;
     let mut progress = |d: usize, _: usize| progress(d, s.steps);
-    match s.precision {
+    let result = match s.precision {
         Precision::F32 => {
             super::fcn::run_once::<f32>(cfg, &data, false, Some(initial), &mut progress, &never)
         }
         Precision::F64 => {
             super::fcn::run_once::<f64>(cfg, &data, false, Some(initial), &mut progress, &never)
         }
-    }
+    };
+    result.map(|r| with_warnings(cfg, r))
+}
+
+/// The run's [`Summary::warnings`].
+fn with_warnings(cfg: &ExperimentConfig, mut result: RunResult) -> RunResult {
+    result.summary.warnings =
+        super::summary::step_warnings(&cfg.sampler, &result.summary.diagnostics);
+    result
 }
 
 /// [`run_experiment`] that asks `interrupted()` after every block of steps and stops with a
@@ -70,14 +78,15 @@ pub fn run_experiment_interruptible(
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
     cfg.validate()?;
-    if cfg.model.kind != ModelKind::Fcn {
-        return match cfg.sampler.precision {
-            Precision::F32 => super::flat::run_model::<f32>(cfg, progress, interrupted),
-            Precision::F64 => super::flat::run_model::<f64>(cfg, progress, interrupted),
-        };
-    }
-    match cfg.sampler.precision {
-        Precision::F32 => super::fcn::run_typed::<f32>(cfg, progress, interrupted),
-        Precision::F64 => super::fcn::run_typed::<f64>(cfg, progress, interrupted),
-    }
+    let result = match (cfg.model.kind, cfg.sampler.precision) {
+        (ModelKind::Fcn, Precision::F32) => {
+            super::fcn::run_typed::<f32>(cfg, progress, interrupted)
+        }
+        (ModelKind::Fcn, Precision::F64) => {
+            super::fcn::run_typed::<f64>(cfg, progress, interrupted)
+        }
+        (_, Precision::F32) => super::flat::run_model::<f32>(cfg, progress, interrupted),
+        (_, Precision::F64) => super::flat::run_model::<f64>(cfg, progress, interrupted),
+    };
+    result.map(|r| with_warnings(cfg, r))
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod chains;
 mod collapsed;
+mod defaults;
 mod engine;
 pub(crate) mod exact;
 mod fcn;
