@@ -84,7 +84,7 @@ pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
     if args.json {
         out_json(&to_json(&summary)?)?;
     } else {
-        out(&human(&summary, &args.out))?;
+        out(&human(&summary, &args.out, cfg.sampler.temperature))?;
     }
     report_divergence(&cfg, &result, ctx)
 }
@@ -235,15 +235,16 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
     write_atomic(&dir.join("histogram_rho.csv"), &hist)
 }
 
-/// The summary as the aligned text of `flscale sample` (without `--json`).
-fn human(s: &Summary, dir: &Path) -> String {
+/// The summary as the aligned text of `flscale sample` (without `--json`); `temperature` is
+/// the sampler's T, what each group's configurational temperature is compared with.
+fn human(s: &Summary, dir: &Path, temperature: f64) -> String {
     let mut t = String::new();
     for w in &s.warnings {
         t += &format!("warning: {w}\n");
     }
     t += &observable_lines(s);
     t += &probe_lines(s);
-    t += &diagnostic_lines(s);
+    t += &diagnostic_lines(s, temperature);
     t += &tempering_lines(s);
     t += &hot_start_line(s);
     if let Some(sp) = s.steps_per_second {
@@ -347,9 +348,42 @@ fn probe_lines(s: &Summary) -> String {
     t
 }
 
+/// What a group's configurational temperature `t` ± `err` says against the sampler's T
+/// (docs/langevin.md, "The summary, field by field"): it is ≈ T at equilibrium, above T by
+/// the step's bias (unadjusted Langevin), below T — even negative — while the group's ⟨θ²⟩
+/// still grows, and noisy where the data term is large.
+fn temperature_note(t: Option<f64>, err: Option<f64>, temperature: f64, frozen: bool) -> String {
+    let Some(t) = t else {
+        return String::new();
+    };
+    if frozen {
+        // Held fixed: no equipartition to check (the line says "frozen").
+        return String::new();
+    }
+    match err {
+        Some(e) if e > 0.0 && (t - temperature).abs() <= 3.0 * e => {
+            if t < 0.0 {
+                format!("  (negative, but within 3 errors of T = {temperature}: noise)")
+            } else {
+                String::new()
+            }
+        }
+        Some(_) if t > temperature => format!(
+            "  (above T = {temperature} by > 3 errors: the step's bias, or ⟨θ²⟩ still shrinking)"
+        ),
+        Some(_) => format!(
+            "  (below T = {temperature} by > 3 errors: not equilibrated, ⟨θ²⟩ still growing)"
+        ),
+        None if t < 0.0 => format!(
+            "  (negative, no error bar: ≈ T = {temperature} at equilibrium; not equilibrated or noise)"
+        ),
+        None => String::new(),
+    }
+}
+
 /// The energy halves, the autocorrelation times and effective sample sizes, and each
-/// parameter group's temperature and second moment.
-fn diagnostic_lines(s: &Summary) -> String {
+/// parameter group's temperature (with its error and what it says) and second moment.
+fn diagnostic_lines(s: &Summary, temperature: f64) -> String {
     let mut t = String::new();
     let dg = &s.diagnostics;
     t += &format!(
@@ -367,12 +401,17 @@ fn diagnostic_lines(s: &Summary) -> String {
     );
     for g in &dg.groups {
         t += &format!(
-            "  {:<8} temperature {}  ⟨θ²⟩ {} (prior {}){}\n",
+            "  {:<8} temperature {}  ⟨θ²⟩ {} (prior {}){}{}\n",
             g.group,
-            fixed4(g.temperature),
+            fixed4_err(g.temperature, g.temperature_err),
             fixed4(g.second_moment),
             fixed4(g.prior_variance),
-            if g.frozen { "  frozen" } else { "" }
+            if g.frozen {
+                "  frozen (not sampled: its temperature is not T)"
+            } else {
+                ""
+            },
+            temperature_note(g.temperature, g.temperature_err, temperature, g.frozen)
         );
     }
     t
@@ -425,4 +464,21 @@ fn hot_start_line(s: &Summary) -> String {
             None => "no error bars to compare",
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A negative or off temperature is never printed without what it means.
+    #[test]
+    fn temperature_note_explains_values_away_from_t() {
+        assert_eq!(temperature_note(Some(1.02), Some(0.05), 1.0, false), "");
+        assert!(temperature_note(Some(-0.5), Some(0.6), 1.0, false).contains("noise"));
+        assert!(temperature_note(Some(-3.9231), Some(0.4), 1.0, false).contains("not equilibrated"));
+        assert!(temperature_note(Some(-3.9231), None, 1.0, false).contains("no error bar"));
+        assert!(temperature_note(Some(1.8), Some(0.1), 1.0, false).contains("bias"));
+        assert_eq!(temperature_note(Some(5.0), Some(0.1), 1.0, true), "");
+        assert_eq!(temperature_note(None, None, 1.0, false), "");
+    }
 }

@@ -182,6 +182,13 @@ impl<'a> Survivors<'a> {
                     .map(|&k| self.acc[k].virial_sum[g])
                     .sum::<f64>();
                 let ok = entries > 0.0;
+                // Each chain's time average (every chain has `samples` samples), whose spread
+                // gives the error bar; their mean is vir / entries.
+                let per_chain: Vec<f64> = self
+                    .alive
+                    .iter()
+                    .map(|&k| self.acc[k].virial_sum[g] / (grp.len * self.samples) as f64)
+                    .collect();
                 GroupStats {
                     group: grp.name.clone(),
                     prior_variance: finite(grp.prior_var),
@@ -189,6 +196,10 @@ impl<'a> Survivors<'a> {
                     second_moment: ok.then(|| sum(1) / entries).and_then(finite),
                     fourth_moment: ok.then(|| sum(2) / entries).and_then(finite),
                     temperature: ok.then(|| vir / entries).and_then(finite),
+                    temperature_err: ok
+                        .then(|| mean_and_error(&per_chain).1)
+                        .flatten()
+                        .and_then(finite),
                     frozen: grp.frozen,
                 }
             })
@@ -391,5 +402,48 @@ pub(crate) fn finish<T: Real>(
         sampling_seconds: 0.0,
         steps: ens.steps_done,
         final_state: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-group temperature is the pooled ⟨θ·∇U⟩ per entry and its error the standard
+    /// error of the surviving chains' time averages; a diverged chain counts in neither.
+    #[test]
+    fn group_temperature_has_the_standard_error_over_surviving_chains() {
+        let groups = vec![ParamGroup {
+            name: "readout".to_string(),
+            len: 2,
+            prior_var: 0.5,
+            frozen: false,
+        }];
+        // Three chains of 4 samples with time-averaged temperatures 1, 2 and −3 (virial sums
+        // = temperature × 2 entries × 4 samples), and a fourth that diverged.
+        let acc: Vec<ChainAccumulator> = [1.0, 2.0, -3.0, 100.0]
+            .iter()
+            .map(|&t| {
+                let mut a = ChainAccumulator::new(0, 1);
+                a.samples = 4;
+                a.virial_sum[0] = t * 8.0;
+                a
+            })
+            .collect();
+        let mut divergences = vec![None, None, None];
+        divergences.push(Some(Divergence {
+            step: 3,
+            reason: "non-finite energy".to_string(),
+        }));
+        let stats = Survivors::new(&acc, &divergences).group_stats(&groups);
+        let t = stats[0].temperature.unwrap();
+        assert!((t - 0.0).abs() < 1e-12, "{t}");
+        // Sample variance of (1, 2, −3) is 7, so the error is √(7/3).
+        let e = stats[0].temperature_err.unwrap();
+        assert!((e - (7.0f64 / 3.0).sqrt()).abs() < 1e-12, "{e}");
+        // One surviving chain: a value, no error bar.
+        let one = Survivors::new(&acc[..1], &divergences[..1]).group_stats(&groups);
+        assert_eq!(one[0].temperature, Some(1.0));
+        assert_eq!(one[0].temperature_err, None);
     }
 }

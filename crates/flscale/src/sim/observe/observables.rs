@@ -250,8 +250,15 @@ pub struct GroupStats {
     pub second_moment: Option<f64>,
     /// Mean of the fourth powers (3·variance² for the Gaussian prior).
     pub fourth_moment: Option<f64>,
-    /// ⟨θ·∇U⟩/(#entries): the configurational temperature, ≈ T at equilibrium.
+    /// ⟨θ·∇U⟩/(#entries): the configurational temperature, ≈ T at equilibrium. Its expected
+    /// value along the chain is T + η⟨|∇U|²⟩/(2·#entries) − Δ⟨|θ|²⟩/(2η·#entries) per step, so
+    /// above T means step bias and below T (even negative) a group whose norm still grows;
+    /// its per-sample noise is large where the data term is (docs/langevin.md, "The summary,
+    /// field by field").
     pub temperature: Option<f64>,
+    /// Standard error of `temperature`: the spread of the surviving chains' time averages
+    /// over √chains (null with fewer than two chains).
+    pub temperature_err: Option<f64>,
     /// Whether the group was frozen.
     pub frozen: bool,
 }
