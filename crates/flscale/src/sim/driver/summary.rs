@@ -339,6 +339,8 @@ pub(crate) fn finish<T: Real>(
         diagnostics: surv.diagnostics(cfg, &ens.groups),
         start: String::new(),
         hot_start: None,
+        start_seeds: Default::default(),
+        coupling: None,
         equilibrated: None,
         equilibration: None,
         mean_predictor_hermite: None,
@@ -357,5 +359,6 @@ pub(crate) fn finish<T: Real>(
         sampling_seconds: 0.0,
         steps: ens.steps_done,
         final_state: Vec::new(),
+        parameter_sketches: Default::default(),
     }
 }
