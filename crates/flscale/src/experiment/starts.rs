@@ -149,8 +149,25 @@ impl StoreData {
     }
 
     /// One sentence on the equilibration of the runs, for every report: how many were tested
-    /// with both starts, which disagree (and whether they were left out), or that none was.
+    /// with both starts, which disagree (and whether they were left out), or that none was; and
+    /// how many had coupled starts, which carry a coupling certificate instead of a verdict
+    /// (`sim::driver::coupling`).
     pub fn equilibration_note(&self) -> String {
+        let coupled = self
+            .runs
+            .iter()
+            .filter(|r| r.summary.get("coupling").is_some_and(|c| !c.is_null()))
+            .count();
+        let coupled_note = if coupled == 0 {
+            String::new()
+        } else {
+            format!("; {coupled} with coupled hot and cold starts (sampler.starts_coupling = \"coupled\") are no test of it")
+        };
+        self.verdicts_note() + &coupled_note
+    }
+
+    /// [`StoreData::equilibration_note`] for the runs with independent starts.
+    fn verdicts_note(&self) -> String {
         let tested = self
             .runs
             .iter()
@@ -170,7 +187,7 @@ impl StoreData {
             })
             .collect();
         if tested == 0 {
-            return "equilibration untested: no run has sampler.start = \"both\" (hot and cold starts)".into();
+            return "equilibration untested: no run has independent hot and cold starts (sampler.start = \"both\")".into();
         }
         let mut s = format!(
             "equilibration: {} of {} runs have hot and cold starts, {} agree on every fitted observable",
@@ -332,5 +349,11 @@ mod tests {
         assert_eq!(d.analysed_runs_for("outliers").count(), 3);
         d.runs.iter_mut().for_each(|r| r.equilibrated = None);
         assert!(d.equilibration_note().contains("untested"));
+        d.runs[1].summary["coupling"] = serde_json::json!({"met": 4, "compared": 4});
+        let note = d.equilibration_note();
+        assert!(
+            note.contains("untested") && note.contains("1 with coupled hot and cold starts"),
+            "{note}"
+        );
     }
 }

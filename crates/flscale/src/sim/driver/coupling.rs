@@ -109,7 +109,7 @@ fn sketched_relative_distance(a: &[f64; SKETCH_ROWS], b: &[f64; SKETCH_ROWS]) ->
 pub struct ChainMeeting {
     /// Chain index k (its noise stream).
     pub chain: usize,
-    /// "met", "not met", or "stopped" (either copy diverged).
+    /// "met", "not met", or "diverged" (either copy was stopped).
     pub status: String,
     /// The first measured step at which the copies' relative distance, estimated from their
     /// sketches, was at most the tolerance; null when they never were.
@@ -129,7 +129,7 @@ pub struct CouplingCertificate {
     pub tolerance: f64,
     /// Chains whose copies met.
     pub met: usize,
-    /// Chains compared (those that no copy stopped).
+    /// Chains compared (those of which neither copy diverged).
     pub compared: usize,
     /// The latest meeting step over the chains that met (null when none did): after it every
     /// such chain had forgotten its start.
@@ -147,7 +147,7 @@ pub(crate) fn certificate(cold: &RunResult, hot: &RunResult) -> CouplingCertific
             if !running(cold) || !running(hot) {
                 return ChainMeeting {
                     chain: k,
-                    status: "stopped".into(),
+                    status: "diverged".into(),
                     meeting_step: None,
                     stayed_met: None,
                     final_relative_distance: None,
@@ -178,7 +178,7 @@ pub(crate) fn certificate(cold: &RunResult, hot: &RunResult) -> CouplingCertific
     CouplingCertificate {
         tolerance: MEETING_TOLERANCE,
         met: met.len(),
-        compared: chains.iter().filter(|c| c.status != "stopped").count(),
+        compared: chains.iter().filter(|c| c.status != "diverged").count(),
         last_meeting_step: met.into_iter().max(),
         chains,
     }

