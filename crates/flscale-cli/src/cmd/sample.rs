@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use flscale::sim::run::{RunResult, Summary};
+use flscale::sim::driver::coupling::CouplingCertificate;
 use flscale::sim::{run_experiment, ExperimentConfig};
 use flscale::{Error, Result};
 
@@ -458,11 +459,24 @@ fn hot_start_line(s: &Summary) -> String {
         fixed4_err(h.alignment, h.alignment_err),
         fixed4_err(h.r_overlap2, h.r_overlap2_err),
         fixed4(h.outliers_layer1),
-        match s.equilibrated {
-            Some(true) => "cold and hot agree",
-            Some(false) => "NOT EQUILIBRATED: cold and hot starts disagree",
-            None => "no error bars to compare",
+        match (&s.coupling, s.equilibrated) {
+            (Some(c), _) => coupling_phrase(c),
+            (None, Some(true)) => "cold and hot agree".into(),
+            (None, Some(false)) => "NOT EQUILIBRATED: cold and hot starts disagree".into(),
+            (None, None) => "no error bars to compare".into(),
         }
+    )
+}
+
+/// Coupled starts are no independent evidence: what they certify is how many chains' hot and
+/// cold copies met, and by when.
+fn coupling_phrase(c: &CouplingCertificate) -> String {
+    let by = c
+        .last_meeting_step
+        .map_or(String::new(), |t| format!(", the last by step {t}"));
+    format!(
+        "coupled starts, not compared: {} of {} chains met (relative distance ≤ {:e}){by}",
+        c.met, c.compared, c.tolerance
     )
 }
 

@@ -10,12 +10,15 @@ use super::table::{Column, Table};
 
 /// The hot/cold columns of `results` (issue 15): per row, the hot start's value and error, the
 /// z-score of cold − hot and whether the two starts agree (`yes`/`no`, empty when the run had
-/// one start or the observable no error bar); per run, `equilibrated` over all its fitted
-/// observables (`sim::equilibration`).
+/// one start, coupled starts, or the observable no error bar); per run, `equilibrated` over all
+/// its fitted observables (`sim::equilibration`) and the seed of each start's noise streams,
+/// `seed_cold` and `seed_hot` (issue 36; empty for a start that did not run; floats, exact
+/// below 2⁵³, which derived seeds are: `sim::driver::coupling::start_seed`).
 pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
     let per_run = OBSERVABLES.len() + 1;
     let (mut hv, mut he, mut z, mut agree, mut run_eq) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut seed_cold, mut seed_hot) = (Vec::new(), Vec::new());
     let yes_no = |b: Option<bool>| match b {
         Some(true) => "yes".to_string(),
         Some(false) => "no".to_string(),
@@ -56,6 +59,9 @@ pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
                 o.and_then(|o| o.get("agree")).and_then(Json::as_bool),
             ));
             run_eq.push(yes_no(r.equilibrated));
+            let seed = |start: &str| r.summary["start_seeds"][start].as_u64().map(|s| s as f64);
+            seed_cold.push(seed("cold"));
+            seed_hot.push(seed("hot"));
         }
     }
     t.push("hot_value", Column::Float(hv));
@@ -63,6 +69,8 @@ pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
     t.push("z_cold_hot", Column::Float(z));
     t.push("starts_agree", Column::Text(agree));
     t.push("equilibrated", Column::Text(run_eq));
+    t.push("seed_cold", Column::Float(seed_cold));
+    t.push("seed_hot", Column::Float(seed_hot));
 }
 
 /// The names of the hot/cold verdicts (`summary.equilibration.observables`,
@@ -141,8 +149,25 @@ impl StoreData {
     }
 
     /// One sentence on the equilibration of the runs, for every report: how many were tested
-    /// with both starts, which disagree (and whether they were left out), or that none was.
+    /// with both starts, which disagree (and whether they were left out), or that none was; and
+    /// how many had coupled starts, which carry a coupling certificate instead of a verdict
+    /// (`sim::driver::coupling`).
     pub fn equilibration_note(&self) -> String {
+        let coupled = self
+            .runs
+            .iter()
+            .filter(|r| r.summary.get("coupling").is_some_and(|c| !c.is_null()))
+            .count();
+        let coupled_note = if coupled == 0 {
+            String::new()
+        } else {
+            format!("; {coupled} with coupled hot and cold starts (sampler.starts_coupling = \"coupled\") are no test of it")
+        };
+        self.verdicts_note() + &coupled_note
+    }
+
+    /// [`StoreData::equilibration_note`] for the runs with independent starts.
+    fn verdicts_note(&self) -> String {
         let tested = self
             .runs
             .iter()
@@ -162,7 +187,7 @@ impl StoreData {
             })
             .collect();
         if tested == 0 {
-            return "equilibration untested: no run has sampler.start = \"both\" (hot and cold starts)".into();
+            return "equilibration untested: no run has independent hot and cold starts (sampler.start = \"both\")".into();
         }
         let mut s = format!(
             "equilibration: {} of {} runs have hot and cold starts, {} agree on every fitted observable",
@@ -196,6 +221,7 @@ mod tests {
             "alignment": 0.4, "alignment_err": 0.01,
             "outliers_layer1": 2.77, "outliers_layer1_err": 0.1,
             "equilibrated": equilibrated,
+            "start_seeds": {"cold": 7, "hot": equilibrated.map(|_| 8_670_364_517_712_541u64)},
             "equilibration": equilibrated.map(|e| serde_json::json!({"observables": [
                 {"name": "alignment", "cold": 0.4, "cold_err": 0.01, "hot": 0.41,
                  "hot_err": 0.01, "z": -0.5, "agree": true},
@@ -244,6 +270,8 @@ mod tests {
                 "z_cold_hot",
                 "starts_agree",
                 "equilibrated",
+                "seed_cold",
+                "seed_hot",
             ] {
                 assert_eq!(back.column(name), t.column(name), "{name}");
             }
@@ -272,6 +300,16 @@ mod tests {
         assert_eq!(
             (eq[0].as_str(), eq[rows].as_str(), eq[2 * rows].as_str()),
             ("no", "yes", "")
+        );
+        let Some(Column::Float(hot_seed)) = t.column("seed_hot") else {
+            panic!("no seed_hot column")
+        };
+        // A derived seed below 2⁵³ survives the float column exactly; a one-start run has none.
+        assert_eq!(hot_seed[k], Some(8_670_364_517_712_541.0));
+        assert_eq!(hot_seed[2 * rows], None);
+        assert_eq!(
+            t.column("seed_cold"),
+            Some(&Column::Float(vec![Some(7.0); 3 * rows]))
         );
     }
 
@@ -311,5 +349,11 @@ mod tests {
         assert_eq!(d.analysed_runs_for("outliers").count(), 3);
         d.runs.iter_mut().for_each(|r| r.equilibrated = None);
         assert!(d.equilibration_note().contains("untested"));
+        d.runs[1].summary["coupling"] = serde_json::json!({"met": 4, "compared": 4});
+        let note = d.equilibration_note();
+        assert!(
+            note.contains("untested") && note.contains("1 with coupled hot and cold starts"),
+            "{note}"
+        );
     }
 }

@@ -31,6 +31,8 @@
 //! adapt_step = true         # step adapted during burn-in (default); `step` is its maximum
 //! # hmc_steps = 10          # with mala: HMC, L leapfrog steps per proposal
 //! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
+//! # start = "both"          # cold | hot | both (compared)
+//! # starts_coupling = "independent"  # or "coupled": the hot start on the cold one's streams
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
 //! sigma2 = [1.0, 1.0]
 //! ```
@@ -258,12 +260,21 @@ pub struct SamplerConfig {
     /// Initial state: "cold" (default; weights drawn from the prior), "hot" (teacher-aligned:
     /// every first-layer neuron's component along w* set to ±σ1, alternating signs, the rest
     /// from the prior; the CNN's filters likewise, attention heads as in [`crate::sim::model::attention`]),
-    /// or "both" (two ensembles of `chains` chains each, from the same
-    /// streams; the summary reports the hot one beside the cold one and flags them "not
-    /// equilibrated" when they disagree beyond their errors — spec 02, "First-order
-    /// transitions cause hysteresis").
+    /// or "both" (two ensembles of `chains` chains each; the summary reports the hot one beside
+    /// the cold one and flags them "not equilibrated" when they disagree beyond their errors —
+    /// spec 02, "First-order transitions cause hysteresis"). Which noise streams the hot start
+    /// runs on is `starts_coupling`.
     #[serde(default = "default_start")]
     pub start: Start,
+    /// The hot start's noise streams. "independent" (default): the hot ensemble runs on
+    /// streams of its own seed, derived from `seed` ([`crate::sim::driver::coupling::start_seed`]),
+    /// so that the cold/hot z-test compares two independent estimates; the cold start keeps
+    /// the streams of `seed`. "coupled": both starts run on the streams of `seed` (only the
+    /// initial state differs), a synchronous coupling whose meeting times the summary reports
+    /// as a coupling certificate instead of a verdict (`coupling`; docs/langevin.md, "Starts").
+    /// "coupled" needs `start` = "hot" or "both".
+    #[serde(default, skip_serializing_if = "StartsCoupling::is_independent")]
+    pub starts_coupling: StartsCoupling,
     /// Step-size control (spec 02 (a)): during burn-in, at every measurement (every `thin`
     /// steps, but at most about 200 times over the burn-in), estimate λ_max of the Hessian of U by power iteration on Hessian–vector
     /// products (max over chains) and set η = min(`step`, 0.1/λ_max) — with `mala` (every
@@ -453,6 +464,48 @@ pub enum Start {
 
 fn default_start() -> Start {
     Start::Cold
+}
+
+/// Whether the hot start shares the cold start's noise streams (see
+/// [`SamplerConfig::starts_coupling`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartsCoupling {
+    /// Each start on streams of its own seed.
+    #[default]
+    Independent,
+    /// Both starts on the streams of `sampler.seed`.
+    Coupled,
+}
+
+impl StartsCoupling {
+    /// The name in the experiment file.
+    pub fn name(self) -> &'static str {
+        match self {
+            StartsCoupling::Independent => "independent",
+            StartsCoupling::Coupled => "coupled",
+        }
+    }
+
+    /// Whether this is the default, left out of a written configuration.
+    pub fn is_independent(&self) -> bool {
+        *self == StartsCoupling::Independent
+    }
+}
+
+/// Parsed by hand so that a bad value is one sentence naming the field and what is allowed
+/// (serde's own message names neither the table nor the field).
+impl<'de> Deserialize<'de> for StartsCoupling {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        match name.as_str() {
+            "independent" => Ok(StartsCoupling::Independent),
+            "coupled" => Ok(StartsCoupling::Coupled),
+            other => Err(serde::de::Error::custom(format!(
+                "sampler.starts_coupling = \"{other}\" is not allowed; it must be \"independent\" or \"coupled\""
+            ))),
+        }
+    }
 }
 
 fn default_temperature() -> f64 {

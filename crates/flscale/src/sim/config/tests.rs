@@ -244,3 +244,34 @@ proptest! {
         let _ = ExperimentConfig::from_toml(&mutated, "fuzz.toml");
     }
 }
+
+#[test]
+fn starts_coupling_defaults_to_independent_and_names_its_values_when_bad() {
+    let cfg = ExperimentConfig::from_toml(EXAMPLE, "exp.toml").unwrap();
+    assert_eq!(cfg.sampler.starts_coupling, StartsCoupling::Independent);
+    // The default is left out of a written file, so that configurations written before the
+    // field existed are written the same.
+    assert!(!toml::to_string(&cfg).unwrap().contains("starts_coupling"));
+    let coupled = EXAMPLE.replace("seed = 1", "seed = 1\nstart = \"both\"\nstarts_coupling = \"coupled\"");
+    let cfg = ExperimentConfig::from_toml(&coupled, "exp.toml").unwrap();
+    assert_eq!(cfg.sampler.starts_coupling, StartsCoupling::Coupled);
+    let back = ExperimentConfig::from_toml(&toml::to_string(&cfg).unwrap(), "w.toml").unwrap();
+    assert_eq!(back, cfg);
+    let bad = EXAMPLE.replace("seed = 1", "seed = 1\nstarts_coupling = \"paired\"");
+    let e = ExperimentConfig::from_toml(&bad, "exp.toml").unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(
+        e.to_string().ends_with(
+            "sampler.starts_coupling = \"paired\" is not allowed; it must be \"independent\" or \"coupled\""
+        ),
+        "{e}"
+    );
+    let cold = EXAMPLE.replace("seed = 1", "seed = 1\nstarts_coupling = \"coupled\"");
+    let e = ExperimentConfig::from_toml(&cold, "exp.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sampler.starts_coupling = \"coupled\"") && e.contains("start = \"cold\""),
+        "{e}"
+    );
+}

@@ -163,6 +163,11 @@ impl ExperimentConfig {
                 )));
             }
         }
+        if s.starts_coupling == StartsCoupling::Coupled && s.start == Start::Cold {
+            return Err(Error::invalid(
+                "sampler.starts_coupling = \"coupled\" is not allowed with start = \"cold\"; it puts a hot start on the cold start's noise streams: set start = \"hot\" or \"both\"",
+            ));
+        }
         Ok(())
     }
 

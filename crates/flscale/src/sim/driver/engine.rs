@@ -14,6 +14,7 @@ use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 use crate::sim::observe::observables::finite;
 
+use super::coupling::{records_sketches, sketch, ParameterSketches};
 use super::result::RunResult;
 use super::tempered::{slot_seed, Replicas, TemperingDiagnostics};
 
@@ -49,6 +50,10 @@ pub(crate) struct Sampled<T: Real, M: Model<T>> {
     /// Wall time of the whole loop and of its part after burn-in.
     pub seconds: f64,
     pub sampling_seconds: f64,
+    /// The seed of the chains' noise streams (`s.seed` of [`sample`]).
+    pub seed: u64,
+    /// Coupled starts: every chain's parameter sketch at every measurement.
+    pub sketches: ParameterSketches,
 }
 
 /// Runs `s.steps` steps of the ensemble `start(seed)` (every replica of a tempered run is
@@ -77,6 +82,8 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
         )
     });
     let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
+    let mut sketches = ParameterSketches::default();
+    let sketching = records_sketches(s.start, s.starts_coupling);
     let started = std::time::Instant::now();
     let mut window_start = (s.burn_in == 0).then_some(started);
     let mut t = 0;
@@ -97,6 +104,10 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
                 sampling: t > s.burn_in,
             };
             observer.observe(&mut ens, &mut kernel, at);
+            if sketching {
+                sketches.steps.push(t);
+                sketches.chains.push(chain_sketches(&ens));
+            }
         }
         if t >= s.burn_in && window_start.is_none() {
             window_start = Some(std::time::Instant::now());
@@ -120,7 +131,25 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
         tempering,
         seconds,
         sampling_seconds,
+        seed: s.seed,
+        sketches,
     })
+}
+
+/// Every chain's sketch ([`sketch`]) over all its parameter groups; None for a stopped chain.
+fn chain_sketches<T: Real, M: Model<T>>(
+    ens: &Ensemble<T, M>,
+) -> Vec<Option<[f64; super::coupling::SKETCH_ROWS]>> {
+    (0..ens.chains())
+        .map(|k| {
+            ens.alive(k).then(|| {
+                let groups: Vec<Vec<f64>> = (0..ens.model.n_groups())
+                    .map(|g| ens.chain_group(k, g))
+                    .collect();
+                sketch(groups.iter().flatten().copied())
+            })
+        })
+        .collect()
 }
 
 /// The ensemble of `model` on the training set (`x`, `y`) that the sampler settings ask for:
@@ -257,6 +286,9 @@ pub(crate) fn record_health<T: Real, M: Model<T>>(
         .and_then(|k| k.acceptance_rate(ens))
         .and_then(finite);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
+    let seeds = &mut result.summary.start_seeds;
+    *(if hot { &mut seeds.hot } else { &mut seeds.cold }) = Some(sampled.seed);
+    result.parameter_sketches = sampled.sketches.clone();
     result.summary.tempering = sampled.tempering.clone();
     result.sampling_seconds = sampled.sampling_seconds;
 }

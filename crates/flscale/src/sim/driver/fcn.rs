@@ -2,7 +2,7 @@
 //! adaptation, the sampling loop and its measurements (spec 02).
 
 use crate::error::Result;
-use crate::sim::config::ExperimentConfig;
+use crate::sim::config::{ExperimentConfig, SamplerConfig};
 use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::mala::Kernel;
@@ -27,22 +27,27 @@ pub(crate) fn run_typed<T: Real>(
 ) -> Result<RunResult> {
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
-    run_starts(s.start, s.steps, progress, &mut |hot, progress| {
-        run_once::<T>(cfg, &data, hot, None, progress, interrupted)
+    run_starts(s, progress, &mut |hot, seed, progress| {
+        run_once::<T>(cfg, &data, hot, seed, None, progress, interrupted)
     })
 }
 
 /// One ensemble from a cold (prior) or hot (teacher-aligned) start, or from `initial`
-/// ([`super::run::run_experiment_from`]).
+/// ([`super::run::run_experiment_from`]), its chains on the noise streams of `seed`.
 pub(crate) fn run_once<T: Real>(
     cfg: &ExperimentConfig,
     data: &Dataset,
     hot: bool,
+    seed: u64,
     initial: Option<&[Vec<Vec<f64>>]>,
     progress: &mut dyn FnMut(usize, usize),
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
-    let s = &cfg.sampler;
+    let sampler = SamplerConfig {
+        seed,
+        ..cfg.sampler.clone()
+    };
+    let s = &sampler;
     let model = FcnModel::from_config(cfg);
     let d = model.d;
     let n_groups = model.n_groups();

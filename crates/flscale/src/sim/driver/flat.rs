@@ -4,7 +4,7 @@
 //! cold/hot starts ([`super::starts::run_starts`]).
 
 use crate::error::{Error, Result};
-use crate::sim::config::{ExperimentConfig, ModelKind};
+use crate::sim::config::{ExperimentConfig, ModelKind, SamplerConfig};
 use crate::sim::ensemble::fcn::{predict, Ensemble};
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::attention::AttentionModel;
@@ -56,22 +56,27 @@ pub fn run_flat<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
     let s = &cfg.sampler;
-    run_starts(s.start, s.steps, progress, &mut |hot, progress| {
-        run_flat_once::<T, M>(cfg, model.clone(), data, hot, progress, interrupted)
+    run_starts(s, progress, &mut |hot, seed, progress| {
+        run_flat_once::<T, M>(cfg, model.clone(), data, hot, seed, progress, interrupted)
     })
 }
 
-/// One ensemble from a cold (prior) or hot ([`FlatModel::hot_start`]) start, on the one
-/// sampling loop ([`sample`]).
+/// One ensemble from a cold (prior) or hot ([`FlatModel::hot_start`]) start, its chains on
+/// the noise streams of `seed`, on the one sampling loop ([`sample`]).
 fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     cfg: &ExperimentConfig,
     model: M,
     data: &FlatData,
     hot: bool,
+    seed: u64,
     progress: &mut dyn FnMut(usize, usize),
     interrupted: &dyn Fn() -> bool,
 ) -> Result<RunResult> {
-    let s = &cfg.sampler;
+    let sampler = SamplerConfig {
+        seed,
+        ..cfg.sampler.clone()
+    };
+    let s = &sampler;
     let n_groups = model.groups().len();
     let n_test = data.y_test.len();
     let scale = model.overlap_scale();

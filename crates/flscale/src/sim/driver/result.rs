@@ -103,11 +103,21 @@ pub struct Summary {
     pub start: String,
     /// With `sampler.start = "both"`: the hot-start ensemble's main observables.
     pub hot_start: Option<StartResults>,
-    /// With `sampler.start = "both"`: false when the cold and hot ensembles disagree by more
-    /// than 3 combined standard errors on any fitted observable ("not equilibrated": a
-    /// first-order transition's hysteresis, spec 02); null otherwise or without error bars.
+    /// The seed of every start's noise streams and initial draws
+    /// ([`crate::sim::driver::coupling::start_seed`]); null for a start that did not run.
+    pub start_seeds: StartSeeds,
+    /// With `sampler.start = "both"` and `starts_coupling = "coupled"`: per chain, whether and
+    /// when the hot and cold copies met ([`crate::sim::driver::coupling`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coupling: Option<crate::sim::driver::coupling::CouplingCertificate>,
+    /// With `sampler.start = "both"` and independent starts (`starts_coupling`): false when
+    /// the cold and hot ensembles disagree by more than 3 combined standard errors on any
+    /// fitted observable ("not equilibrated": a first-order transition's hysteresis, spec 02);
+    /// null otherwise (coupled starts are no independent evidence; see `coupling`) or without
+    /// error bars.
     pub equilibrated: Option<bool>,
-    /// With `sampler.start = "both"`: the verdict per observable, with both starts' values,
+    /// With `sampler.start = "both"` and independent starts: the verdict per observable, with
+    /// both starts' values,
     /// errors and z-scores ([`crate::sim::observe::equilibration`]).
     pub equilibration: Option<crate::sim::observe::equilibration::Equilibration>,
     /// FCN with a `hermite` or `terms` target: the ensemble-mean test predictor's coefficients
@@ -131,6 +141,15 @@ pub struct Summary {
     /// Deeper-layer overlaps, parity directions and μ, test accuracy ([`crate::sim::observe::overlaps`]).
     #[serde(flatten)]
     pub probe: ProbeSummary,
+}
+
+/// The seed of each start's chains (chain k runs on stream k of it).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+pub struct StartSeeds {
+    /// The cold start's: `sampler.seed`.
+    pub cold: Option<u64>,
+    /// The hot start's: derived from `sampler.seed` unless the starts are coupled.
+    pub hot: Option<u64>,
 }
 
 /// The main observables of one start, for the cold/hot comparison.
@@ -265,6 +284,9 @@ pub struct RunResult {
     /// FCN runs: every chain's parameters at the end, per chain and group (f64), the state
     /// [`run_experiment_from`] can continue from; empty for the other models.
     pub final_state: Vec<Vec<Vec<f64>>>,
+    /// Coupled starts ([`crate::sim::driver::coupling`]): every chain's parameter sketch at
+    /// every measurement, from which the coupling certificate places the meetings.
+    pub parameter_sketches: crate::sim::driver::coupling::ParameterSketches,
 }
 
 impl RunResult {

@@ -1,37 +1,52 @@
 //! Cold, hot or compared starts (spec 02): the one- or two-ensemble run of every model.
 
 use crate::error::Result;
-use crate::sim::config::Start;
+use crate::sim::config::{SamplerConfig, Start, StartsCoupling};
 
 use crate::sim::observe::equilibration::{compare_estimates, named, Equilibration, NamedEstimate};
 
+use super::coupling::{certificate, start_seed};
 use super::result::{RunResult, StartResults, Summary};
 
-/// Runs one ensemble: `(hot, progress)` → its results, from a hot start when `hot`.
+/// Runs one ensemble: `(hot, seed, progress)` → its results, from a hot start when `hot`, with
+/// `seed` as the seed of its chains' noise streams and initial draws (the data's stays
+/// `sampler.seed`).
 pub(crate) type RunOneStart<'a> =
-    dyn FnMut(bool, &mut dyn FnMut(usize, usize)) -> Result<RunResult> + 'a;
+    dyn FnMut(bool, u64, &mut dyn FnMut(usize, usize)) -> Result<RunResult> + 'a;
 
-/// Runs the ensemble(s) that `sampler.start` asks for — `run_one(hot, progress)` runs one
-/// from a cold or a hot start — and, for "both", reports the hot one beside the cold one with
-/// the "not equilibrated" verdict (spec 02: hysteresis of a first-order transition is
-/// reported, not averaged away). Shared by every model.
+/// Runs the ensemble(s) that `s.start` asks for — `run_one(hot, seed, progress)` runs one
+/// from a cold or a hot start, on the streams of [`start_seed`] — and, for "both", reports the
+/// hot one beside the cold one: with independent starts with the "not equilibrated" verdict
+/// of the two-sample z-test (spec 02: hysteresis of a first-order transition is reported, not
+/// averaged away), with coupled starts with the coupling certificate instead
+/// ([`super::coupling`]). Shared by every model.
 pub(crate) fn run_starts(
-    start: Start,
-    steps: usize,
+    s: &SamplerConfig,
     progress: &mut dyn FnMut(usize, usize),
     run_one: &mut RunOneStart<'_>,
 ) -> Result<RunResult> {
-    match start {
-        Start::Cold => run_one(false, &mut |d, _| progress(d, steps)),
-        Start::Hot => run_one(true, &mut |d, _| progress(d, steps)),
+    let steps = s.steps;
+    let seed = |hot: bool| start_seed(s.seed, hot, s.starts_coupling);
+    match s.start {
+        Start::Cold => run_one(false, seed(false), &mut |d, _| progress(d, steps)),
+        Start::Hot => run_one(true, seed(true), &mut |d, _| progress(d, steps)),
         Start::Both => {
             let total = 2 * steps;
-            let mut cold = run_one(false, &mut |d, _| progress(d, total))?;
-            let hot = run_one(true, &mut |d, _| progress(steps + d, total))?;
-            let verdict = compare_starts(&cold.summary, &hot.summary);
+            let mut cold = run_one(false, seed(false), &mut |d, _| progress(d, total))?;
+            let hot = run_one(true, seed(true), &mut |d, _| progress(steps + d, total))?;
             cold.summary.hot_start = Some(StartResults::of(&hot.summary));
-            cold.summary.equilibrated = verdict.equilibrated;
-            cold.summary.equilibration = Some(verdict);
+            cold.summary.start_seeds.hot = hot.summary.start_seeds.hot;
+            match s.starts_coupling {
+                StartsCoupling::Independent => {
+                    let verdict = compare_starts(&cold.summary, &hot.summary);
+                    cold.summary.equilibrated = verdict.equilibrated;
+                    cold.summary.equilibration = Some(verdict);
+                }
+                StartsCoupling::Coupled => {
+                    cold.summary.coupling = Some(certificate(&cold, &hot));
+                }
+            }
+            cold.parameter_sketches = Default::default();
             cold.seconds += hot.seconds;
             cold.steps += hot.steps;
             Ok(cold)
@@ -74,7 +89,7 @@ pub fn fitted_observables(s: &Summary) -> Vec<NamedEstimate> {
 }
 
 /// Compares the cold and the hot ensembles' summaries on every fitted observable
-/// ([`crate::sim::observe::equilibration`]).
+/// ([`crate::sim::observe::equilibration`]): a two-sample z-test, valid for independent starts.
 pub fn compare_starts(cold: &Summary, hot: &Summary) -> Equilibration {
     compare_estimates(&fitted_observables(cold), &fitted_observables(hot))
 }

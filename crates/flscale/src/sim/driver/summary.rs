@@ -383,6 +383,8 @@ pub(crate) fn finish<T: Real>(
         diagnostics: surv.diagnostics(cfg, &ens.groups),
         start: String::new(),
         hot_start: None,
+        start_seeds: Default::default(),
+        coupling: None,
         equilibrated: None,
         equilibration: None,
         mean_predictor_hermite: None,
@@ -402,6 +404,7 @@ pub(crate) fn finish<T: Real>(
         sampling_seconds: 0.0,
         steps: ens.steps_done,
         final_state: Vec::new(),
+        parameter_sketches: Default::default(),
     }
 }
 

@@ -9,4 +9,5 @@ mod fcn;
 mod flat;
 mod flat_hmc;
 mod hmc;
+mod starts;
 mod tempering;
