@@ -24,10 +24,10 @@ use super::result::RunResult;
 const SEED_MASK: u64 = (1 << 53) - 1;
 
 /// Mixed into the run's seed to derive the hot start's ("hot" in ASCII).
-const HOT_STREAM_TAG: u64 = 0x686F_74;
+const HOT_STREAM_TAG: u64 = 0x0068_6F74;
 
 /// Mixed into a parameter's index to draw its signs in the sketch.
-const SKETCH_TAG: u64 = 0x736B_6574_6368;
+const SKETCH_TAG: u64 = 0x0000_736B_6574_6368;
 
 /// Rows of the random projection that sketches a chain's parameters.
 pub const SKETCH_ROWS: usize = 16;
