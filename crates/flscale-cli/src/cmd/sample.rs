@@ -5,8 +5,8 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use flscale::sim::run::{RunResult, Summary};
 use flscale::sim::driver::coupling::CouplingCertificate;
+use flscale::sim::run::{RunResult, Summary};
 use flscale::sim::{run_experiment, ExperimentConfig};
 use flscale::{Error, Result};
 

@@ -252,7 +252,10 @@ fn starts_coupling_defaults_to_independent_and_names_its_values_when_bad() {
     // The default is left out of a written file, so that configurations written before the
     // field existed are written the same.
     assert!(!toml::to_string(&cfg).unwrap().contains("starts_coupling"));
-    let coupled = EXAMPLE.replace("seed = 1", "seed = 1\nstart = \"both\"\nstarts_coupling = \"coupled\"");
+    let coupled = EXAMPLE.replace(
+        "seed = 1",
+        "seed = 1\nstart = \"both\"\nstarts_coupling = \"coupled\"",
+    );
     let cfg = ExperimentConfig::from_toml(&coupled, "exp.toml").unwrap();
     assert_eq!(cfg.sampler.starts_coupling, StartsCoupling::Coupled);
     let back = ExperimentConfig::from_toml(&toml::to_string(&cfg).unwrap(), "w.toml").unwrap();

@@ -24,10 +24,10 @@ use super::result::RunResult;
 const SEED_MASK: u64 = (1 << 53) - 1;
 
 /// Mixed into the run's seed to derive the hot start's ("hot" in ASCII).
-const HOT_STREAM_TAG: u64 = 0x686F_74;
+const HOT_STREAM_TAG: u64 = 0x0068_6F74;
 
 /// Mixed into a parameter's index to draw its signs in the sketch.
-const SKETCH_TAG: u64 = 0x736B_6574_6368;
+const SKETCH_TAG: u64 = 0x0000_736B_6574_6368;
 
 /// Rows of the random projection that sketches a chain's parameters.
 pub const SKETCH_ROWS: usize = 16;
@@ -186,9 +186,7 @@ pub(crate) fn certificate(cold: &RunResult, hot: &RunResult) -> CouplingCertific
 
 /// ‖θ_hot − θ_cold‖/‖θ_cold‖ of chain k's final states.
 fn final_relative_distance(cold: &RunResult, hot: &RunResult, k: usize) -> Option<f64> {
-    let flat = |r: &RunResult| -> Option<Vec<f64>> {
-        r.final_state.get(k).map(|g| g.concat())
-    };
+    let flat = |r: &RunResult| -> Option<Vec<f64>> { r.final_state.get(k).map(|g| g.concat()) };
     let (c, h) = (flat(cold)?, flat(hot)?);
     let diff: f64 = h.iter().zip(&c).map(|(a, b)| (a - b).powi(2)).sum();
     let norm: f64 = c.iter().map(|b| b * b).sum();
@@ -221,7 +219,9 @@ mod tests {
 
     #[test]
     fn sketches_estimate_distances_and_are_equal_for_equal_parameters() {
-        let x: Vec<f64> = (0..500).map(|i| ((i * 37 % 101) as f64 - 50.0) / 10.0).collect();
+        let x: Vec<f64> = (0..500)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 10.0)
+            .collect();
         let y: Vec<f64> = x
             .iter()
             .enumerate()

@@ -94,7 +94,10 @@ fn coupled_starts_are_correlated_evidence_and_independent_ones_are_not() {
     let derived = hot_independent.summary.start_seeds.hot.unwrap();
     assert_ne!(derived, 5);
     for (name, f) in [
-        ("alignment", (|r: &ChainRow| r.alignment) as fn(&ChainRow) -> Option<f64>),
+        (
+            "alignment",
+            (|r: &ChainRow| r.alignment) as fn(&ChainRow) -> Option<f64>,
+        ),
         ("R", |r: &ChainRow| r.r_overlap2),
     ] {
         let c = per_chain(&cold.chains, f);
@@ -106,7 +109,9 @@ fn coupled_starts_are_correlated_evidence_and_independent_ones_are_not() {
             // The error of cold − hot over the chains' paired differences, against the
             // combined error of the z-test (each the standard error over chains).
             let ratio = std_dev(&diff) / (std_dev(&c).powi(2) + std_dev(&h).powi(2)).sqrt();
-            seen.push(format!("{coupling}: correlation {rho:.3}, error ratio {ratio:.3}"));
+            seen.push(format!(
+                "{coupling}: correlation {rho:.3}, error ratio {ratio:.3}"
+            ));
             let ok = match coupling {
                 "coupled" => rho > 0.9 && ratio < 0.4,
                 _ => rho.abs() < 0.5 && (0.7..1.4).contains(&ratio),
@@ -130,10 +135,7 @@ fn both_starts_are_the_cold_run_and_the_hot_run_on_their_own_seeds() {
     assert_eq!(both.summary.start_seeds.hot, Some(hot_seed));
     assert_eq!(hot.summary.start_seeds.hot, Some(hot_seed));
     assert_eq!(hot.summary.start_seeds.cold, None);
-    assert_eq!(
-        both.summary.hot_start,
-        Some(StartResults::of(&hot.summary))
-    );
+    assert_eq!(both.summary.hot_start, Some(StartResults::of(&hot.summary)));
     assert!(both.summary.equilibration.is_some() && both.summary.coupling.is_none());
     let mut cold_part = both.summary.clone();
     cold_part.hot_start = None;
@@ -161,7 +163,10 @@ fn coupled_starts_certify_their_meeting_per_chain() {
         assert_eq!(m.status, "met", "{m:?}");
         assert_eq!(m.stayed_met, Some(true), "{m:?}");
         assert!(m.meeting_step.unwrap() > 10, "{m:?}");
-        assert!(m.final_relative_distance.unwrap() <= MEETING_TOLERANCE, "{m:?}");
+        assert!(
+            m.final_relative_distance.unwrap() <= MEETING_TOLERANCE,
+            "{m:?}"
+        );
     }
     assert_eq!(
         c.last_meeting_step,
