@@ -223,9 +223,55 @@ fn serve_binds_localhost_by_default_and_enforces_its_limits() {
     assert_eq!(st, 400, "{v}");
     assert!(v["error"].as_str().is_some_and(|m| !m.is_empty()));
 
-    let (_p2, addr2, err2) = serve(&["--port", "0", "--host", "0.0.0.0"]);
+    // Host names are matched without case, with or without a port.
+    for name in ["LOCALHOST", "localhost", "[::1]", "[::1]:1", "127.0.0.1"] {
+        let mut raw = TcpStream::connect(addr).unwrap();
+        write!(
+            raw,
+            "GET /api/presets HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = raw.read_to_string(&mut answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "Host {name}: {answer}");
+    }
+
+    // Another loopback address answers its own URL.
+    let (_p3, addr3, err3) = serve(&["--port", "0", "--host", "127.0.0.2"]);
+    assert_eq!(addr3.ip().to_string(), "127.0.0.2");
+    assert!(!err3.contains("warning"), "{err3}");
+    assert_eq!(get_json(addr3, "/api/presets").0, 200);
+
+    // An address other machines reach needs --allow-remote, warns with the real port and
+    // still refuses foreign Host names.
+    let o = Command::new(env!("CARGO_BIN_EXE_flscale"))
+        .args(["serve", "--port", "0", "--host", "0.0.0.0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--allow-remote"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (_p2, addr2, err2) = serve(&["--port", "0", "--host", "0.0.0.0", "--allow-remote"]);
     assert!(addr2.ip().is_unspecified());
-    assert!(err2.contains("warning: listening on 0.0.0.0"), "{err2:?}");
+    assert_ne!(addr2.port(), 0);
+    assert!(
+        err2.contains(&format!("warning: listening on 0.0.0.0:{}", addr2.port())),
+        "{err2:?}"
+    );
+    let local2: SocketAddr = format!("127.0.0.1:{}", addr2.port()).parse().unwrap();
+    assert_eq!(get_json(local2, "/api/presets").0, 200);
+    let mut raw = TcpStream::connect(local2).unwrap();
+    write!(
+        raw,
+        "GET /api/presets HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = raw.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
 }
 
 // ------------------------------------------------------------------------ WebDriver
@@ -498,7 +544,53 @@ fn pages_work_in_headless_chromium() {
     check_model_view(&b, &base, &shots);
     check_engine_view(&b, &base, &shots);
     check_results_view(&b, &base, &shots, &store);
+    assert_no_csp_violations(&b);
+    check_scripted_svg_is_inert(&b, &base, &store);
     eprintln!("screenshots written to {}", shots.display());
+}
+
+/// The pages run under their Content-Security-Policy without a violation (an inline handler or
+/// style would be blocked and logged). chromedriver's log endpoint, where it has one.
+fn assert_no_csp_violations(b: &Browser) {
+    let url = format!("/session/{}/se/log", b.session);
+    let (st, text) = http(
+        b.addr,
+        "POST",
+        &url,
+        Some("application/json"),
+        br#"{"type": "browser"}"#,
+    );
+    if st != 200 {
+        eprintln!("chromedriver has no log endpoint ({st}); CSP violations not checked");
+        return;
+    }
+    let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    for entry in v["value"].as_array().into_iter().flatten() {
+        let msg = entry["message"].as_str().unwrap_or("");
+        assert!(!msg.contains("Content Security Policy"), "{msg}");
+    }
+}
+
+/// An SVG with a script inside a results store, opened directly: the sandbox policy keeps its
+/// script from running (and from reaching the app's origin).
+fn check_scripted_svg_is_inert(b: &Browser, base: &str, store: &Path) {
+    let svg = r#"<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>document.documentElement.setAttribute("data-ran", "yes"); try { localStorage.setItem("pwned", "1"); } catch (e) {}</script></svg>"#;
+    std::fs::create_dir_all(store.join("figures")).unwrap();
+    std::fs::write(store.join("figures/scripted.svg"), svg).unwrap();
+    b.goto(&format!("{base}/results/0/files/figures/scripted.svg"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        b.js("return document.documentElement.getAttribute('data-ran');"),
+        Value::Null,
+        "the store's SVG ran its script"
+    );
+    b.goto(&format!("{base}/model"));
+    assert_eq!(
+        b.js("return localStorage.getItem('pwned');"),
+        Value::Null,
+        "the store's SVG wrote to the app's storage"
+    );
+    std::fs::remove_file(store.join("figures/scripted.svg")).unwrap();
 }
 
 /// The solvable model: u below coexistence, then dragged past it, then b moved.

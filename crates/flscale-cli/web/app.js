@@ -110,6 +110,9 @@ function renderModel(v) {
 }
 
 function initModel() {
+  // The controls are a form only for their labels; Enter must not submit (and navigate).
+  // Here rather than an inline onsubmit: the page's Content-Security-Policy runs no inline script.
+  $("model-controls").addEventListener("submit", e => e.preventDefault());
   const q = new URLSearchParams(location.search);
   for (const k of MODEL_KEYS) if (q.has(k)) $(k).value = q.get(k);
   for (const k of MODEL_KEYS) $(k).addEventListener("input", updateModel);

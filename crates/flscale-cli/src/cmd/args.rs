@@ -45,7 +45,7 @@ pub fn check_numbers(args: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-fn out_of_range(part: &str) -> Option<&'static str> {
+pub(crate) fn out_of_range(part: &str) -> Option<&'static str> {
     let looks_numeric = part
         .chars()
         .next()

@@ -183,30 +183,68 @@ pub(super) fn to_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value> {
 /// coefficients b, c, ε within ±10⁶, the overlap grid |ρ| ≤ 10³. Beyond them u = P²s_a²/(T²D)
 /// and the potential's exponentials overflow (`--rho-max 1e308` gave a NaN grid, `--d 1e-308`
 /// u = inf) or the fixed-point search runs for minutes (`fixed-points --s-a2 1e300`).
+const SIZE: (f64, f64) = (1.0, 1e6);
+const VARIANCE: (f64, f64) = (1e-12, 1e6);
+const COEFFICIENT: (f64, f64) = (-1e6, 1e6);
+const WHY: &str = "the blog model's range; docs/limits.md";
+
+fn check_residual(sigma_w2: f64, b: f64, c: f64) -> Result<()> {
+    use super::args::in_range;
+    in_range("--sigma-w2", sigma_w2, VARIANCE.0, VARIANCE.1, WHY)?;
+    in_range("--b", b, COEFFICIENT.0, COEFFICIENT.1, WHY)?;
+    in_range("--c", c, COEFFICIENT.0, COEFFICIENT.1, WHY)
+}
+
+fn check_finite_model(d: f64, n: f64, t: f64, s_a2: Option<f64>) -> Result<()> {
+    use super::args::in_range;
+    in_range("--d", d, SIZE.0, SIZE.1, WHY)?;
+    in_range("--n", n, SIZE.0, SIZE.1, WHY)?;
+    in_range("--t", t, VARIANCE.0, VARIANCE.1, WHY)?;
+    match s_a2 {
+        Some(v) => in_range("--s-a2", v, VARIANCE.0, VARIANCE.1, WHY),
+        None => Ok(()),
+    }
+}
+
+/// The range checks of `cavity potential` (messages name its flags). Shared with
+/// `flscale serve`'s model page, so that the API refuses what the CLI refuses.
+pub(crate) fn check_potential_input(i: &PotentialInput) -> Result<()> {
+    use super::args::in_range;
+    check_residual(i.sigma_w2, i.b, i.c)?;
+    check_finite_model(i.d, i.n, i.t, i.s_a2)?;
+    in_range("--rho-max", i.rho_max, 1e-6, 1e3, WHY)?;
+    for &u in &i.u {
+        in_range("--u", u, -1e12, 1e12, WHY)?;
+    }
+    for &p in &i.p {
+        in_range("--p", p, 0.0, 1e9, WHY)?;
+    }
+    Ok(())
+}
+
+/// The range checks of `cavity phase` (messages name its flags); shared with `flscale serve`.
+pub(crate) fn check_phase_input(
+    sigma_w2: f64,
+    b: f64,
+    c: f64,
+    d: f64,
+    c_min: f64,
+    c_max: f64,
+) -> Result<()> {
+    use super::args::in_range;
+    check_residual(sigma_w2, b, c)?;
+    in_range("--d", d, SIZE.0, SIZE.1, WHY)?;
+    in_range("--c-min", c_min, COEFFICIENT.0, COEFFICIENT.1, WHY)?;
+    in_range("--c-max", c_max, COEFFICIENT.0, COEFFICIENT.1, WHY)
+}
+
 fn validate_ranges(command: &CavityCommand) -> Result<()> {
     use super::args::in_range;
-    const SIZE: (f64, f64) = (1.0, 1e6);
-    const VARIANCE: (f64, f64) = (1e-12, 1e6);
-    const COEFFICIENT: (f64, f64) = (-1e6, 1e6);
-    let why = "the blog model's range; docs/limits.md";
-    let residual = |r: &ResidualArgs| -> Result<()> {
-        in_range("--sigma-w2", r.sigma_w2, VARIANCE.0, VARIANCE.1, why)?;
-        in_range("--b", r.b, COEFFICIENT.0, COEFFICIENT.1, why)?;
-        in_range("--c", r.c, COEFFICIENT.0, COEFFICIENT.1, why)
-    };
-    let finite_model = |d: f64, n: f64, t: f64, s_a2: Option<f64>| -> Result<()> {
-        in_range("--d", d, SIZE.0, SIZE.1, why)?;
-        in_range("--n", n, SIZE.0, SIZE.1, why)?;
-        in_range("--t", t, VARIANCE.0, VARIANCE.1, why)?;
-        match s_a2 {
-            Some(v) => in_range("--s-a2", v, VARIANCE.0, VARIANCE.1, why),
-            None => Ok(()),
-        }
-    };
+    let why = WHY;
     // The adaptive-kernel iteration's overlap posterior sharpens with s_a²/T² (u = P²s_a²/(T²D)):
     // at P = 40 a ratio of 4·10⁶ takes seconds per solve, 4·10⁸ over a minute.
     let model = |m: &ModelArgs| -> Result<()> {
-        finite_model(m.d as f64, m.n as f64, m.t, m.s_a2)?;
+        check_finite_model(m.d as f64, m.n as f64, m.t, m.s_a2)?;
         let s_a2 = m.s_a2.unwrap_or(1.0 / m.n.max(1) as f64);
         let ratio = s_a2 / (m.t * m.t);
         if ratio > 1e6 {
@@ -220,24 +258,27 @@ fn validate_ranges(command: &CavityCommand) -> Result<()> {
         in_range("--eps", m.eps, -10.0, 10.0, why)
     };
     match command {
-        CavityCommand::Potential(a) => {
-            residual(&a.residual)?;
-            finite_model(a.d, a.n, a.t, a.s_a2)?;
-            in_range("--rho-max", a.rho_max, 1e-6, 1e3, why)?;
-            for &u in &a.u {
-                in_range("--u", u, -1e12, 1e12, why)?;
-            }
-            for &p in &a.p {
-                in_range("--p", p, 0.0, 1e9, why)?;
-            }
-            Ok(())
-        }
-        CavityCommand::Phase(a) => {
-            residual(&a.residual)?;
-            in_range("--d", a.d as f64, SIZE.0, SIZE.1, why)?;
-            in_range("--c-min", a.c_min, COEFFICIENT.0, COEFFICIENT.1, why)?;
-            in_range("--c-max", a.c_max, COEFFICIENT.0, COEFFICIENT.1, why)
-        }
+        CavityCommand::Potential(a) => check_potential_input(&PotentialInput {
+            sigma_w2: a.residual.sigma_w2,
+            b: a.residual.b,
+            c: a.residual.c,
+            u: a.u.clone(),
+            p: a.p.clone(),
+            d: a.d,
+            n: a.n,
+            t: a.t,
+            s_a2: a.s_a2,
+            rho_max: a.rho_max,
+            points: a.points,
+        }),
+        CavityCommand::Phase(a) => check_phase_input(
+            a.residual.sigma_w2,
+            a.residual.b,
+            a.residual.c,
+            a.d as f64,
+            a.c_min,
+            a.c_max,
+        ),
         CavityCommand::Solve(a) => model(&a.model),
         CavityCommand::SweepP(a) => model(&a.model),
         CavityCommand::FixedPoints(a) => {
@@ -248,8 +289,8 @@ fn validate_ranges(command: &CavityCommand) -> Result<()> {
             Ok(())
         }
         CavityCommand::Cubic(a) => {
-            residual(&a.residual)?;
-            finite_model(a.d, a.n, a.t, a.s_a2)
+            check_residual(a.residual.sigma_w2, a.residual.b, a.residual.c)?;
+            check_finite_model(a.d, a.n, a.t, a.s_a2)
         }
         #[allow(unreachable_patterns)]
         _ => Ok(()),

@@ -176,7 +176,7 @@ fn load_architecture(args: &PredictArgs) -> Result<Architecture> {
 }
 
 /// The architecture's regime with the `--at` assignments applied (each scale checked first).
-fn regime_with_overrides(arch: &Architecture, at: Option<&str>) -> Result<Regime> {
+pub(crate) fn regime_with_overrides(arch: &Architecture, at: Option<&str>) -> Result<Regime> {
     let mut regime = arch.regime.clone();
     if let Some(at) = at {
         for part in at.split(',').filter_map(|p| p.split_once('=')) {
@@ -209,7 +209,11 @@ fn predict_in_regime(args: &PredictArgs, arch: &Architecture, regime: &Regime) -
 
 /// The scales of `--phase`, each checked against the architecture; with two, `grid` is
 /// checked too (at least 2 points per axis, at most the phase-map cap).
-fn phase_axes<'a>(arch: &Architecture, phase: &'a str, grid: usize) -> Result<Vec<&'a str>> {
+pub(crate) fn phase_axes<'a>(
+    arch: &Architecture,
+    phase: &'a str,
+    grid: usize,
+) -> Result<Vec<&'a str>> {
     let axes: Vec<&str> = phase
         .split(',')
         .map(str::trim)

@@ -339,6 +339,20 @@ pub fn phase_map(
     hi: Q,
     n: usize,
 ) -> Result<PhaseMap> {
+    phase_map_until(arch, base, axes, lo, hi, n, &|| false)
+}
+
+/// [`phase_map`] that asks `stop` before each of its n² predictions and gives up with a
+/// runtime error when it answers true (a server's deadline, or a client that went away).
+pub fn phase_map_until(
+    arch: &Architecture,
+    base: &Regime,
+    axes: (&str, &str),
+    lo: Q,
+    hi: Q,
+    n: usize,
+    stop: &dyn Fn() -> bool,
+) -> Result<PhaseMap> {
     if axes.0 == BASE || axes.1 == BASE || axes.0 == axes.1 {
         return Err(Error::invalid(format!(
             "--phase {},{} needs two different scales other than d",
@@ -362,6 +376,13 @@ pub fn phase_map(
     let mut energies: Vec<Vec<Option<Monomial>>> = vec![vec![None; n]; n];
     for (iy, &vy) in coords.iter().enumerate() {
         for (ix, &vx) in coords.iter().enumerate() {
+            if stop() {
+                return Err(Error::runtime(format!(
+                    "the phase map was stopped after {} of its {} cells",
+                    iy * n + ix,
+                    n * n
+                )));
+            }
             let mut r = base.clone();
             r.set(axes.0, vx);
             r.set(axes.1, vy);

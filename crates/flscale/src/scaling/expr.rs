@@ -25,6 +25,20 @@ use crate::error::{Error, Result};
 /// from integer overflow.
 pub const MAX_EXPONENT_PART: i64 = 10_000;
 
+/// Deepest nesting of parentheses (and `sqrt(`) accepted. The parser descends once per level,
+/// so without a bound a few kilobytes of `((((…` overflow the stack of whatever thread parses
+/// them (a server worker's 2 MiB died at depth ~2000). No energy or regime needs more than a
+/// handful of levels.
+pub const MAX_NESTING: usize = 200;
+
+/// Most distinct terms an expression may expand to: a product of sums expands, so
+/// `(a+b+…)*(a+b+…)*…` of a few hundred characters could otherwise ask for billions of terms.
+pub const MAX_TERMS: usize = 1_000;
+
+/// Longest quotation of the user's expression inside an error message (characters); the
+/// column number locates the problem in the full text.
+const MAX_QUOTED: usize = 60;
+
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Num(String),
@@ -41,7 +55,18 @@ struct Token {
 }
 
 fn err(src: &str, col: usize, msg: impl std::fmt::Display) -> Error {
-    Error::invalid(format!("in \"{src}\" at column {col}: {msg}"))
+    Error::invalid(format!("in \"{}\" at column {col}: {msg}", quoted(src)))
+}
+
+/// `src` cut to [`MAX_QUOTED`] characters (with an ellipsis), so that a message about a long
+/// expression stays one readable sentence.
+fn quoted(src: &str) -> String {
+    if src.chars().count() <= MAX_QUOTED {
+        return src.to_string();
+    }
+    let mut out: String = src.chars().take(MAX_QUOTED).collect();
+    out.push('…');
+    out
 }
 
 fn tokenize(src: &str) -> Result<Vec<Token>> {
@@ -115,6 +140,8 @@ struct Parser<'a> {
     src: &'a str,
     toks: Vec<Token>,
     pos: usize,
+    /// Open parentheses around the current position (bounded by [`MAX_NESTING`]).
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -127,6 +154,41 @@ impl<'a> Parser<'a> {
             .get(self.pos)
             .map(|t| t.col)
             .unwrap_or_else(|| self.src.chars().count() + 1)
+    }
+
+    /// Parses `sum ')'` after an opening parenthesis at column `open` (the only place where
+    /// the grammar recurses), refusing nesting deeper than [`MAX_NESTING`].
+    fn nested_sum(&mut self, open: usize) -> Result<Vec<Monomial>> {
+        if self.depth >= MAX_NESTING {
+            return Err(Error::invalid(format!(
+                "the expression \"{}\" nests deeper than {MAX_NESTING} parentheses at column {open}; flatten it",
+                quoted(self.src)
+            )));
+        }
+        self.depth += 1;
+        let inner = self.sum();
+        self.depth -= 1;
+        let inner = inner?;
+        self.expect_rparen(open)?;
+        Ok(inner)
+    }
+
+    /// Refuses a result whose exponents left ±[`MAX_EXPONENT_PART`] in numerator or
+    /// denominator. Every operation then starts from parts of at most 10⁴, so none can
+    /// overflow i64 (`((d^9999)^9999)^9999` or sixty nested `sqrt` would).
+    fn bounded(&self, col: usize, terms: Vec<Monomial>) -> Result<Vec<Monomial>> {
+        for t in &terms {
+            for (sym, q) in t.iter() {
+                if q.numer().abs() > MAX_EXPONENT_PART || *q.denom() > MAX_EXPONENT_PART {
+                    return Err(err(
+                        self.src,
+                        col,
+                        format!("the exponent of {sym} becomes {q}, too complex; numerator and denominator must stay at most {MAX_EXPONENT_PART}"),
+                    ));
+                }
+            }
+        }
+        Ok(terms)
     }
 
     fn sum(&mut self) -> Result<Vec<Monomial>> {
@@ -159,8 +221,20 @@ impl<'a> Parser<'a> {
             match self.peek() {
                 Some(Tok::Op('*')) => {
                     self.pos += 1;
+                    let col = self.col();
                     let rhs = self.power()?;
-                    acc = expand_product(&acc, &rhs);
+                    if acc.len().saturating_mul(rhs.len()) > MAX_TERMS {
+                        return Err(err(
+                            self.src,
+                            col,
+                            format!(
+                                "this product of sums expands to {} × {} terms; at most {MAX_TERMS} are allowed",
+                                acc.len(),
+                                rhs.len()
+                            ),
+                        ));
+                    }
+                    acc = self.bounded(col, expand_product(&acc, &rhs))?;
                 }
                 Some(Tok::Op('/')) => {
                     self.pos += 1;
@@ -174,7 +248,7 @@ impl<'a> Parser<'a> {
                         ));
                     }
                     let inv = rhs[0].inv();
-                    acc = acc.iter().map(|t| t.mul(&inv)).collect();
+                    acc = self.bounded(col, acc.iter().map(|t| t.mul(&inv)).collect())?;
                 }
                 _ => return Ok(acc),
             }
@@ -194,7 +268,7 @@ impl<'a> Parser<'a> {
                     "a negative power of a sum has no power-law scaling; raise single products only",
                 ));
             }
-            return Ok(base.iter().map(|t| t.pow(e)).collect());
+            return self.bounded(col, base.iter().map(|t| t.pow(e)).collect());
         }
         Ok(base)
     }
@@ -289,9 +363,8 @@ impl<'a> Parser<'a> {
                     }
                     let open = self.col();
                     self.pos += 1;
-                    let inner = self.sum()?;
-                    self.expect_rparen(open)?;
-                    return Ok(inner.iter().map(|t| t.pow(Q::new(1, 2))).collect());
+                    let inner = self.nested_sum(open)?;
+                    return self.bounded(open, inner.iter().map(|t| t.pow(Q::new(1, 2))).collect());
                 }
                 if matches!(self.peek(), Some(Tok::LParen)) {
                     return Err(err(
@@ -304,9 +377,7 @@ impl<'a> Parser<'a> {
             }
             Some(Tok::LParen) => {
                 self.pos += 1;
-                let inner = self.sum()?;
-                self.expect_rparen(col)?;
-                Ok(inner)
+                self.nested_sum(col)
             }
             Some(Tok::Op(c)) => Err(err(
                 self.src,
@@ -340,7 +411,12 @@ pub fn parse_posynomial(src: &str) -> Result<Vec<Monomial>> {
             "the expression \"{src}\" is empty; write e.g. \"M*d + N/M\""
         )));
     }
-    let mut p = Parser { src, toks, pos: 0 };
+    let mut p = Parser {
+        src,
+        toks,
+        pos: 0,
+        depth: 0,
+    };
     let terms = p.sum()?;
     if p.pos < p.toks.len() {
         return Err(err(
@@ -358,7 +434,8 @@ pub fn parse_monomial(src: &str) -> Result<Monomial> {
     let terms = parse_posynomial(src)?;
     if terms.len() != 1 {
         return Err(Error::invalid(format!(
-            "\"{src}\" is a sum of {} terms; a single product of powers is required here",
+            "\"{}\" is a sum of {} terms; a single product of powers is required here",
+            quoted(src),
             terms.len()
         )));
     }
@@ -413,19 +490,22 @@ pub fn parse_constraints(src: &str) -> Result<Vec<Constraint>> {
     parts.push((cur, cur_col));
     if ops.is_empty() {
         return Err(Error::invalid(format!(
-            "constraint \"{src}\" has no comparison; write e.g. \"1 <= M <= N\" or \"D >= 1\""
+            "constraint \"{}\" has no comparison; write e.g. \"1 <= M <= N\" or \"D >= 1\"",
+            quoted(src)
         )));
     }
     let mut sides = Vec::with_capacity(parts.len());
     for (text, col) in &parts {
         if text.trim().is_empty() {
             return Err(Error::invalid(format!(
-                "in constraint \"{src}\" at column {col}: a side of the comparison is empty"
+                "in constraint \"{}\" at column {col}: a side of the comparison is empty",
+                quoted(src)
             )));
         }
         let m = parse_monomial(text).map_err(|e| {
             e.context(format!(
-                "in constraint \"{src}\" (side starting at column {col})"
+                "in constraint \"{}\" (side starting at column {col})",
+                quoted(src)
             ))
         })?;
         sides.push((m, text.trim().to_string()));
@@ -448,7 +528,8 @@ pub fn parse_constraints(src: &str) -> Result<Vec<Constraint>> {
             }
             other => {
                 return Err(Error::invalid(format!(
-                    "constraint \"{src}\": unknown comparison '{other}'"
+                    "constraint \"{}\": unknown comparison '{other}'",
+                    quoted(src)
                 )))
             }
         }
@@ -520,7 +601,105 @@ mod tests {
         assert!(parse_constraints("M + d <= N").is_err());
     }
 
+    /// The `i`-th opening of [`nested`]: `sqrt(` at every 16th level when `sqrt` is set (13
+    /// halvings in 200 levels keep the exponent's denominator under 10⁴), else `(`.
+    fn opening(i: usize, sqrt: bool) -> &'static str {
+        if sqrt && i % 16 == 1 {
+            "sqrt("
+        } else {
+            "("
+        }
+    }
+
+    /// `depth` nested parentheses around `d` (some of them `sqrt(`, see [`opening`]).
+    fn nested(depth: usize, sqrt: bool) -> String {
+        let open: String = (0..depth).map(|i| opening(i, sqrt)).collect();
+        format!("{open}d{}", ")".repeat(depth))
+    }
+
+    /// The deepest accepted nesting parses on a thread with the 2 MiB stack of a server's
+    /// blocking pool, and anything far deeper is one short sentence, not a stack overflow.
+    #[test]
+    fn nesting_is_bounded_and_the_bound_fits_a_small_stack() {
+        let ok = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                parse_monomial(&nested(MAX_NESTING, true)).map(|m| m.to_string())?;
+                parse_constraints(&format!("1 <= {}", nested(MAX_NESTING, false)))?;
+                parse_monomial(&nested(MAX_NESTING + 1, false)).map(|m| m.to_string())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let e = ok.unwrap_err().to_string();
+        assert!(
+            e.contains("nests deeper than 200 parentheses at column 201; flatten it"),
+            "{e}"
+        );
+        for depth in [2_000, 60_000] {
+            let e = parse_monomial(&format!("N1*{}", nested(depth, false)))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("at column 204"), "{e}");
+            assert!(
+                e.chars().count() < 250,
+                "{} characters: {e}",
+                e.chars().count()
+            );
+        }
+        let e = parse_constraints(&format!("M <= {}", nested(5_000, true)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nests deeper") && e.chars().count() < 400, "{e}");
+    }
+
+    #[test]
+    fn exponents_and_expansions_stay_bounded() {
+        for src in ["((d^9999)^9999)^9999", "(d^100)^101", "(d^(1/100))^(1/101)"] {
+            let e = parse_posynomial(src).unwrap_err().to_string();
+            assert!(e.contains("too complex"), "{src}: {e}");
+        }
+        assert_eq!(
+            parse_monomial("(d^100)^100").unwrap().exponent("d"),
+            Q::from_integer(10_000)
+        );
+        let sum = (0..12)
+            .map(|i| format!("a{i}"))
+            .collect::<Vec<_>>()
+            .join("+");
+        let src = vec![format!("({sum})"); 8].join("*");
+        let t = std::time::Instant::now();
+        let e = parse_posynomial(&src).unwrap_err().to_string();
+        assert!(e.contains("at most 1000 are allowed"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
+
     proptest! {
+        /// Nesting up to the bound gives the inner expression's scaling (each `sqrt` halves the
+        /// exponent, plain parentheses change nothing); beyond it, an error naming the column of
+        /// the first parenthesis too many.
+        #[test]
+        fn nesting_depth_is_accepted_up_to_the_bound(depth in 0usize..(MAX_NESTING + 60), sqrt in any::<bool>(), lead in 0usize..4) {
+            let prefix = "M*".repeat(lead);
+            let src = format!("{prefix}{}", nested(depth, sqrt));
+            match parse_monomial(&src) {
+                Ok(m) => {
+                    prop_assert!(depth <= MAX_NESTING);
+                    let halvings = (0..depth).filter(|&i| opening(i, sqrt) != "(").count();
+                    prop_assert_eq!(m.exponent("d"), Q::new(1, 1i64 << halvings));
+                    prop_assert_eq!(m.exponent("M"), Q::from_integer(lead as i64));
+                }
+                Err(e) => {
+                    prop_assert!(depth > MAX_NESTING, "{}", e);
+                    // Column of the (MAX_NESTING + 1)-th opening's parenthesis.
+                    let col = 2 * lead + (0..=MAX_NESTING).map(|i| opening(i, sqrt).len()).sum::<usize>();
+                    let needle = format!("nests deeper than {MAX_NESTING} parentheses at column {col}; flatten it");
+                    let msg = e.to_string();
+                    prop_assert!(msg.contains(&needle), "{}", msg);
+                }
+            }
+        }
+
         #[test]
         fn random_text_never_panics(s in "\\PC{0,40}") {
             let _ = parse_posynomial(&s);

@@ -10,14 +10,18 @@ use flscale::cavity::{self, PhaseReport};
 use flscale::patterns::arch::{
     preset_text, Architecture, ArchitectureFile, BUILTIN_CATALOG, PRESETS,
 };
-use flscale::patterns::phase::phase_map;
+use flscale::patterns::phase::phase_map_until;
 use flscale::patterns::report::to_json;
 use flscale::Error;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::cmd::cavity::{potential_report, PotentialInput};
-use crate::cmd::predict::{parse_range, phase_map_json};
+use super::work::{secs, Cancel};
+use crate::cmd::args::out_of_range;
+use crate::cmd::cavity::{
+    check_phase_input, check_potential_input, potential_report, PotentialInput,
+};
+use crate::cmd::predict::{parse_range, phase_axes, phase_map_json, regime_with_overrides};
 
 /// Largest ρ grid of one potential curve the server draws (the CLI allows 100000).
 pub const MAX_POINTS: usize = 2001;
@@ -97,6 +101,14 @@ impl Params {
         let Some(s) = self.raw(name) else {
             return Ok(None);
         };
+        // The CLI's first check of every number (`args::check_numbers`): finite, magnitude
+        // between 1e-100 and 1e100, or 0.
+        if let Some(why) = out_of_range(s) {
+            return Err(ApiError::bad(format!(
+                "parameter {name} = \"{}\" is not allowed; {why}: numbers must be finite, with magnitude between 1e-100 and 1e100, or 0",
+                shorten(s)
+            )));
+        }
         match s.parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(Some(v)),
             _ => Err(ApiError::bad(format!(
@@ -221,11 +233,15 @@ pub fn cavity_view(q: &Params) -> ApiResult<Value> {
         input.u = vec![u];
         u
     };
-    let phase = cavity::phase(sigma_w2, b, c, d as usize)?;
-    let potential = potential_report(&input)?;
     let diagram_points = q.count_or("diagram_points", 201, 2, MAX_DIAGRAM_POINTS)?;
     let c_min = q.f64_or("c_min", -1.0)?;
     let c_max = q.f64_or("c_max", 1.0)?;
+    // The CLI's range checks of `cavity potential` and `cavity phase`, with the page's
+    // parameter names in place of the flags.
+    check_potential_input(&input).map_err(parameter_names)?;
+    check_phase_input(sigma_w2, b, c, d, c_min, c_max).map_err(parameter_names)?;
+    let phase = cavity::phase(sigma_w2, b, c, d as usize)?;
+    let potential = potential_report(&input)?;
     let rows = cavity::phase_diagram(sigma_w2, b, c_min, c_max, diagram_points)?;
     let (label, description) = phase_at(&phase, u);
     Ok(json!({
@@ -234,6 +250,20 @@ pub fn cavity_view(q: &Params) -> ApiResult<Value> {
         "diagram": { "sigma_w2": sigma_w2, "b": b, "rows": to_value(&rows)? },
         "point": { "u": u, "c": c, "phase": label, "description": description },
     }))
+}
+
+/// A CLI message that starts with its flag (`--sigma-w2 1e9 is not allowed; …`) with the
+/// API's parameter name in its place (`parameter sigma_w2 = 1e9 is not allowed; …`).
+fn parameter_names(e: Error) -> ApiError {
+    let text = e.to_string();
+    let message = match text.strip_prefix("--").and_then(|t| t.split_once(' ')) {
+        Some((flag, rest)) => match rest.split_once(' ') {
+            Some((value, rest)) => format!("parameter {} = {value} {rest}", flag.replace('-', "_")),
+            None => text.clone(),
+        },
+        None => text.clone(),
+    };
+    ApiError::bad(message)
 }
 
 fn to_value<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
@@ -302,16 +332,17 @@ fn refuse_catalog_paths(text: &str) -> ApiResult<()> {
 
 /// `POST /api/predict`: `prediction` is the object of `flscale predict --json`; `notes` the
 /// architecture's notes; `phase_map`, when `phase` names two scales, the object of
-/// `flscale predict --phase X,Y --json`.
-pub fn predict(req: &PredictRequest) -> ApiResult<Value> {
+/// `flscale predict --phase X,Y --json`. `at` and `phase` pass the CLI's checks (every scale
+/// must be one of the architecture's). A phase map whose estimate (grid² times the measured
+/// time of the one prediction) exceeds the time left is refused before it starts (503 with
+/// the estimate); one that runs past `cancel`'s deadline stops between two cells.
+pub fn predict(req: &PredictRequest, cancel: &Cancel) -> ApiResult<Value> {
     let arch = architecture(req)?;
-    let mut regime = arch.regime.clone();
-    if let Some(at) = req.at.as_deref().filter(|s| !s.trim().is_empty()) {
-        regime
-            .apply_assignments(at)
-            .map_err(|e| ApiError::from(e.context("at")))?;
-    }
+    let at = req.at.as_deref().filter(|s| !s.trim().is_empty());
+    let regime = regime_with_overrides(&arch, at)?;
+    let started = std::time::Instant::now();
     let prediction = to_json(&arch.predict_in(&regime)?);
+    let one = started.elapsed();
     let map = match req
         .phase
         .as_deref()
@@ -320,25 +351,60 @@ pub fn predict(req: &PredictRequest) -> ApiResult<Value> {
     {
         None => Value::Null,
         Some(phase) => {
-            let axes: Vec<&str> = phase.split(',').map(str::trim).collect();
-            let [x, y] = axes.as_slice() else {
-                return Err(ApiError::bad(format!(
-                    "phase = \"{}\" is not allowed; name two scales, e.g. N1,N2",
-                    shorten(phase)
-                )));
-            };
             let grid = req.grid.unwrap_or(17);
             if !(2..=MAX_PHASE_GRID).contains(&grid) {
                 return Err(ApiError::bad(format!(
                     "grid = {grid} is not allowed; the server draws 2 … {MAX_PHASE_GRID} points per axis (use `flscale predict --phase` for finer maps)"
                 )));
             }
+            let axes = phase_axes(&arch, phase, grid)?;
+            let [x, y] = axes.as_slice() else {
+                return Err(ApiError::bad(format!(
+                    "phase = \"{}\" is not allowed; name two scales, e.g. N1,N2",
+                    shorten(phase)
+                )));
+            };
             let (lo, hi) = parse_range(req.range.as_deref().unwrap_or("0:6"))?;
-            let map = phase_map(&arch, &regime, (*x, *y), lo, hi, grid)?;
+            refuse_over_estimate(grid, one, cancel.remaining())?;
+            let map = phase_map_until(&arch, &regime, (*x, *y), lo, hi, grid, &|| {
+                cancel.should_stop()
+            })?;
             phase_map_json(&map, None)
         }
     };
     Ok(json!({ "prediction": prediction, "notes": arch.notes, "phase_map": map }))
+}
+
+/// Refuses a phase map of `grid`² predictions when, at `one` per prediction (measured on this
+/// request's own prediction), it would need more than the time `left`; names the estimate and
+/// the largest grid that fits.
+fn refuse_over_estimate(
+    grid: usize,
+    one: std::time::Duration,
+    left: std::time::Duration,
+) -> ApiResult<()> {
+    let cells = (grid * grid) as u32;
+    let estimate = one.saturating_mul(cells);
+    if estimate <= left {
+        return Ok(());
+    }
+    let fits = (left.as_secs_f64() / one.as_secs_f64().max(1e-9))
+        .sqrt()
+        .floor() as usize;
+    let advice = if fits >= 2 {
+        format!("ask for a grid of at most {}", fits.min(MAX_PHASE_GRID))
+    } else {
+        "this architecture is too slow for a phase map here; run `flscale predict --phase`".into()
+    };
+    Err(ApiError {
+        status: 503,
+        message: format!(
+            "the phase map would take about {:.1} s ({grid}² = {cells} predictions at {:.1} ms each, measured), more than the {} left of the time limit; {advice}",
+            estimate.as_secs_f64(),
+            one.as_secs_f64() * 1e3,
+            secs(std::time::Duration::from_secs_f64((left.as_secs_f64() * 10.0).floor() / 10.0)),
+        ),
+    })
 }
 
 /// `GET /api/presets`: the built-in architecture presets, as `flscale presets --json`.
@@ -361,6 +427,7 @@ mod tests {
     use super::*;
     use flscale::cavity::phase::coexistence_closed_form;
     use flscale::cavity::MeanField;
+    use flscale::scaling::Q;
     use proptest::prelude::*;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
@@ -432,12 +499,15 @@ mod tests {
             assert_eq!(e.status, 400);
             assert!(e.message.contains(needle), "{}", e.message);
         }
-        let e = predict(&PredictRequest {
-            preset: Some("fcn3-erf-he3".into()),
-            phase: Some("N1,N2".into()),
-            grid: Some(100_000),
-            ..Default::default()
-        })
+        let e = predict(
+            &PredictRequest {
+                preset: Some("fcn3-erf-he3".into()),
+                phase: Some("N1,N2".into()),
+                grid: Some(100_000),
+                ..Default::default()
+            },
+            &Cancel::none(),
+        )
         .unwrap_err();
         assert_eq!(e.status, 400);
         assert!(e.message.contains("grid = 100000"), "{}", e.message);
@@ -446,10 +516,13 @@ mod tests {
     /// The engine answers the paper's Table 1 exponent and the CLI's message for bad TOML.
     #[test]
     fn predict_matches_the_engine_and_its_errors() {
-        let v = predict(&PredictRequest {
-            preset: Some("fcn3-erf-he3".into()),
-            ..Default::default()
-        })
+        let v = predict(
+            &PredictRequest {
+                preset: Some("fcn3-erf-he3".into()),
+                ..Default::default()
+            },
+            &Cancel::none(),
+        )
         .unwrap();
         let direct = to_json(
             &Architecture::from_preset("fcn3-erf-he3")
@@ -459,26 +532,111 @@ mod tests {
         );
         assert_eq!(v["prediction"], direct);
         let bad = "[network\nkind = 1";
-        let e = predict(&PredictRequest {
-            toml: Some(bad.into()),
-            ..Default::default()
-        })
+        let e = predict(
+            &PredictRequest {
+                toml: Some(bad.into()),
+                ..Default::default()
+            },
+            &Cancel::none(),
+        )
         .unwrap_err();
         let lib = Architecture::from_toml(bad, EDITOR_SOURCE, None).unwrap_err();
         assert_eq!((e.status, e.message), (400, lib.to_string()));
         let by_path = "[network]\nkind = \"catalog\"\ncatalog = \"/etc/hostname\"\n";
-        let e = predict(&PredictRequest {
-            toml: Some(by_path.into()),
-            ..Default::default()
-        })
+        let e = predict(
+            &PredictRequest {
+                toml: Some(by_path.into()),
+                ..Default::default()
+            },
+            &Cancel::none(),
+        )
         .unwrap_err();
         assert!(e.message.contains("not a built-in entry"), "{}", e.message);
         let builtin = "[network]\nkind = \"catalog\"\ncatalog = \"cnn-patches\"\n";
-        assert!(predict(&PredictRequest {
-            toml: Some(builtin.into()),
-            ..Default::default()
-        })
+        assert!(predict(
+            &PredictRequest {
+                toml: Some(builtin.into()),
+                ..Default::default()
+            },
+            &Cancel::none()
+        )
         .is_ok());
+    }
+
+    /// The phase map asks its stop flag before each cell and gives up when told to; a map
+    /// whose estimate exceeds the time left is refused before it starts, naming the estimate.
+    #[test]
+    fn phase_maps_stop_when_told_and_over_estimates_are_refused() {
+        let arch = Architecture::from_preset("fcn3-erf-he3").unwrap();
+        let asked = std::cell::Cell::new(0usize);
+        let e = phase_map_until(
+            &arch,
+            &arch.regime,
+            ("N1", "N2"),
+            Q::from_integer(0),
+            Q::from_integer(6),
+            9,
+            &|| {
+                asked.set(asked.get() + 1);
+                asked.get() > 5
+            },
+        )
+        .unwrap_err();
+        assert_eq!(asked.get(), 6);
+        assert!(
+            e.to_string().contains("stopped after 5 of its 81 cells"),
+            "{e}"
+        );
+        let ms = std::time::Duration::from_millis;
+        assert!(refuse_over_estimate(41, ms(5), ms(10_000)).is_ok());
+        let e = refuse_over_estimate(41, ms(7), ms(10_000)).unwrap_err();
+        assert_eq!(e.status, 503);
+        assert!(
+            e.message
+                .contains("about 11.8 s (41² = 1681 predictions at 7.0 ms each")
+                && e.message.contains("at most 37"),
+            "{}",
+            e.message
+        );
+    }
+
+    /// Out-of-range numbers are refused as the CLI refuses them, with the parameter's name.
+    #[test]
+    fn the_api_refuses_what_the_cli_refuses() {
+        for (k, v, needle) in [
+            (
+                "u",
+                "1e308",
+                "parameter u = \"1e308\" is not allowed; it is too large",
+            ),
+            ("u", "1e13", "parameter u = 10000000000000 is not allowed"),
+            (
+                "sigma_w2",
+                "1e-200",
+                "parameter sigma_w2 = \"1e-200\" is not allowed; it is too small",
+            ),
+            ("rho_max", "1e-7", "parameter rho_max"),
+            (
+                "c_min",
+                "-1e7",
+                "parameter c_min = -10000000 is not allowed",
+            ),
+        ] {
+            let e = cavity_view(&params(&[(k, v)])).unwrap_err();
+            assert_eq!(e.status, 400);
+            assert!(e.message.contains(needle), "{k}={v}: {}", e.message);
+        }
+        let e = predict(
+            &PredictRequest {
+                preset: Some("fcn3-erf-he3".into()),
+                at: Some("K=d^2".into()),
+                ..Default::default()
+            },
+            &Cancel::none(),
+        )
+        .unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(e.message.contains("names the scale 'K'"), "{}", e.message);
     }
 
     const KEYS: [&str; 16] = [
@@ -553,7 +711,7 @@ mod tests {
                 range: None,
                 grid: Some(grid),
             };
-            match predict(&req) {
+            match predict(&req, &Cancel::none()) {
                 Ok(v) => prop_assert!(no_non_finite(&v) && v["prediction"]["winners"].is_array()),
                 Err(e) => prop_assert!((400..500).contains(&e.status) && !e.message.is_empty()),
             }

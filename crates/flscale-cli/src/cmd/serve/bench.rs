@@ -36,12 +36,12 @@ fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, usize)> {
 }
 
 /// Serves on `addr`, sends `n` slider moves from a client thread and prints the latencies.
-pub async fn run(addr: SocketAddr, dirs: ResultDirs, n: usize) -> Result<()> {
+pub async fn run(addr: SocketAddr, dirs: ResultDirs, config: http::Config, n: usize) -> Result<()> {
     let listener = http::bind(addr).await?;
     let local = listener
         .local_addr()
         .map_err(|e| Error::runtime(format!("cannot read the listening address: {e}")))?;
-    let server = tokio::spawn(http::serve(listener, dirs));
+    let server = tokio::spawn(http::serve(listener, dirs, config));
     let client = tokio::task::spawn_blocking(move || -> Result<Vec<f64>> {
         let fail = |e: std::io::Error| Error::runtime(format!("benchmark request failed: {e}"));
         // One warm-up request (first touches of the code and the allocator).
