@@ -52,12 +52,24 @@ pub fn run_experiment_from(
     let never = || false;
     let mut progress = |d: usize, _: usize| progress(d, s.steps);
     let result = match s.precision {
-        Precision::F32 => {
-            super::fcn::run_once::<f32>(cfg, &data, false, s.seed, Some(initial), &mut progress, &never)
-        }
-        Precision::F64 => {
-            super::fcn::run_once::<f64>(cfg, &data, false, s.seed, Some(initial), &mut progress, &never)
-        }
+        Precision::F32 => super::fcn::run_once::<f32>(
+            cfg,
+            &data,
+            false,
+            s.seed,
+            Some(initial),
+            &mut progress,
+            &never,
+        ),
+        Precision::F64 => super::fcn::run_once::<f64>(
+            cfg,
+            &data,
+            false,
+            s.seed,
+            Some(initial),
+            &mut progress,
+            &never,
+        ),
     };
     result.map(|r| with_warnings(cfg, r))
 }
