@@ -396,6 +396,23 @@ impl Browser {
         )
     }
 
+    /// Runs `script` (its last argument is the callback) and returns what it passed on.
+    fn js_async(&self, script: &str) -> Value {
+        self.cmd(
+            "POST",
+            "/execute/async",
+            json!({ "script": script, "args": [] }),
+        )
+    }
+
+    fn window_size(&self, width: u32, height: u32) {
+        self.cmd(
+            "POST",
+            "/window/rect",
+            json!({ "width": width, "height": height }),
+        );
+    }
+
     fn text(&self, id: &str) -> String {
         self.js(&format!(
             "return document.getElementById('{id}').textContent;"
@@ -542,6 +559,7 @@ fn pages_work_in_headless_chromium() {
     let b = Browser::start(&driver, &chrome);
 
     check_model_view(&b, &base, &shots);
+    check_model_page_extras(&b, &base, &shots);
     check_engine_view(&b, &base, &shots);
     check_results_view(&b, &base, &shots, &store);
     assert_no_csp_violations(&b);
@@ -641,6 +659,132 @@ fn check_model_view(b: &Browser, base: &str, shots: &Path) {
     );
 }
 
+/// Runs the command lines a page shows (one per line, `flscale …`, no quoting needed) and
+/// returns their JSON answers.
+fn run_shown_commands(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| l.starts_with("flscale "))
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+            serde_json::from_str(&flscale(&words)).unwrap()
+        })
+        .collect()
+}
+
+/// The model page's command line, the export of its charts, a URL value outside a slider,
+/// the transition zoom, the busy indicator and a phone-sized window.
+fn check_model_page_extras(b: &Browser, base: &str, shots: &Path) {
+    b.goto(&format!(
+        "{base}/model?u=26.5&b=0.25&c=-0.3&sigma_w2=0.5&d=20"
+    ));
+    b.wait(
+        "the model view",
+        "(document.getElementById('model').dataset.rendered || '').includes('u=26.5')",
+    );
+    assert_eq!(
+        b.js("return document.getElementById('busy').hidden;"),
+        json!(true)
+    );
+    // The shown commands print what the page shows: the same coexistence point and curve.
+    let answers = run_shown_commands(&b.text("model-cli"));
+    assert_eq!(answers.len(), 2, "{}", b.text("model-cli"));
+    let uc = answers[1]["u_coexist"]["u"].as_f64().unwrap();
+    assert!(
+        (shown_number(&b.text("u-coexist")) - uc).abs() < 1e-8 * uc,
+        "{} vs {uc}",
+        b.text("u-coexist")
+    );
+    let curve = answers[0]["curves"][0]["potential_over_d"]
+        .as_array()
+        .unwrap()
+        .len();
+    // Every chart exports its data (CSV: header and one row per point), a standalone SVG and
+    // a PNG.
+    let csv = b
+        .js("return window.flplot.exportCSV(document.getElementById('potential-plot'));")
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        csv.lines().count(),
+        1 + curve,
+        "{}",
+        csv.chars().take(200).collect::<String>()
+    );
+    assert!(
+        csv.starts_with("series,ρ,"),
+        "{}",
+        csv.chars().take(100).collect::<String>()
+    );
+    let svg = b
+        .js("return window.flplot.exportSVG(document.getElementById('diagram-plot'));")
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        svg.starts_with("<svg")
+            && svg.contains("xmlns=\"http://www.w3.org/2000/svg\"")
+            && svg.contains("<style>")
+    );
+    let png = b.js_async(
+        "const done = arguments[arguments.length - 1]; window.flplot.exportPNG(document.getElementById('potential-plot')).then(b => done([b.type, b.size]), e => done(String(e)));",
+    );
+    assert_eq!(png[0], json!("image/png"), "{png}");
+    assert!(png[1].as_u64().unwrap() > 2000, "{png}");
+    assert_eq!(
+        b.js("return document.querySelectorAll('#model .export button').length;"),
+        json!(6)
+    );
+    // A value beyond a slider's range is kept (the slider widens, with a note), not clamped.
+    b.goto(&format!("{base}/model?u=80"));
+    b.wait(
+        "u = 80",
+        "(document.getElementById('model').dataset.rendered || '').includes('u=80')",
+    );
+    assert_eq!(shown_number(&b.text("u-value")), 80.0);
+    assert!(
+        b.text("model-note").contains("widened"),
+        "{}",
+        b.text("model-note")
+    );
+    // The zoom spans the transition: fold → coexistence is more than a few pixels.
+    b.goto(&format!("{base}/model?u=29&zoom=1"));
+    b.wait(
+        "the zoomed slider",
+        "document.getElementById('u').dataset.zoomed",
+    );
+    let (min, max): (f64, f64) = (
+        b.js("return Number(document.getElementById('u').min);")
+            .as_f64()
+            .unwrap(),
+        b.js("return Number(document.getElementById('u').max);")
+            .as_f64()
+            .unwrap(),
+    );
+    let rep = flscale::cavity::phase(0.5, 0.3, -0.3, 20).unwrap();
+    assert!(
+        min <= rep.u_fold.u && max >= rep.u_spinodal.unwrap().u && max - min < 15.0,
+        "{min} … {max}"
+    );
+    assert_eq!(shown_number(&b.text("u-value")), 29.0);
+    // A phone: nothing wider than the window, the charts shrink with it.
+    b.window_size(400, 850);
+    b.goto(&format!("{base}/model"));
+    b.wait(
+        "the model view",
+        "document.getElementById('model').dataset.rendered",
+    );
+    let fits = b.js("return [document.documentElement.scrollWidth, window.innerWidth, document.getElementById('potential-plot').clientWidth];");
+    let (scroll, inner, chart) = (
+        fits[0].as_f64().unwrap(),
+        fits[1].as_f64().unwrap(),
+        fits[2].as_f64().unwrap(),
+    );
+    assert!(scroll <= inner + 1.0 && chart < inner, "{fits}");
+    b.screenshot(&shots.join("model-phone.png"));
+    b.window_size(1400, 1000);
+}
+
 /// The scaling engine: the preset, an edited regime, a broken TOML.
 fn check_engine_view(b: &Browser, base: &str, shots: &Path) {
     b.goto(&format!("{base}/engine"));
@@ -679,6 +823,31 @@ fn check_engine_view(b: &Browser, base: &str, shots: &Path) {
         "document.querySelectorAll('#phase-map rect').length > 10",
     );
     b.screenshot(&shots.join("engine.png"));
+    // The edit lives in the URL: a reload shows the edited TOML and its prediction, and the
+    // command line says to save it.
+    assert!(
+        b.text("engine-cli")
+            .contains("flscale predict arch.toml --phase N1,N2"),
+        "{}",
+        b.text("engine-cli")
+    );
+    assert!(b
+        .js("return location.hash;")
+        .as_str()
+        .unwrap()
+        .starts_with("#toml="));
+    b.cmd("POST", "/refresh", json!({}));
+    b.wait(
+        "the reloaded exponent",
+        &format!(
+            "document.getElementById('exponent').textContent === {:?}",
+            exponent(&edited)
+        ),
+    );
+    assert_eq!(
+        b.js("return document.getElementById('toml').value;"),
+        json!(edited)
+    );
     let bad = preset.replace("[regime]", "[regime");
     b.set("toml", &bad);
     b.wait("the error", "!document.getElementById('toml-error').hidden");
@@ -712,6 +881,11 @@ fn check_results_view(b: &Browser, base: &str, shots: &Path, store: &Path) {
     assert_eq!(
         b.js("return document.querySelectorAll('#runs-table tr').length;"),
         json!(7)
+    );
+    let cli = b.text("results-cli");
+    assert!(
+        cli.contains("flscale fit ") && cli.contains("flscale pstar "),
+        "{cli}"
     );
     b.screenshot(&shots.join("results.png"));
 }

@@ -277,7 +277,7 @@ fn every_error_is_json_and_deep_nesting_does_not_kill_the_server() {
             "wrong method",
             format!("POST /api/presets HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").into_bytes(),
             405,
-            "POST is not allowed on /api/presets",
+            "POST is not allowed on /api/presets; use GET",
         ),
         (
             "bad path parameter",
@@ -341,8 +341,22 @@ fn every_error_is_json_and_deep_nesting_does_not_kill_the_server() {
         ),
     ];
     for (what, req, status, needle) in cases {
-        raw(addr, &req).assert_error(status, needle, what);
+        let a = raw(addr, &req);
+        a.assert_error(status, needle, what);
+        if status == 405 {
+            assert_eq!(a.header("allow"), "GET,HEAD", "{a:?}");
+        }
     }
+    raw(
+        addr,
+        format!("GET /api/predict HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .assert_error(
+        405,
+        "GET is not allowed on /api/predict; use POST",
+        "GET of a POST route",
+    );
     let predict_cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![
         (
             "application/jsonfoo",

@@ -7,15 +7,52 @@ const { drawChart, drawGrid, fmt } = window.flplot;
 const num = v => (v === null || v === undefined ? NaN : v);
 const precise = v => (v === null || v === undefined || !isFinite(v) ? "none" : Number(v.toPrecision(10)).toString());
 
+// Requests in flight; while any is, the header shows "computing…".
+let pending = 0;
+function busy(delta) {
+  pending += delta;
+  $("busy").hidden = pending === 0;
+  document.body.dataset.busy = pending > 0 ? "yes" : "";
+}
+
 async function api(path, body) {
   const opts = body === undefined ? {} : {
     method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
   };
-  const r = await fetch(path, opts);
-  let v;
-  try { v = await r.json(); } catch (e) { throw new Error(`${path} answered ${r.status} without JSON`); }
-  if (!r.ok) throw new Error(v.error || `${path} answered ${r.status}`);
-  return v;
+  busy(+1);
+  try {
+    const r = await fetch(path, opts);
+    let v;
+    try { v = await r.json(); } catch (e) { throw new Error(`${path} answered ${r.status} without JSON`); }
+    if (!r.ok) throw new Error(v.error || `${path} answered ${r.status}`);
+    return v;
+  } finally {
+    busy(-1);
+  }
+}
+
+// A shell word: as it is when it is safe, else in single quotes.
+function shellWord(w) {
+  return /^[A-Za-z0-9_.,:\/=+-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`;
+}
+const command = words => words.map(shellWord).join(" ");
+
+// The "copy" buttons of the command-line boxes.
+for (const b of document.querySelectorAll("button[data-copy]")) {
+  b.addEventListener("click", async () => {
+    const text = $(b.dataset.copy).textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+      b.textContent = "copied";
+    } catch (e) {
+      const range = document.createRange();
+      range.selectNodeContents($(b.dataset.copy));
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      b.textContent = "selected: press Ctrl-C";
+    }
+    setTimeout(() => { b.textContent = "copy"; }, 2000);
+  });
 }
 
 function showError(id, err) {
@@ -46,10 +83,65 @@ function modelQuery() {
     if ($("mode").value === "finite" && k === "u") continue;
     q.set(k, v);
   }
+  if ($("zoom").checked && $("mode").value === "mean-field") q.set("zoom", "1");
   return q;
 }
 
-const fetchView = latest(q => api("/api/cavity/view?" + q + "&rho_max=1.2&points=301&diagram_points=201"));
+const VIEW_GRID = { rho_max: "1.2", points: "301", diagram_points: "201" };
+const fetchView = latest(q => {
+  const full = new URLSearchParams(q);
+  full.delete("zoom");
+  for (const [k, v] of Object.entries(VIEW_GRID)) full.set(k, v);
+  return api("/api/cavity/view?" + full);
+});
+
+// The CLI commands that print what the model view shows.
+function modelCommand(q) {
+  const flag = k => "--" + k.replace("_", "-");
+  const residual = ["sigma_w2", "b", "c"].flatMap(k => [flag(k), q.get(k)]);
+  const potential = ["flscale", "cavity", "potential", ...residual];
+  for (const k of ["u", "p", "n", "t", "s_a2"]) if (q.has(k)) potential.push(flag(k), q.get(k));
+  potential.push("--d", q.get("d"), "--rho-max", VIEW_GRID.rho_max, "--points", VIEW_GRID.points, "--json");
+  const phase = ["flscale", "cavity", "phase", ...residual, "--d", q.get("d"), "--json"];
+  return command(potential) + "\n" + command(phase);
+}
+
+// Widens a slider to hold `value` (from the URL): a range input would otherwise clamp it to
+// its ends, or round it to its step, without a word. Returns a note when it had to.
+function holdValue(input, value) {
+  const v = Number(value);
+  if (value === null || value === "" || !isFinite(v)) return null;
+  let note = null;
+  if (v < Number(input.min) || v > Number(input.max)) {
+    note = `${input.id} = ${value} lies outside the slider's usual range ${input.min} … ${input.max}; the slider was widened`;
+    input.min = Math.min(Number(input.min), v);
+    input.max = Math.max(Number(input.max), v);
+  }
+  const step = Number(input.step);
+  if (step > 0 && Math.abs(v / step - Math.round(v / step)) > 1e-9) input.step = "any";
+  input.value = value;
+  return note;
+}
+
+// With "zoom", the u slider spans the transition (fold … spinodal with a margin) instead of
+// 0 … 60, where fold → coexistence is a few pixels.
+function zoomU(phase) {
+  const u = $("u");
+  if (!$("zoom").checked || !phase) {
+    if (u.dataset.zoomed) {
+      u.min = 0; u.max = Math.max(60, Number(u.value)); u.step = 0.05; delete u.dataset.zoomed;
+    }
+    return;
+  }
+  const lo = phase.u_fold.u, hi = phase.u_spinodal ? phase.u_spinodal.u : 1.2 * phase.u_coexist.u;
+  const pad = 0.1 * (hi - lo || 1), keep = Number(u.value);
+  const min = Math.max(0, Math.min(lo - pad, keep)), max = Math.max(hi + pad, keep);
+  if (u.dataset.zoomed !== `${min}:${max}`) {
+    u.min = min; u.max = max; u.step = "any";
+    u.value = keep;
+    u.dataset.zoomed = `${min}:${max}`;
+  }
+}
 
 async function updateModel() {
   for (const out of document.querySelectorAll("#model output")) out.textContent = $(out.htmlFor).value;
@@ -69,6 +161,8 @@ async function updateModel() {
   if (!v) return;
   showError("model-error", null);
   renderModel(v);
+  zoomU(v.phase);
+  $("model-cli").textContent = modelCommand(q);
   $("model").dataset.rendered = q.toString();
 }
 
@@ -114,8 +208,21 @@ function initModel() {
   // Here rather than an inline onsubmit: the page's Content-Security-Policy runs no inline script.
   $("model-controls").addEventListener("submit", e => e.preventDefault());
   const q = new URLSearchParams(location.search);
-  for (const k of MODEL_KEYS) if (q.has(k)) $(k).value = q.get(k);
+  const notes = [];
+  for (const k of MODEL_KEYS) {
+    if (!q.has(k)) continue;
+    if ($(k).type === "range") {
+      const note = holdValue($(k), q.get(k));
+      if (note) notes.push(note);
+    } else {
+      $(k).value = q.get(k);
+    }
+  }
+  $("zoom").checked = q.get("zoom") === "1";
+  $("model-note").textContent = notes.join("; ");
+  $("model-note").hidden = !notes.length;
   for (const k of MODEL_KEYS) $(k).addEventListener("input", updateModel);
+  $("zoom").addEventListener("change", updateModel);
   updateModel();
 }
 
@@ -128,16 +235,26 @@ function engineChanged() {
   engineTimer = setTimeout(updateEngine, 250);
 }
 
+// The preset's own text, to tell an edited TOML from it.
+let presetText = "";
+
 async function updateEngine() {
   const body = { toml: $("toml").value };
   const at = $("at").value.trim(), axes = $("phase-axes").value.trim();
+  const range = $("phase-range").value.trim() || "0:6", grid = Number($("phase-grid").value) || 17;
   if (at) body.at = at;
-  if (axes) { body.phase = axes; body.range = $("phase-range").value.trim() || "0:6"; }
+  if (axes) { body.phase = axes; body.range = range; body.grid = grid; }
+  // The state in the URL: the settings in the query, an edited TOML in the fragment (never
+  // sent to the server, so it may be long), so that a reload or a shared link shows the same.
   const q = new URLSearchParams();
   if ($("preset").value) q.set("preset", $("preset").value);
   if (at) q.set("at", at);
   if (axes) q.set("phase", axes);
-  history.replaceState(null, "", "/engine?" + q);
+  if (range !== "0:6") q.set("range", range);
+  if (grid !== 17) q.set("grid", String(grid));
+  const edited = $("toml").value !== presetText;
+  history.replaceState(null, "", "/engine?" + q + (edited ? "#toml=" + encodeURIComponent($("toml").value) : ""));
+  $("engine-cli").textContent = engineCommand(edited, at, axes, range, grid);
   let v;
   try {
     v = await fetchPredict(body);
@@ -150,6 +267,16 @@ async function updateEngine() {
   showError("toml-error", null);
   renderEngine(v, axes);
   $("engine").dataset.rendered = "ok:" + ($("toml").value.length);
+}
+
+// The CLI command of the engine view (an edited TOML must be saved as a file first).
+function engineCommand(edited, at, axes, range, grid) {
+  const words = ["flscale", "predict"];
+  if (edited) words.push("arch.toml"); else words.push("--preset", $("preset").value);
+  if (at) words.push("--at", at);
+  if (axes) words.push("--phase", axes, "--range", range, "--grid", String(grid));
+  const text = command(words);
+  return edited ? "# save the editor's TOML as arch.toml, then\n" + text : text;
 }
 
 function renderEngine(v, axes) {
@@ -178,9 +305,10 @@ function renderEngine(v, axes) {
   }
 }
 
-async function loadPreset(name) {
+async function loadPreset(name, toml) {
   const v = await api("/api/presets/" + encodeURIComponent(name));
-  $("toml").value = v.toml;
+  presetText = v.toml;
+  $("toml").value = toml === undefined ? v.toml : toml;
   if (!new URLSearchParams(location.search).has("phase")) {
     const m = v.toml.match(/widths\s*=\s*\[([^\]]*)\]/);
     const names = m ? m[1].split(",").map(s => s.replace(/["'\s]/g, "")).filter(Boolean) : [];
@@ -201,9 +329,12 @@ async function initEngine() {
   $("preset").value = q.get("preset") || "fcn3-erf-he3";
   if (q.has("at")) $("at").value = q.get("at");
   if (q.has("phase")) $("phase-axes").value = q.get("phase");
+  if (q.has("range")) $("phase-range").value = q.get("range");
+  if (q.has("grid")) $("phase-grid").value = q.get("grid");
+  const hash = new URLSearchParams(location.hash.slice(1));
   $("preset").addEventListener("change", () => loadPreset($("preset").value));
-  for (const id of ["toml", "at", "phase-axes", "phase-range"]) $(id).addEventListener("input", engineChanged);
-  await loadPreset($("preset").value);
+  for (const id of ["toml", "at", "phase-axes", "phase-range", "phase-grid"]) $(id).addEventListener("input", engineChanged);
+  await loadPreset($("preset").value, hash.has("toml") ? hash.get("toml") : undefined);
 }
 
 // ---------------------------------------------------------------- results
@@ -227,6 +358,8 @@ async function initResults(index) {
     return;
   }
   $("results-view").hidden = false;
+  const dir = (list.find(r => String(r.index) === String(index)) || {}).path || "DIR";
+  $("results-cli").textContent = ["fit", "pstar"].map(c => command(["flscale", c, dir])).join("\n");
   renderResults(v, index);
   $("obs-logy").addEventListener("change", () => renderResults(v, index));
   $("results").dataset.rendered = "ok";

@@ -61,6 +61,7 @@ function extent(values, log, pad) {
 // marker: {x, y, label}}. Hovering a point shows its values in `tooltip` (an element).
 function drawChart(svg, spec, tooltip) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
+  addExport(svg);
   const W = svg.clientWidth || 600, H = svg.clientHeight || 360;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const m = { l: 64, r: 16, t: spec.title ? 28 : 12, b: 46 };
@@ -129,11 +130,32 @@ function drawChart(svg, spec, tooltip) {
     el("circle", { cx: sx(spec.marker.x), cy: sy(spec.marker.y), r: 7 }, g);
     el("text", { x: sx(spec.marker.x) + 10, y: sy(spec.marker.y) - 8 }, g).textContent = spec.marker.label || "";
   }
+  drawLegend(svg, spec, m, W, H, sx, sy, ok);
+  svg._flchart = { kind: "chart", spec };
+}
+
+// The legend goes in the plot corner that covers the fewest drawn points (on a white box), so
+// it does not hide the curves it names.
+function drawLegend(svg, spec, m, W, H, sx, sy, ok) {
+  const named = spec.series.map((s, i) => ({ s, i })).filter(({ s }) => s.name);
+  if (!named.length) return;
+  const bw = Math.min(W - m.l - m.r - 8, 26 + 6.4 * Math.max(...named.map(({ s }) => s.name.length)));
+  const bh = 8 + 16 * named.length;
+  const pts = [];
+  for (const s of spec.series) for (const p of s.points) if (ok(p.x, p.y)) pts.push([sx(p.x), sy(p.y)]);
+  if (spec.marker && ok(spec.marker.x, spec.marker.y)) pts.push([sx(spec.marker.x), sy(spec.marker.y)]);
+  const corners = [
+    [W - m.r - bw - 4, m.t + 4], [m.l + 4, m.t + 4],
+    [W - m.r - bw - 4, H - m.b - bh - 4], [m.l + 4, H - m.b - bh - 4],
+  ];
+  const covered = ([x, y]) => pts.filter(([px, py]) => px >= x - 4 && px <= x + bw + 4 && py >= y - 4 && py <= y + bh + 4).length;
+  const [x, y] = corners.reduce((best, c) => (covered(c) < covered(best) ? c : best));
   const legend = el("g", { class: "legend" }, svg);
-  spec.series.filter(s => s.name).forEach((s, i) => {
-    const y = m.t + 14 + 16 * i;
-    el("rect", { x: W - m.r - 150, y: y - 9, width: 12, height: 10, fill: s.color || COLORS[i % COLORS.length] }, legend);
-    el("text", { x: W - m.r - 134, y }, legend).textContent = s.name;
+  el("rect", { x, y, width: bw, height: bh, class: "legend-box" }, legend);
+  named.forEach(({ s, i }, k) => {
+    const ly = y + 16 + 16 * k;
+    el("rect", { x: x + 6, y: ly - 9, width: 12, height: 10, fill: s.color || COLORS[i % COLORS.length] }, legend);
+    el("text", { x: x + 22, y: ly }, legend).textContent = s.name;
   });
 }
 
@@ -141,6 +163,8 @@ function drawChart(svg, spec, tooltip) {
 // values (strings like "3/2" are accepted).
 function drawGrid(svg, grid, cells, names, xlabel, ylabel) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
+  addExport(svg);
+  svg._flchart = { kind: "grid", grid, cells, names, xlabel, ylabel };
   const W = svg.clientWidth || 600, H = svg.clientHeight || 360;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   const m = { l: 56, r: 200, t: 12, b: 46 };
@@ -169,5 +193,110 @@ function drawGrid(svg, grid, cells, names, xlabel, ylabel) {
   });
 }
 
-window.flplot = { drawChart, drawGrid, fmt };
+// ---------------------------------------------------------------- export
+// Every chart can be saved as CSV (its data), SVG (standalone, styles embedded) and PNG.
+
+const CHART_CSS = `text { font: 11px system-ui, sans-serif; fill: #333; }
+.label { font-size: 12px; } .title { font-size: 13px; font-weight: bold; }
+.grid { stroke: #eee; } .frame { fill: none; stroke: #999; }
+.vline { stroke: #888; stroke-dasharray: 4 3; } .vlabel { font-size: 10px; fill: #666; }
+.marker circle { fill: #000; } .legend-box { fill: white; fill-opacity: 0.85; stroke: #ccc; }`;
+
+function csvCell(v) {
+  if (v === null || v === undefined || (typeof v === "number" && !isFinite(v))) return "";
+  const t = String(v);
+  return /[",\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+}
+
+// The chart's data as CSV: one row per point (series, x, y, error) or per grid cell.
+function exportCSV(svg) {
+  const c = svg._flchart;
+  if (!c) return "";
+  const rows = [];
+  if (c.kind === "grid") {
+    rows.push([`log_d ${c.xlabel}`, `log_d ${c.ylabel}`, "winners"]);
+    c.cells.forEach((row, iy) => row.forEach((k, ix) => rows.push([c.grid[ix], c.grid[iy], k === null ? "" : c.names[k].join(" = ")])));
+  } else {
+    const s = c.spec;
+    rows.push(["series", s.xlabel, s.ylabel, "error"]);
+    for (const ser of s.series) for (const p of ser.points) rows.push([ser.name || "", p.x, p.y, p.err]);
+  }
+  return rows.map(r => r.map(csvCell).join(",")).join("\n") + "\n";
+}
+
+// The chart as a standalone SVG document (its size, the chart styles inlined).
+function exportSVG(svg) {
+  const copy = svg.cloneNode(true);
+  const [, , w, h] = (svg.getAttribute("viewBox") || "0 0 600 360").split(" ");
+  copy.setAttribute("xmlns", SVG_NS);
+  copy.setAttribute("width", w);
+  copy.setAttribute("height", h);
+  copy.removeAttribute("class");
+  copy.removeAttribute("id");
+  const style = document.createElementNS(SVG_NS, "style");
+  style.textContent = CHART_CSS;
+  copy.insertBefore(style, copy.firstChild);
+  const bg = document.createElementNS(SVG_NS, "rect");
+  for (const [k, v] of Object.entries({ x: 0, y: 0, width: w, height: h, fill: "white" })) bg.setAttribute(k, v);
+  copy.insertBefore(bg, style.nextSibling);
+  return new XMLSerializer().serializeToString(copy);
+}
+
+// The chart as a PNG at twice its size (a Promise of a Blob).
+function exportPNG(svg) {
+  const text = exportSVG(svg);
+  const [, , w, h] = (svg.getAttribute("viewBox") || "0 0 600 360").split(" ").map(Number);
+  return new Promise((resolve, reject) => {
+    const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
+    const img = new Image();
+    img.onload = () => {
+      const canvas = document.createElement("canvas");
+      canvas.width = 2 * w;
+      canvas.height = 2 * h;
+      const ctx = canvas.getContext("2d");
+      ctx.scale(2, 2);
+      ctx.drawImage(img, 0, 0, w, h);
+      URL.revokeObjectURL(url);
+      canvas.toBlob(b => (b ? resolve(b) : reject(new Error("PNG export failed"))), "image/png");
+    };
+    img.onerror = () => { URL.revokeObjectURL(url); reject(new Error("PNG export failed")); };
+    img.src = url;
+  });
+}
+
+function download(name, blob) {
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+}
+
+// Adds "CSV · SVG · PNG" buttons under the chart's figure (once).
+function addExport(svg) {
+  const fig = svg.closest("figure");
+  if (!fig || fig.querySelector(".export")) return;
+  const bar = document.createElement("div");
+  bar.className = "export";
+  bar.append("save: ");
+  const name = svg.id || "chart";
+  const actions = {
+    CSV: () => download(`${name}.csv`, new Blob([exportCSV(svg)], { type: "text/csv" })),
+    SVG: () => download(`${name}.svg`, new Blob([exportSVG(svg)], { type: "image/svg+xml" })),
+    PNG: () => exportPNG(svg).then(b => download(`${name}.png`, b)),
+  };
+  for (const [label, act] of Object.entries(actions)) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.dataset.export = label.toLowerCase();
+    b.addEventListener("click", act);
+    bar.appendChild(b);
+  }
+  fig.appendChild(bar);
+}
+
+window.flplot = { drawChart, drawGrid, fmt, exportCSV, exportSVG, exportPNG };
 })();

@@ -47,7 +47,7 @@ const FILE_CHUNK: usize = 64 * 1024;
 
 /// The policy of the app's pages and API: scripts, styles and images from this server only,
 /// no plugins, no framing by other sites.
-pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 /// The policy of a file from a results store: a sandbox (an opaque origin, no scripts), so a
 /// document opened from a store cannot read the app or its API.
 pub const FILE_CSP: &str = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'none'";
@@ -304,19 +304,20 @@ async fn finish(req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
     if (status.is_client_error() || status.is_server_error()) && !is_json {
-        let allow = res.headers().get(header::ALLOW).cloned();
         let (_, body) = res.into_parts();
         let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
         let text = String::from_utf8_lossy(&text);
         let detail = text.lines().next().unwrap_or("").trim();
         let message = match status {
+            // axum adds its `Allow` header outside this layer; the router has one POST route.
             StatusCode::METHOD_NOT_ALLOWED => format!(
-                "{method} is not allowed on {}; it answers {}",
+                "{method} is not allowed on {}; use {}",
                 shorten(&path, 80),
-                allow
-                    .as_ref()
-                    .and_then(|a| a.to_str().ok())
-                    .unwrap_or("GET")
+                if path == "/api/predict" {
+                    "POST"
+                } else {
+                    "GET"
+                }
             ),
             StatusCode::PAYLOAD_TOO_LARGE => format!(
                 "the request body is larger than {} KiB, the limit",
@@ -338,9 +339,6 @@ async fn finish(req: Request, next: Next) -> Response {
             status: status.as_u16(),
             message,
         });
-        if let Some(a) = allow {
-            res.headers_mut().insert(header::ALLOW, a);
-        }
     }
     let h = res.headers_mut();
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
