@@ -140,7 +140,9 @@ def test_sample_refuses_what_does_not_fit_before_it_runs():
 
 def test_all_chains_diverged_is_a_runtime_error():
     bad = json.loads(json.dumps(SMALL))
-    bad["sampler"]["step"] = 10.0
+    # Divergence is unadjusted Langevin's failure at a fixed step; the default sampler
+    # (Metropolis-adjusted, adapted) rejects such proposals instead.
+    bad["sampler"].update({"step": 10.0, "mala": False, "adapt_step": False})
     with pytest.raises(RuntimeError, match="diverged"):
         flscale.sample(bad)
 
