@@ -291,6 +291,7 @@ chains = 4
 seed = 1
 preconditioner = "block"
 hmc_steps = 10
+starts_coupling = "coupled"
 tempering = { replicas = 4, adapt = true, beta_min = 0.05, swap_every = 3, max_replicas = 8 }
 [priors]
 sigma2 = [1.0, 1.0]

@@ -468,7 +468,7 @@ fn default_start() -> Start {
 
 /// Whether the hot start shares the cold start's noise streams (see
 /// [`SamplerConfig::starts_coupling`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StartsCoupling {
     /// Each start on streams of its own seed.
@@ -490,21 +490,6 @@ impl StartsCoupling {
     /// Whether this is the default, left out of a written configuration.
     pub fn is_independent(&self) -> bool {
         *self == StartsCoupling::Independent
-    }
-}
-
-/// Parsed by hand so that a bad value is one sentence naming the field and what is allowed
-/// (serde's own message names neither the table nor the field).
-impl<'de> Deserialize<'de> for StartsCoupling {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        match name.as_str() {
-            "independent" => Ok(StartsCoupling::Independent),
-            "coupled" => Ok(StartsCoupling::Coupled),
-            other => Err(serde::de::Error::custom(format!(
-                "sampler.starts_coupling = \"{other}\" is not allowed; it must be \"independent\" or \"coupled\""
-            ))),
-        }
     }
 }
 

@@ -390,11 +390,11 @@ seed = 3
             .collect()
     }
 
-    /// `adapt_step`: an absurd η = 1 is brought down to 0.1/λ_max during burn-in and the run
+    /// `adapt_step` with unadjusted Langevin: an absurd η = 1 is brought down to 0.1/λ_max during burn-in and the run
     /// survives (it diverges without, see the next test).
     #[test]
     fn adapt_step_tames_an_absurd_step() {
-        for r in absurd_step_runs("") {
+        for r in absurd_step_runs("\nmala = false") {
             let dg = &r.diagnostics;
             assert!(dg.step < 1.0, "{}", dg.step);
             let stiffness = dg.step_times_lambda_max.unwrap();
@@ -452,6 +452,7 @@ seed = 11
 precision = "f64"
 temperature = {temperature}
 mala = {mala}
+adapt_step = false
 "#
             )
         };
@@ -521,7 +522,9 @@ mala = {mala}
     #[test]
     fn an_absurd_step_diverges_every_chain_without_nan() {
         for text in [CNN, ATTENTION] {
-            let bad = text.replace("step = ", "step = 1e3 #");
+            // Divergence is unadjusted Langevin's at a fixed step (the default sampler
+            // adapts the step and rejects).
+            let bad = text.replace("step = ", "mala = false\nadapt_step = false\nstep = 1e3 #");
             let cfg = ExperimentConfig::from_toml(&bad, "test.toml").unwrap();
             let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
             assert!(r.all_diverged());

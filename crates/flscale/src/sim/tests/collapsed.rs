@@ -591,7 +591,7 @@ fn collapsed_mala_results_do_not_depend_on_the_thread_count() {
 fn a_preconditioner_without_the_collapsed_adaptive_sampler_is_rejected() {
     for (extra, field) in [
         ("method = \"plain\"\nadapt_step = true", "\"block\""),
-        ("method = \"collapsed\"", "\"block\""),
+        ("method = \"collapsed\"\nadapt_step = false", "\"block\""),
     ] {
         let text = format!(
             r#"
