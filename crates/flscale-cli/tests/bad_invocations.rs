@@ -637,8 +637,9 @@ fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
 #[test]
 fn sample_sizes_beyond_memory_are_refused_with_the_estimate() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    // d = 10⁶ with 100 chains: the weights and gradients alone are 100 × 8·10⁶ × 2 × 4 B =
-    // 6.4 GB (no d × d state: the second moment is pooled, and skipped at this d).
+    // d = 10⁶ with 100 chains: the weights and gradients alone, with the default MALA's
+    // proposal and its gradient, are 100 × 8·10⁶ × 4 × 4 B = 12.8 GB (no d × d state: the
+    // second moment is pooled, and skipped at this d).
     let huge = mutate(
         &mutate(BASE_EXPERIMENT, "data.d", "1000000"),
         "sampler.chains",
@@ -652,7 +653,7 @@ fn sample_sizes_beyond_memory_are_refused_with_the_estimate() {
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("huge.toml needs about")
-            && err.contains("weights and gradients of every chain 6.4 GB"),
+            && err.contains("weights and gradients of every chain 12.8 GB"),
         "{err}"
     );
     assert!(

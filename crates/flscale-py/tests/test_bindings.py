@@ -127,7 +127,7 @@ def test_sample_bad_input():
 
 
 def test_sample_refuses_what_does_not_fit_before_it_runs():
-    # 100 chains at d = 10^6 (8·10^6 weights each): the weights and gradients are 6.4 GB.
+    # 100 chains at d = 10^6 (8·10^6 weights each): the weights and gradients (with the default MALA's proposal) are 12.8 GB.
     huge = json.loads(json.dumps(SMALL))
     huge["data"]["d"] = 1_000_000
     huge["model"]["widths"] = [8]

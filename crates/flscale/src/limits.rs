@@ -453,16 +453,21 @@ pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
     let width = cfg.model.widths.iter().copied().max().unwrap_or(1).max(1);
     let rows = cfg.data.p.max(cfg.data.n_test).max(1);
     let input = net.input_len as usize;
-    let per_product = crate::sim::num::gemm::packing_bytes(
+    let per_thread = crate::sim::num::gemm::packing_bytes(
         rows,
         CONCURRENT_CHAINS * width,
         input,
         float as usize,
-    )
-    .max(crate::sim::num::gemm::packing_bytes(dim, dim, 1024, 8));
+    );
+    // The pooled sum is updated on one thread at a time.
+    let pooled = if crate::sim::observe::leading_direction::PooledSecondMoment::enabled_for(dim) {
+        crate::sim::num::gemm::packing_bytes(dim, dim, 1024, 8)
+    } else {
+        0.0
+    };
     e.add(
         "matrix-product packing buffers (per thread)",
-        (threads.max(1) + 1) as f64 * per_product,
+        (threads.max(1) + 1) as f64 * per_thread + pooled,
         "data.d, data.p, model.widths",
     );
     e.memory.extend(per_thread_terms(threads));

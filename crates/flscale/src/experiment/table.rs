@@ -112,7 +112,7 @@ pub struct Table {
 }
 
 /// Columns whose values are text, by name (for reading CSV back with the writer's types).
-const TEXT_COLUMNS: [&str; 7] = [
+const TEXT_COLUMNS: [&str; 8] = [
     "run",
     "observable",
     "status",
@@ -120,6 +120,7 @@ const TEXT_COLUMNS: [&str; 7] = [
     "starts_agree",
     "equilibrated",
     "mu_classifier",
+    "warnings",
 ];
 /// Columns whose values are whole numbers, by name.
 const INT_COLUMNS: [&str; 3] = ["index", "chain", "count"];

@@ -200,14 +200,7 @@ pub fn blog_config(
 ) -> Result<ExperimentConfig> {
     let leapfrog = gradient_evaluations_per_step(setting, method);
     let (method, preconditioner) = match method {
-        SamplerMethod::Plain => (
-            "plain",
-            if setting.plain_mala {
-                "mala = true".to_string()
-            } else {
-                String::new()
-            },
-        ),
+        SamplerMethod::Plain => ("plain", format!("mala = {}", setting.plain_mala)),
         SamplerMethod::Collapsed => (
             "collapsed",
             format!(

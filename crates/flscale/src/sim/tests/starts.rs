@@ -10,7 +10,10 @@ use crate::sim::driver::result::{ChainRow, StartResults};
 use crate::sim::driver::run::{run_experiment, RunResult};
 
 /// A two-layer erf network on a He1 target at P = 8d: a posterior that a hot start leaves
-/// within the burn-in. `extra` adds `[sampler]` lines.
+/// within the burn-in. `extra` adds `[sampler]` lines. Unadjusted Langevin at a fixed step:
+/// synchronously coupled unadjusted chains contract towards each other, while the default
+/// Metropolis-adjusted kernel's accept/reject steps split coupled chains apart (its coupled
+/// starts met in none of 6 chains), which would need a coupled accept step as well.
 fn setting(chains: usize, steps: usize, extra: &str) -> ExperimentConfig {
     let text = format!(
         r#"
@@ -32,9 +35,15 @@ thin = 10
 chains = {chains}
 seed = 5
 precision = "f64"
+{kernel}
 {extra}
 "#,
-        steps / 2
+        steps / 2,
+        kernel = if extra.contains("mala") {
+            ""
+        } else {
+            "mala = false\nadapt_step = false"
+        },
     );
     ExperimentConfig::from_toml(&text, "starts.toml").unwrap()
 }
