@@ -101,6 +101,24 @@ fn init_logging(verbose: u8, quiet: bool) {
         .try_init();
 }
 
+/// The subcommand the arguments name (`flscale cavity phase`), for the usage errors whose
+/// rendering has no usage line (an invalid or missing value).
+fn command_path(args: &[std::ffi::OsString]) -> String {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut path = vec!["flscale".to_string()];
+    for a in args.iter().skip(1).filter_map(|a| a.to_str()) {
+        if a.starts_with('-') {
+            continue;
+        }
+        if let Some(sub) = cmd.find_subcommand(a).cloned() {
+            path.push(a.to_string());
+            cmd = sub;
+        }
+    }
+    path.join(" ")
+}
+
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Err(e) = cmd::args::check_numbers(&args) {
@@ -112,7 +130,7 @@ fn main() -> ExitCode {
         Err(e) if e.use_stderr() => {
             eprintln!(
                 "{}",
-                cmd::args::one_line_usage_error(&e.render().to_string())
+                cmd::args::one_line_usage_error(&e.render().to_string(), &command_path(&args))
             );
             return ExitCode::from(2);
         }

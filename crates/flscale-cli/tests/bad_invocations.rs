@@ -720,3 +720,76 @@ fn search_spaces_and_names_are_checked_up_front() {
     refused(&["sweep", "s.toml", "--out", "o"], "analysis.observable");
     assert!(!p.join("o").exists(), "the sweep must not start");
 }
+
+/// Issue 40: a missing required argument is named (the rendered list was dropped, leaving
+/// "the following required arguments were not provided:" with nothing after it).
+#[test]
+fn a_missing_required_argument_is_named() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let p = dir.path();
+    std::fs::write(p.join("e.toml"), BASE_EXPERIMENT).expect("write");
+    for (args, named) in [
+        (&["sample", "e.toml"][..], "--out <DIR>"),
+        (&["predict"][..], "<ARCH.toml>"),
+        (&["energy"][..], "<EXPR>"),
+    ] {
+        let (code, _, err) = run_in(p, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("were not provided: {named}")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// Issue 40: every error line starts `error: ` (never `Error:`), from clap, the library and
+/// the checks before parsing alike.
+#[test]
+fn every_error_has_one_prefix() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let p = dir.path();
+    std::fs::write(p.join("e.toml"), BASE_EXPERIMENT).expect("write");
+    for args in [
+        &["sample", "e.toml"][..],
+        &["sample", "missing.toml", "--out", "o"],
+        &["predict", "--preset", "nope"],
+        &["predict", "--nope"],
+        &["ldt", "rate", "--kappa=1e308"],
+        &["--max-memory", "lots", "presets"],
+        &["cavity"],
+    ] {
+        let (code, _, err) = run_in(p, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(!err.contains("Error:"), "{args:?}: {err}");
+    }
+}
+
+/// Issue 40: a negative width got serde's "expected usize"; it gets the allowed range, as
+/// `[0]` does.
+#[test]
+fn a_negative_width_gets_the_allowed_range() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let p = dir.path();
+    for (w, needle) in [
+        (
+            "-20",
+            "model.widths[0] = -20 is not allowed; it must be between 1 and ",
+        ),
+        (
+            "0",
+            "model.widths[0] = 0 is not allowed; it must be between 1 and ",
+        ),
+    ] {
+        std::fs::write(
+            p.join("w.toml"),
+            mutate(BASE_EXPERIMENT, "model.widths", &format!("[{w}]")),
+        )
+        .expect("write");
+        let (code, _, err) = run_in(p, &["sample", "w.toml", "--out", "o"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(!err.contains("usize"), "{err}");
+    }
+}

@@ -328,6 +328,24 @@ fn reproduce_fig2b_quick_prints_measured_and_predicted_exponents() {
         out.contains("`flscale reproduce fig2b --show > EXP`; add --quick"),
         "{out}"
     );
+    // Issue 40: the smoke-test disclaimer first, the sizes that ran in the header, each note
+    // once; alignment_vs_p with error bars; outliers_vs_n1 says which P its points are at.
+    assert!(
+        out.starts_with("quick sizes: far from the paper's"),
+        "{out}"
+    );
+    assert!(out.contains("\nran: d = 6, 9, 12; p = "), "{out}");
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("note:")).collect();
+    let distinct: std::collections::BTreeSet<&&str> = notes.iter().collect();
+    assert_eq!(notes.len(), distinct.len(), "a note printed twice:\n{out}");
+    let figs = tmp.path().join("r/figures");
+    let svg = |name: &str| std::fs::read_to_string(figs.join(format!("{name}.svg"))).unwrap();
+    assert!(svg("alignment_vs_p").contains("one standard error"));
+    let outliers = svg("outliers_vs_n1");
+    assert!(
+        outliers.contains("one curve per P/d") && outliers.contains("P/d = 8"),
+        "outliers_vs_n1 does not say which P its points are at"
+    );
     let again = ok(
         &[
             "reproduce",
@@ -372,6 +390,17 @@ fn reproduce_fig2a_quick() {
 fn reproduce_fig2c_quick() {
     let (tmp, out) = reproduce_quick("fig2c");
     assert!(tmp.path().join("r/figures/outliers_vs_n1.png").exists());
+    // Issue 40: the header described the paper's d = 40, P = 40d while d = 10, p = 200 ran.
+    assert!(
+        out.contains("the paper's figure: first-layer outliers")
+            && out.contains("\nran: d = 10; p = 200; n1 = 10, 20, 40\n"),
+        "{out}"
+    );
+    let svg = std::fs::read_to_string(tmp.path().join("r/figures/outliers_vs_n1.svg")).unwrap();
+    assert!(
+        svg.contains("d = 10, P = 200"),
+        "the figure does not say its P"
+    );
     assert!(
         out.contains("predicted 1/2") || out.contains("no exponent"),
         "{out}"

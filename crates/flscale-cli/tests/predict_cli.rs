@@ -300,3 +300,147 @@ fn help_teaches() {
         assert!(t.contains("Example"), "{sub} --help has no example");
     }
 }
+
+/// Issue 40: an erf network on an even target has no finite pattern; the output says why in
+/// one sentence (erf's even Hermite coefficients vanish), prints no empty table, carries the
+/// reason in --json and exits 0 (docs/scaling.md).
+#[test]
+fn an_even_target_names_why_no_pattern_aligns() {
+    let dir = tempfile::tempdir().unwrap();
+    for m in [2, 4] {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../presets/fcn2-erf-he3.toml"
+        ))
+        .unwrap()
+        .replace("hermite = 3", &format!("hermite = {m}"));
+        let file = dir.path().join(format!("he{m}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let f = file.to_str().unwrap();
+        let o = flscale(&["predict", f]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("erf is odd (its Hermite coefficients of even order vanish)")
+                && out.contains(&format!("even target He{m}")),
+            "{out}"
+        );
+        assert!(!out.contains("Delta_1"), "a header-only table:\n{out}");
+        let v = json(&["predict", f, "--json"]);
+        assert_eq!(v["winners"], serde_json::json!([]));
+        assert!(v["p_star_exponent"].is_null());
+        assert!(v["no_winner_reason"]
+            .as_str()
+            .unwrap()
+            .contains("even order vanish"));
+    }
+    // An odd target has a winner and no such reason.
+    let v = json(&["predict", "--preset", "fcn2-erf-he3", "--json"]);
+    assert!(v["no_winner_reason"].is_null());
+}
+
+/// Issue 40: the table names the paper's rows, says how many patterns tie and where the
+/// ones it does not show are; the JSON tells the same story (winners, simplest_winners,
+/// paper_patterns).
+#[test]
+fn the_paper_rows_and_the_ties_are_named() {
+    let o = flscale(&["predict", "--preset", "fcn3-erf-he3"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    for name in ["GP-GP", "GP-Sp", "Sp-Mag"] {
+        let row = out
+            .lines()
+            .find(|l| {
+                l.trim_start_matches(['*', ' '])
+                    .starts_with(&format!("{name} "))
+            })
+            .unwrap_or_else(|| panic!("no row {name}:\n{out}"));
+        assert!(row.trim_end().ends_with("Table 1"), "{row}");
+    }
+    let v = json(&["predict", "--preset", "fcn3-erf-he3", "--json"]);
+    let winners = v["winners"].as_array().unwrap();
+    let starred = out
+        .lines()
+        .filter(|l| l.starts_with("* ") && !l.contains("patterns tie"))
+        .count();
+    let hidden_tied = v["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["paper_kind"] == false && winners.contains(&p["name"]))
+        .count();
+    assert_eq!(starred + hidden_tied, winners.len());
+    assert!(
+        out.contains(&format!(
+            "* {} patterns tie at the smallest exponent, Ẽ ∝ d: {starred} in this table, {hidden_tied} among",
+            winners.len()
+        )),
+        "{out}"
+    );
+    assert_eq!(v["paper_table"], "Table 1");
+    assert_eq!(
+        v["paper_patterns"],
+        serde_json::json!(["GP-GP", "GP-Sp", "Sp-Mag"])
+    );
+    for w in v["simplest_winners"].as_array().unwrap() {
+        assert!(winners.contains(w), "{w}");
+    }
+    assert!(out.contains("from: preset fcn3-erf-he3"), "{out}");
+}
+
+/// Issue 40: an edited copy of a preset keeps the preset's title; the header shows what was
+/// parsed, and the paper's rows are marked only while it is still the paper's setup.
+#[test]
+fn the_header_shows_the_parsed_target_beside_a_stale_title() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../presets/fcn3-erf-he3.toml"
+    ))
+    .unwrap()
+    .replace("hermite = 3", "hermite = 5");
+    let file = dir.path().join("mine.toml");
+    std::fs::write(&file, text).unwrap();
+    let o = flscale(&["predict", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut lines = out.lines();
+    assert!(lines.next().unwrap().contains("learning He3"), "{out}");
+    assert_eq!(
+        lines.next().unwrap(),
+        "parsed: 3-layer erf FCN (widths N1, N2), target He5, standard scaling"
+    );
+    // He5 is not the paper's Table 1 setup: no `paper` column, no `paper:` line.
+    assert!(
+        out.lines()
+            .all(|l| !l.starts_with("paper:") && !l.trim_end().ends_with("  paper")),
+        "{out}"
+    );
+}
+
+/// Issue 40: `--at` with a scale the architecture lacks names the preset (or file), not its
+/// 90-character title.
+#[test]
+fn an_unknown_scale_names_the_preset_not_the_title() {
+    let o = flscale(&["predict", "--preset", "fcn3-erf-he3", "--at", "N3=d"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(
+        err.trim(),
+        "error: --at names the scale 'N3', which preset fcn3-erf-he3 does not have; its scales are d, N1, N2"
+    );
+}
+
+/// Issue 40: Python's power operator gets a hint to write `^`.
+#[test]
+fn a_python_power_gets_a_hint() {
+    let o = flscale(&["energy", "M**2*d + N/M", "--free", "M", "--at", "N=d"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("powers are written with ^, not **: \"M^2*d + N/M\""),
+        "{err}"
+    );
+    let o = flscale(&["predict", "--preset", "fcn3-erf-he3", "--at", "N1=d**2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("\"N1=d^2\""), "{}", stderr(&o));
+}

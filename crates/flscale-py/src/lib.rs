@@ -28,15 +28,60 @@ fn encode(v: &serde_json::Value) -> PyResult<String> {
         .map_err(|e| PyRuntimeError::new_err(format!("cannot encode JSON: {e}")))
 }
 
+/// The first line of the TOML written from a dict: an error whose position is line 1 then
+/// concerns the whole dict (a missing table), not its first key.
+const DICT_HEADER: &str = "# written from a Python dict\n";
+
 /// Turns a JSON object (from a Python dict) into TOML text, so that dicts go through the same
-/// validated loaders as files.
+/// validated loaders as files; [`dict_error`] turns the loaders' positions back into keys.
 fn json_to_toml(source: &str, what: &str) -> flscale::Result<String> {
     let value: serde_json::Value =
         serde_json::from_str(source).map_err(|e| Error::invalid(format!("{what} dict: {e}")))?;
     let toml_value = toml::Value::try_from(value)
         .map_err(|e| Error::invalid(format!("{what} dict cannot be written as TOML: {e}")))?;
     toml::to_string(&toml_value)
+        .map(|text| format!("{DICT_HEADER}{text}"))
         .map_err(|e| Error::invalid(format!("{what} dict cannot be written as TOML: {e}")))
+}
+
+/// An error about the TOML written from a dict: its "line L, column C" points into text the
+/// caller never saw, so the dict's key at that line is named instead (`at network.widths`),
+/// or nothing where the error concerns the whole dict.
+fn dict_error(e: Error, text: &str, label: &str) -> Error {
+    let Error::InvalidInput(m) = &e else { return e };
+    let parsed = m
+        .strip_prefix(&format!("{label}, line "))
+        .and_then(|rest| rest.split_once(", column "))
+        .and_then(|(line, rest)| Some((line.parse::<usize>().ok()?, rest.split_once(": ")?.1)));
+    match parsed {
+        Some((line, msg)) => match key_at_line(text, line) {
+            Some(key) => Error::invalid(format!("{label}, at {key}: {msg}")),
+            None => Error::invalid(format!("{label}: {msg}")),
+        },
+        None => e,
+    }
+}
+
+/// The dotted key (or table) that line `line` (1-based) of generated TOML sets.
+fn key_at_line(text: &str, line: usize) -> Option<String> {
+    let mut table = String::new();
+    for (i, l) in text.lines().enumerate().take(line) {
+        let t = l.trim();
+        if t.starts_with('[') {
+            table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            if i + 1 == line {
+                return Some(table);
+            }
+        } else if i + 1 == line {
+            let key = t.split_once('=')?.0.trim().trim_matches('"');
+            return Some(if table.is_empty() {
+                key.to_string()
+            } else {
+                format!("{table}.{key}")
+            });
+        }
+    }
+    None
 }
 
 /// Loads an architecture: `kind` is "preset", "file" or "toml" (TOML text), or "json" (a
@@ -46,11 +91,11 @@ fn load_architecture(source: &str, kind: &str) -> flscale::Result<Architecture> 
         "preset" => Architecture::from_preset(source),
         "file" => Architecture::from_file(std::path::Path::new(source)),
         "toml" => Architecture::from_toml(source, "architecture", None),
-        "json" => Architecture::from_toml(
-            &json_to_toml(source, "architecture")?,
-            "architecture dict",
-            None,
-        ),
+        "json" => {
+            let text = json_to_toml(source, "architecture")?;
+            Architecture::from_toml(&text, "architecture dict", None)
+                .map_err(|e| dict_error(e, &text, "architecture dict"))
+        }
         other => Err(Error::invalid(format!(
             "unknown architecture kind \"{other}\""
         ))),
@@ -91,6 +136,18 @@ fn energy(
             problem
                 .solve()
                 .map(|(regime, min)| problem.to_json(&regime, &min))
+        })
+        .map_err(|e| {
+            // As `flscale energy`: Python's `M**2` is written M^2 here.
+            let mut inputs = vec![problem.expr.as_str(), problem.at.as_str()];
+            inputs.extend(problem.constraints.iter().map(String::as_str));
+            match (e, inputs.iter().find(|t| t.contains("**"))) {
+                (Error::InvalidInput(m), Some(text)) => Error::InvalidInput(format!(
+                    "{m}; powers are written with ^, not **: \"{}\"",
+                    text.replace("**", "^")
+                )),
+                (e, _) => e,
+            }
         })
         .map_err(to_py_err)?;
     encode(&value)
@@ -170,11 +227,14 @@ fn sample<'py>(
         })
     };
     let outcome = py.detach(|| {
-        let text = match kind.as_str() {
-            "json" => json_to_toml(&source, "experiment")?,
-            _ => source.clone(),
+        let cfg = match kind.as_str() {
+            "json" => {
+                let text = json_to_toml(&source, "experiment")?;
+                ExperimentConfig::from_toml(&text, "experiment dict")
+                    .map_err(|e| dict_error(e, &text, "experiment dict"))?
+            }
+            _ => ExperimentConfig::from_toml(&source, "experiment")?,
         };
-        let cfg = ExperimentConfig::from_toml(&text, "experiment")?;
         check_memory(&cfg, max_memory.as_deref())?;
         run_experiment_interruptible(&cfg, &mut |_, _| {}, &interrupted)
     });
@@ -453,9 +513,107 @@ fn sweep(
     serde_json_text(&outcome.map_err(to_py_err)?)
 }
 
+/// Coordinates that are whole numbers by definition (data sizes, widths, seeds, heads).
+fn integer_coordinate(name: &str) -> bool {
+    matches!(name, "d" | "p" | "seed" | "tokens" | "heads")
+        || name
+            .strip_prefix('n')
+            .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The swept fields (`data.d`, `sampler.kappa`, …) whose every value in the manifest's grid is
+/// a TOML integer.
+fn integer_swept_fields(manifest: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    let mut ints = std::collections::BTreeSet::new();
+    let mut other = std::collections::BTreeSet::new();
+    for run in manifest
+        .get("runs")
+        .and_then(|r| r.as_array())
+        .into_iter()
+        .flatten()
+    {
+        for (k, v) in run
+            .get("point")
+            .and_then(|p| p.as_object())
+            .into_iter()
+            .flatten()
+        {
+            if v.is_i64() || v.is_u64() {
+                ints.insert(k.clone());
+            } else {
+                other.insert(k.clone());
+            }
+        }
+    }
+    ints.difference(&other).cloned().collect()
+}
+
+/// The `results` table as Python columns: the coordinates that are integers (d, p, widths,
+/// seeds, integer swept fields) as int; a swept field equal row by row to a coordinate of its
+/// own (`data.d` beside `d`) left out; the yes/no columns (`starts_agree`, `equilibrated`) as
+/// True/False/None; everything else as stored.
+fn results_columns<'py>(
+    py: Python<'py>,
+    table: flscale::experiment::table::Table,
+    manifest: &serde_json::Value,
+) -> PyResult<Bound<'py, PyDict>> {
+    use flscale::experiment::table::Column;
+    let int_fields = integer_swept_fields(manifest);
+    let position = |name: &str| table.names.iter().position(|n| n == name);
+    // The coordinates lie between `index` and `observable` (experiment::store::results_table).
+    let coords = match (position("index"), position("observable")) {
+        (Some(a), Some(b)) if a < b => a + 1..b,
+        _ => 0..0,
+    };
+    let floats = |i: usize| match &table.columns[i] {
+        Column::Float(v) => Some(v),
+        _ => None,
+    };
+    let out = PyDict::new(py);
+    for (i, (name, column)) in table.names.iter().zip(&table.columns).enumerate() {
+        let coordinate = coords.contains(&i);
+        if coordinate && name.contains('.') {
+            let same = coords.clone().any(|j| {
+                !table.names[j].contains('.') && floats(j).is_some() && floats(j) == floats(i)
+            });
+            if same {
+                continue;
+            }
+        }
+        match column {
+            Column::Float(v)
+                if coordinate
+                    && (integer_coordinate(name) || int_fields.contains(name))
+                    && v.iter()
+                        .flatten()
+                        .all(|x| x.fract() == 0.0 && x.abs() < 9.0e15) =>
+            {
+                let ints: Vec<Option<i64>> = v.iter().map(|x| x.map(|x| x as i64)).collect();
+                out.set_item(name, ints)?
+            }
+            Column::Text(v) if matches!(name.as_str(), "starts_agree" | "equilibrated") => {
+                let flags: Vec<Option<bool>> = v
+                    .iter()
+                    .map(|x| match x.as_str() {
+                        "yes" => Some(true),
+                        "no" => Some(false),
+                        _ => None,
+                    })
+                    .collect();
+                out.set_item(name, flags)?
+            }
+            Column::Text(v) => out.set_item(name, v)?,
+            Column::Int(v) => out.set_item(name, v)?,
+            Column::Float(v) => out.set_item(name, v)?,
+        }
+    }
+    Ok(out)
+}
+
 /// load_results(dir, skip_damaged=False) -> {column: list} of the sweep's `results` table,
-/// read from `results.parquet` or `results.csv`: text as str, whole numbers as int,
-/// measurements as float or None. Every run is verified first: damaged runs raise ValueError
+/// read from `results.parquet` or `results.csv`: text as str, whole numbers (the grid index,
+/// integer coordinates) as int, yes/no columns as bool or None, measurements as float or
+/// None ([`results_columns`]). Every run is verified first: damaged runs raise ValueError
 /// naming them; with skip_damaged their rows are dropped and a warning lists them.
 #[pyfunction]
 #[pyo3(signature = (dir, skip_damaged = false))]
@@ -464,13 +622,13 @@ fn load_results<'py>(
     dir: String,
     skip_damaged: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use flscale::experiment::table::Column;
-    let (table, notes) = py
+    let (table, notes, manifest) = py
         .detach(|| {
-            flscale::experiment::integrity::load_results_verified(
-                std::path::Path::new(&dir),
-                skip_damaged,
-            )
+            let path = std::path::Path::new(&dir);
+            let (table, notes) =
+                flscale::experiment::integrity::load_results_verified(path, skip_damaged)?;
+            let manifest = flscale::experiment::Store::open(path)?.manifest()?;
+            Ok((table, notes, manifest))
         })
         .map_err(to_py_err)?;
     if !notes.is_empty() {
@@ -479,15 +637,7 @@ fn load_results<'py>(
             warnings.call_method1("warn", (n,))?;
         }
     }
-    let out = PyDict::new(py);
-    for (name, column) in table.names.iter().zip(table.columns) {
-        match column {
-            Column::Text(v) => out.set_item(name, v)?,
-            Column::Int(v) => out.set_item(name, v)?,
-            Column::Float(v) => out.set_item(name, v)?,
-        }
-    }
-    Ok(out)
+    results_columns(py, table, &manifest)
 }
 
 /// The `flscale._native` module.

@@ -48,8 +48,14 @@ def test_predict_from_file_and_text(tmp_path):
     text = flscale.preset_toml("fcn2-erf-he3")
     f = tmp_path / "arch.toml"
     f.write_text(text)
-    assert flscale.predict(str(f)) == flscale.predict("fcn2-erf-he3")
-    assert flscale.predict(f) == flscale.predict(text)
+    # The same prediction; only `source` says where each came from.
+    def without_source(r):
+        return {k: v for k, v in r.items() if k != "source"}
+    from_file = flscale.predict(str(f))
+    assert from_file["source"] == str(f)
+    assert flscale.predict("fcn2-erf-he3")["source"] == "preset fcn2-erf-he3"
+    assert without_source(from_file) == without_source(flscale.predict("fcn2-erf-he3"))
+    assert without_source(flscale.predict(f)) == without_source(flscale.predict(text))
 
 
 def test_energy_equals_cli():
@@ -63,6 +69,9 @@ def test_energy_equals_cli():
 def test_bad_input_raises_value_error_with_the_cli_message():
     with pytest.raises(ValueError, match="column 5"):
         flscale.energy("M*d - N", free=["M"])
+    # Issue 40: Python's power operator gets the hint the CLI gives.
+    with pytest.raises(ValueError, match=r'not \*\*: "M\^2\*d"'):
+        flscale.energy("M**2*d", free=["M"])
     with pytest.raises(ValueError, match="fcn3-erf-he3"):
         flscale.predict("no-such-preset")
     with pytest.raises(ValueError, match="network.activation"):
@@ -73,6 +82,54 @@ def test_bad_input_raises_value_error_with_the_cli_message():
     with pytest.raises(ValueError) as e:
         flscale.predict("no-such-preset")
     assert str(e.value) == out.stderr.strip().removeprefix("error: ")
+
+
+def test_predict_names_why_no_pattern_reaches_an_even_target():
+    # Issue 40: an erf network on He2 (erf is odd) has no finite pattern; the JSON says why.
+    arch = {"network": {"kind": "fcn", "activation": "erf", "widths": ["N"]},
+            "target": {"hermite": 2}, "regime": {"N": "d"}}
+    r = flscale.predict(arch)
+    assert r["winners"] == [] and r["p_star_exponent"] is None
+    assert "even order vanish" in r["no_winner_reason"]
+    assert r["no_winner_reason"] in r["reading"]
+
+
+def test_predict_tells_winners_and_the_paper_rows_apart():
+    r = flscale.predict("fcn3-erf-he3")
+    assert r["paper_table"] == "Table 1"
+    assert r["paper_patterns"] == ["GP-GP", "GP-Sp", "Sp-Mag"]
+    assert set(r["simplest_winners"]) <= set(r["winners"])
+    assert len(r["simplest_winners"]) < len(r["winners"])
+    for p in r["patterns"]:
+        assert p["paper"] == (p["name"] in r["paper_patterns"])
+        assert p["paper_kind"] == ("[" not in p["name"] and "muSp" not in p["name"])
+
+
+def test_dict_errors_name_the_key_not_a_position():
+    # Issue 40: the TOML written from a dict is never seen by the caller; "line 1, column 1"
+    # pointed into it. The key is named instead.
+    with pytest.raises(ValueError) as e:
+        flscale.predict({"network": {"kind": "fcn", "activation": "erf", "widths": ["N"],
+                                     "depth": 3}, "target": {"hermite": 3}})
+    assert "line" not in str(e.value) and "column" not in str(e.value)
+    assert "network" in str(e.value) and "depth" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        flscale.predict({"target": {"hermite": 3}})
+    assert "line" not in str(e.value) and "network" in str(e.value)
+    bad = json.loads(json.dumps(SMALL))
+    bad["sampler"]["steps"] = "many"
+    with pytest.raises(ValueError) as e:
+        flscale.sample(bad)
+    assert "line" not in str(e.value) and "sampler.steps" in str(e.value)
+
+
+def test_dir_lists_the_public_api_only():
+    # Issue 40: dir(flscale) listed Any, Dict, json, os.
+    names = set(dir(flscale))
+    assert {"predict", "energy", "sample", "sweep", "load_results", "cavity"} <= names
+    assert not names & {"Any", "Dict", "json", "os", "Mapping", "_native"}
+    for module in (flscale.cavity, flscale.ldt, flscale.kernel):
+        assert set(dir(module)) == set(module.__all__)
 
 
 def test_presets_and_docstrings():
@@ -242,6 +299,15 @@ def test_load_results_reads_a_sweep(tmp_path):
     assert all(isinstance(i, int) for i in cols["index"])
     align = [v for o, v in zip(cols["observable"], cols["value"]) if o == "alignment"]
     assert len(align) == 2 and all(isinstance(a, float) for a in align)
+    # Issue 40: integer parameters as int (pandas: int64, not d = 6.0), the swept field
+    # data.p once (as p), yes/no columns as bool or None (not empty strings).
+    for name in ("d", "p", "n1", "seed"):
+        assert all(type(x) is int for x in cols[name]), name
+    assert sorted(set(cols["p"])) == [20, 40] and set(cols["d"]) == {10}
+    assert "data.p" not in cols
+    assert isinstance(cols["kappa"][0], float)
+    for name in ("starts_agree", "equilibrated"):
+        assert all(x is None or type(x) is bool for x in cols[name]), name
     # The CSV store of the same sweep holds the same table.
     assert flscale.sweep(exp, tmp_path / "csv", format="csv")["computed"] == 2
     assert not (tmp_path / "csv" / "results.parquet").exists()
@@ -281,6 +347,17 @@ def test_results_parquet_is_read_by_pyarrow_as_load_results_reads_it(tmp_path):
         table = pq.read_table(tmp_path / "sw" / f"{name}.parquet")
         assert table.num_rows > 0, name
         if name == "results":
-            assert table.to_pydict() == ours
+            # The stored table keeps floats, yes/no text and the swept field's own column;
+            # load_results turns them into ints, bools and one column per coordinate.
+            raw = table.to_pydict()
+            assert raw["data.p"] == raw["p"] and "data.p" not in ours
+            flag = {"yes": True, "no": False, "": None}
+            for col, values in ours.items():
+                if col in ("starts_agree", "equilibrated"):
+                    assert [flag[x] for x in raw[col]] == values, col
+                elif col in ("d", "p", "n1", "seed"):
+                    assert raw[col] == [float(x) for x in values], col
+                else:
+                    assert raw[col] == values, col
             assert str(table.schema.field("value").type) == "double"
             assert str(table.schema.field("run").type) == "string"

@@ -70,19 +70,29 @@ pub(crate) fn out_of_range(part: &str) -> Option<&'static str> {
     }
 }
 
-/// clap's rendered usage error as one line: its first line, its tips joined on, and where to
-/// read more (the usage line names the subcommand).
-pub fn one_line_usage_error(rendered: &str) -> String {
-    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or_default();
+/// clap's rendered usage error as one line: its first line with the lines listed beneath it
+/// (the missing required arguments, e.g. `--out <DIR>`), its tips joined on, and where to read
+/// more (the subcommand of the usage line, else `command`: errors about a value have no usage
+/// line).
+pub fn one_line_usage_error(rendered: &str, command: &str) -> String {
+    let mut raw = rendered.lines().map(str::trim);
+    let first = raw.find(|l| !l.is_empty()).unwrap_or_default();
     // A command group called without its subcommand renders its help instead of an error.
     let mut msg = if first.starts_with("error:") {
-        first.to_string()
+        // clap lists what the first line announces (the required arguments not provided) on
+        // the lines right beneath it, up to the first blank line; a one-line rendering that
+        // kept only the first line printed an empty list.
+        let listed: Vec<&str> = raw.by_ref().take_while(|l| !l.is_empty()).collect();
+        if listed.is_empty() {
+            first.to_string()
+        } else {
+            format!("{} {}", first, listed.join(", "))
+        }
     } else {
         "error: a subcommand is missing".to_string()
     };
-    let mut command = "flscale".to_string();
-    for l in lines {
+    let mut command = command.to_string();
+    for l in raw.filter(|l| !l.is_empty()) {
         if let Some(tip) = l.strip_prefix("tip:") {
             msg += &format!("; {}", tip.trim());
         } else if let Some(usage) = l.strip_prefix("Usage:") {
@@ -168,11 +178,30 @@ mod tests {
 
     #[test]
     fn usage_errors_become_one_line_naming_the_help() {
+        // No usage line (an invalid value): the subcommand the arguments named is used.
+        assert_eq!(
+            one_line_usage_error(
+                "error: invalid value 'x' for '--seed <SEED>': invalid digit found in string\n\nFor more information, try '--help'.\n",
+                "flscale bench"
+            ),
+            "error: invalid value 'x' for '--seed <SEED>': invalid digit found in string (see `flscale bench --help`)"
+        );
         let rendered = "error: unexpected argument '--foo' found\n\n  tip: a similar argument exists: '--for'\n\nUsage: flscale cavity potential [OPTIONS]\n\nFor more information, try '--help'.\n";
-        let line = one_line_usage_error(rendered);
+        let line = one_line_usage_error(rendered, "flscale");
         assert_eq!(
             line,
             "error: unexpected argument '--foo' found; a similar argument exists: '--for' (see `flscale cavity potential --help`)"
+        );
+    }
+
+    /// Issue 40: the list under "the following required arguments were not provided:" was
+    /// dropped, so the message named nothing.
+    #[test]
+    fn a_missing_required_argument_is_named() {
+        let rendered = "error: the following required arguments were not provided:\n  --out <DIR>\n  --seed <N>\n\nUsage: flscale sample --out <DIR> --seed <N> <EXP.toml>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line_usage_error(rendered, "flscale"),
+            "error: the following required arguments were not provided: --out <DIR>, --seed <N> (see `flscale sample --help`)"
         );
     }
 

@@ -2,7 +2,7 @@
 
 use flscale::scaling::report::EnergyProblem;
 use flscale::scaling::Monomial;
-use flscale::Result;
+use flscale::{Error, Result};
 
 use super::{out, out_json, Ctx};
 
@@ -35,6 +35,20 @@ pub struct EnergyArgs {
     pub json: bool,
 }
 
+/// Adds to an error about input that writes a power Python's way (`M**2`) how to write it
+/// here (`M^2`): the parser's own message names only the character it stopped at.
+pub fn power_hint(e: Error, inputs: &[&str]) -> Error {
+    match (e, inputs.iter().find(|t| t.contains("**"))) {
+        (Error::InvalidInput(m), Some(text)) => {
+            let fixed = text.replace("**", "^");
+            Error::InvalidInput(format!(
+                "{m}; powers are written with ^, not **: \"{fixed}\""
+            ))
+        }
+        (e, _) => e,
+    }
+}
+
 /// Runs `flscale energy`.
 pub fn run(args: EnergyArgs, _ctx: &Ctx) -> Result<()> {
     flscale::limits::check_cap(
@@ -49,7 +63,12 @@ pub fn run(args: EnergyArgs, _ctx: &Ctx) -> Result<()> {
         constraints: args.constraints.clone(),
         at: args.at.clone().unwrap_or_default(),
     };
-    let (regime, min) = problem.solve()?;
+    let (regime, min) = problem.solve().map_err(|e| {
+        let mut inputs = vec![args.expr.as_str()];
+        inputs.extend(args.constraints.iter().map(String::as_str));
+        inputs.extend(args.at.as_deref());
+        power_hint(e, &inputs)
+    })?;
     if args.json {
         return out_json(&problem.to_json(&regime, &min));
     }

@@ -10,13 +10,14 @@ use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale fit`.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Examples:\n  flscale fit runs/fig2b                         # P* vs d, as [analysis] says\n  flscale fit runs/fig2c --y outliers --x n1 --preset fcn2-erf-he3 --at N=d --quantity M --scale N\n\n\
+#[command(after_help = "Examples:\n  \
+flscale fit runs/fig2b                         # P* vs d, as [analysis] says\n  \
+flscale reproduce fig2c --quick --out runs/fig2c   # a store of outliers at three widths, then:\n  \
+flscale fit runs/fig2c --y outliers --x n1 --preset fcn2-erf-he3 --at N=d --quantity M --scale N\n\n\
 Least squares of log y on log x; the error is the standard deviation of a bootstrap over chains,\n\
 the interval its 2.5–97.5 % range. The prediction is the scaling engine's exponent for the same\n\
 architecture (`flscale predict`): the exponent of P* in d, or of a winning pattern's free\n\
-parameter (e.g. M, the number of specialising neurons) in a scale."
-)]
+parameter (e.g. M, the number of specialising neurons) in a scale.")]
 pub struct FitArgs {
     #[command(flatten)]
     pub store: StoreArgs,

@@ -10,14 +10,16 @@ use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale merge`.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Examples:\n  flscale merge runs/fig2b runs/shard-0 runs/shard-1   # copy both shards into runs/fig2b\n  flscale merge runs/fig2b                             # shards that shared one directory\n\n\
+#[command(after_help = "Examples:\n  \
+flscale sweep presets/experiments/fig2b.toml --quick --shard 0/2 --out runs/shard-0   # two shards,\n  \
+flscale sweep presets/experiments/fig2b.toml --quick --shard 1/2 --out runs/shard-1   # each in its own directory\n  \
+flscale merge runs/fig2b runs/shard-0 runs/shard-1   # copy both shards into runs/fig2b\n  \
+flscale merge runs/fig2b                             # shards that shared one directory\n\n\
 Every input must hold the same experiment and grid (manifest.json). Runs are copied once; a run\n\
 present in two inputs must have identical files. The tables results, chains and histograms are\n\
 rebuilt in grid order (in --format, else the format OUT or the first input already has), so two\n\
 merged shards equal the unsharded sweep byte for byte. Every run is verified against its\n\
-checksums.json first: a damaged one is refused by id (--skip-damaged leaves it out, listed)."
-)]
+checksums.json first: a damaged one is refused by id (--skip-damaged leaves it out, listed).")]
 pub struct MergeArgs {
     /// The merged results directory (created if missing).
     pub out: PathBuf,

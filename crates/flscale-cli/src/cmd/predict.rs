@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use flscale::patterns::arch::Architecture;
-use flscale::patterns::phase::{line_chart, phase_line, phase_map, MapFigure, PhaseLine, PhaseMap};
+use flscale::patterns::phase::{
+    line_chart, phase_line, phase_map, region_letter, MapFigure, PhaseLine, PhaseMap,
+};
 use flscale::patterns::report::{to_json, to_text};
 use flscale::plot::write_figure;
 use flscale::scaling::energy::exponent_strings;
@@ -19,9 +21,16 @@ use super::{out, out_json, Ctx};
 #[command(after_help = "Examples:
   flscale predict --preset fcn3-erf-he3                 # the paper's Table 1
   flscale predict --preset fcn3-erf-he3 --at N1=d^2     # wider first layer: GP-Sp takes over
-  flscale predict my-net.toml --json                    # your own architecture (see `flscale preset show fcn3-erf-he3`)
+  flscale preset show fcn3-erf-he3 > my-net.toml        # your own architecture: copy a preset, edit it,
+  flscale predict my-net.toml --json                    # and predict it
   flscale predict --preset fcn2-erf-he3 --phase N --out phase.svg
   flscale predict --preset fcn3-erf-he3 --phase N1,N2 --range 0:6 --out map.png
+
+The table stars every pattern tied at the smallest exponent and names the paper's rows
+(e.g. Table 1's GP-GP, GP-Sp, Sp-Mag); --all adds muSp and feature learning on other
+features (names: docs/scaling.md). Exit status: 0 with a prediction, also when no pattern
+can align with the target (e.g. erf, which is odd, on an even target such as He2: the
+reading says why, --json has \"winners\": [] and \"no_winner_reason\"); 2 for bad input.
 
 Architecture TOML (fields of [network]: kind, activation, widths, parametrization, catalog):
   [network]
@@ -137,13 +146,23 @@ fn check_scale(arch: &Architecture, option: &str, name: &str) -> Result<()> {
         .collect();
     Err(Error::invalid(format!(
         "{option} names the scale '{name}', which {} does not have; its scales are {}",
-        arch.title,
+        arch.source,
         if known.is_empty() {
             "d only".to_string()
         } else {
             format!("d, {}", known.join(", "))
         }
     )))
+}
+
+/// The title of a phase diagram's text: the file's `title`, then what was parsed (an edited
+/// copy of a preset keeps the preset's title) and where it came from.
+fn header(arch: &Architecture) -> String {
+    let mut h = arch.title.clone();
+    if arch.parsed != arch.title {
+        h += &format!("\nparsed: {}", arch.parsed);
+    }
+    h + &format!("\nfrom: {}", arch.source)
 }
 
 /// Runs `flscale predict`.
@@ -184,7 +203,7 @@ pub(crate) fn regime_with_overrides(arch: &Architecture, at: Option<&str>) -> Re
         }
         regime
             .apply_assignments(at)
-            .map_err(|e| e.context("--at"))?;
+            .map_err(|e| super::energy::power_hint(e.context("--at"), &[at]))?;
     }
     Ok(regime)
 }
@@ -258,7 +277,7 @@ fn run_phase_line(
     }
     let mut text = format!(
         "{}\nphase diagram along log_d {axis} in [{}, {}]\n\n",
-        arch.title,
+        header(arch),
         fmt_q(&lo),
         fmt_q(&hi)
     );
@@ -352,7 +371,7 @@ fn run_phase_map(
     }
     let mut text = format!(
         "{}\nphase map over log_d {x} (columns) and log_d {y} (rows) in [{}, {}], {}x{} grid\n\n",
-        arch.title,
+        header(arch),
         fmt_q(&lo),
         fmt_q(&hi),
         map.grid.0.len(),
@@ -369,21 +388,13 @@ fn run_phase_map(
 /// winner sets and the boundaries between neighbouring winners.
 fn phase_map_text(map: &PhaseMap) -> String {
     let mut text = String::new();
-    let symbols: Vec<char> = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".chars().collect();
     for (iy, row) in map.cells.iter().enumerate().rev() {
-        let line: String = row
-            .iter()
-            .map(|c| c.map_or('.', |k| symbols[k % symbols.len()]))
-            .collect();
+        let line: String = row.iter().map(|c| c.map_or('.', region_letter)).collect();
         text.push_str(&format!("{:>6} | {line}\n", fmt_q(&map.grid.1[iy])));
     }
     text.push('\n');
     for (k, w) in map.winner_sets.iter().enumerate() {
-        text.push_str(&format!(
-            "  {} = {}\n",
-            symbols[k % symbols.len()],
-            w.join(" = ")
-        ));
+        text.push_str(&format!("  {} = {}\n", region_letter(k), w.join(" = ")));
     }
     text.push_str("\nboundaries (where the neighbouring winners' energies are equal):\n");
     for b in &map.boundaries {

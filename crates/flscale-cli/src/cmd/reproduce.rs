@@ -128,23 +128,74 @@ impl Reproduced<'_> {
             "pstar": an.pstar.as_ref().map(super::pstar::table_json),
             "fit": an.fit.as_ref().map(|f| super::fit::fit_json(f, an.predicted.as_ref())),
             "figures": self.figures.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
-            "notes": an.notes,
+            "sizes": self.sizes_json(),
+            "notes": unique(&an.notes),
             "fit_warnings": self.warnings,
             "exponent_claimed": an.fit.as_ref().map(|_| self.carries_exponent),
             "partial": p.partial,
         })
     }
 
-    /// The report as text: the header, the P\* table, one block per run where there is no P\*
-    /// of the alignment, the fit beside the prediction, notes, warnings and the figures.
+    /// The sizes that ran: the distinct values of each coordinate of [`SIZE_COORDINATES`]
+    /// over the runs.
+    fn sizes(&self) -> Vec<(&'static str, Vec<f64>)> {
+        SIZE_COORDINATES
+            .iter()
+            .filter_map(|&k| {
+                let mut v: Vec<f64> = self
+                    .data
+                    .runs
+                    .iter()
+                    .filter_map(|r| r.coords.get(k).copied())
+                    .collect();
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+                (!v.is_empty()).then_some((k, v))
+            })
+            .collect()
+    }
+
+    fn sizes_json(&self) -> serde_json::Value {
+        self.sizes()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    }
+
+    /// One line: `d = 10; p = 200; n1 = 10, 20, 40` (a coordinate's values joined by commas).
+    fn sizes_text(&self) -> String {
+        self.sizes()
+            .into_iter()
+            .map(|(k, v)| {
+                let vs: Vec<String> = v.iter().map(|x| format!("{x}")).collect();
+                format!("{k} = {}", vs.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The report as text: with --quick the smoke-test disclaimer first, the header (what the
+    /// paper's figure shows, then the sizes that ran), the P\* table, one block per run where
+    /// there is no P\* of the alignment, the fit beside the prediction, notes (each once),
+    /// warnings and the figures.
     fn text(&self) -> String {
         let (p, an) = (self.preset, self.analysed);
-        let mut s = format!(
-            "{} — {} ({}){}\n{} runs in {} ({} computed now, {:.1} s)\n",
+        let mut s = String::new();
+        if self.quick {
+            s += "quick sizes: far from the paper's; read the numbers as a smoke test, not a measurement\n";
+        }
+        s += &format!(
+            "{} — {} ({}){}\nran: {}\n{} runs in {} ({} computed now, {:.1} s)\n",
             p.name,
-            p.shows,
+            if self.quick {
+                format!("the paper's figure: {}", p.shows)
+            } else {
+                p.shows.to_string()
+            },
             p.paper,
-            if self.quick { ", quick sizes" } else { "" },
+            if self.quick { ", at quick sizes" } else { "" },
+            self.sizes_text(),
             self.outcome.finished,
             self.dir.display(),
             self.outcome.computed,
@@ -162,8 +213,12 @@ impl Reproduced<'_> {
         } else if let Some(pr) = &an.predicted {
             s += &format!("predicted: {}\n", pr.description);
         }
-        for n in &an.notes {
-            s += &format!("note: {n}\n");
+        // Each note once: the P* table above prints its own (the unresolved brackets).
+        for n in unique(&an.notes) {
+            let line = format!("note: {n}\n");
+            if !s.contains(&line) {
+                s += &line;
+            }
         }
         for w in self.warnings {
             s += &format!("warning: {w}\n");
@@ -182,14 +237,21 @@ impl Reproduced<'_> {
         if let Some(part) = p.partial {
             s += &format!("not reproduced: {part}\n");
         }
-        if self.quick {
-            s += "quick sizes are far from the paper's; read the numbers as a smoke test, not a measurement\n";
-        }
         for f in self.figures {
             s += &format!("figure {}\n", f.display());
         }
         s
     }
+}
+
+/// The coordinates whose values the header lists ("ran: d = 10; p = 200; n1 = 10, 20, 40").
+const SIZE_COORDINATES: [&str; 6] = ["d", "p", "n1", "n2", "tokens", "heads"];
+
+/// `notes` with repeats left out, in their first order: the analyses of several figures can
+/// arrive at the same note.
+fn unique(notes: &[String]) -> Vec<&String> {
+    let mut seen = std::collections::BTreeSet::new();
+    notes.iter().filter(|n| seen.insert(n.as_str())).collect()
 }
 
 /// One line per run (coordinates, alignment, R, outliers, test MSE), with the deeper-layer

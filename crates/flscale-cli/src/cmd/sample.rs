@@ -15,7 +15,8 @@ use super::{out, out_json, read_file, Ctx};
 /// Arguments of `flscale sample`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  flscale sample examples/experiments/fig2a-quick.toml --out runs/fig2a --json\n\n\
+    after_help = "Examples:\n  flscale sample examples/experiments/he3-quick.toml --out runs/he3          # seconds\n  \
+flscale sample examples/experiments/fig2a.toml --out runs/fig2a --json     # the paper's Fig. 2(a), about an hour\n\n\
 Writes DIR/summary.json, DIR/traces.csv (every `thin` steps, burn-in included), DIR/chains.csv,\n\
 DIR/histogram_rho.csv, DIR/histogram_<name>.csv (deeper-layer overlaps h2_phi, h2_he3, …; the\n\
 parity direction rho_e1+e2) and DIR/experiment.toml. `--json` prints the summary; it is\n\
@@ -35,9 +36,10 @@ reduce; one estimated above 30 days of work needs --yes."
 )]
 pub struct SampleArgs {
     /// The experiment file (TOML: [model], [data], [target], [sampler], optional [priors]).
+    #[arg(value_name = "EXP.toml")]
     pub experiment: PathBuf,
     /// Output directory (created if missing).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Print the summary as JSON on stdout.
     #[arg(long)]

@@ -32,9 +32,10 @@ factor; the added runs are runs/refine-NNNNN/ in the same DIR, listed in refine.
 )]
 pub struct SweepArgs {
     /// The experiment file (TOML with an optional [sweep] table).
+    #[arg(value_name = "EXP.toml")]
     pub experiment: PathBuf,
     /// Results directory (created if missing; an existing one must hold the same sweep).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Run only shard i of n (0-based), e.g. 0/4; runs with index ≡ i (mod n).
     #[arg(long, value_name = "i/n")]

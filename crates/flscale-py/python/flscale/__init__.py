@@ -24,6 +24,12 @@ __version__: str = _native.__version__
 __all__ = ["predict", "energy", "presets", "preset_toml", "sample", "sweep", "load_results", "cavity", "ldt", "kernel", "__version__"]
 
 
+def __dir__() -> List[str]:
+    """``dir(flscale)``: the public API (``__all__``), not the modules and typing names the
+    package imports for its own use (json, os, Any, Dict, ...)."""
+    return sorted(__all__)
+
+
 def _regime_text(at: Optional[Mapping[str, str]]) -> str:
     if at is None:
         return ""
@@ -42,7 +48,19 @@ def predict(arch: Union[str, Mapping[str, Any], "os.PathLike[str]"],
     TOML text, or a dict with the TOML file's structure. ``at`` overrides the regime, e.g.
     ``{"N1": "d^2"}``. Returns the object ``flscale predict --json`` prints: ``regime``,
     ``patterns`` (each with ``name``, ``terms``, ``energy``, ``optimum``, ``exponent``,
-    ``exponent_float``, ``argmin``, ``binding`` ...), ``winners``, ``p_star_exponent``.
+    ``exponent_float``, ``argmin``, ``binding``, ``paper`` ...), ``winners``,
+    ``simplest_winners``, ``paper_patterns``, ``p_star_exponent``, ``no_winner_reason``,
+    ``reading``.
+
+    ``winners`` lists *every* pattern tied at the smallest exponent of d, including the ones
+    the CLI's table leaves out (``muSp``: O(1) neurons specialising with magnitude mu; a
+    bracket names a feature other than the default, e.g. ``Sp-GFL[He3]`` amplifies He3 in
+    layer 2, ``Mag[Phi]`` magnetises along Phi instead of the target; docs/scaling.md,
+    "Pattern names"). ``simplest_winners`` are the ones ``reading`` names: of the paper's
+    kinds when any of those is tied, with the fewest feature-learning layers. ``paper_patterns`` are the rows of the paper's table for this
+    network and target (``paper_table``, e.g. "Table 1"), empty where the paper has none.
+    When no pattern can align (an erf network on an even target such as He2),
+    ``winners`` is empty and ``no_winner_reason`` says why.
 
     Example::
 
@@ -163,9 +181,14 @@ def load_results(directory: Union[str, "os.PathLike[str]"],
 
     Returns ``{column: [values]}`` from ``DIR/results.parquet`` (or ``DIR/results.csv`` for a
     sweep run with ``--format csv``): one row per run and observable; run ids and observable
-    names as str, the grid index as int, coordinates and values as float, missing values as
-    None. ``pandas.DataFrame(...)`` and ``polars.DataFrame(...)`` take it directly;
-    ``pandas.read_parquet("DIR/results.parquet")`` reads the same table.
+    names as str; the grid index and the integer coordinates (``d``, ``p``, the widths
+    ``n1`` ..., ``seed``, and swept fields whose values are TOML integers) as int; the other
+    coordinates and the values as float; ``starts_agree`` and ``equilibrated`` as
+    True/False (None where not known); missing values as None. A swept field equal to a
+    coordinate of its own (``data.d`` when ``d`` is swept) appears once, under the short
+    name. ``pandas.DataFrame(...)`` and ``polars.DataFrame(...)`` take it directly;
+    ``pandas.read_parquet("DIR/results.parquet")`` reads the stored table, where every
+    coordinate is a float, yes/no columns are text and swept fields keep their own column.
 
     Example::
 

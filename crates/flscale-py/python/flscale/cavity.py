@@ -7,13 +7,18 @@ two-layer erf network learning y = H1(z) + eps*H3(z) (spec 04).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from . import _native
 
 __all__ = ["potential", "phase", "solve"]
+
+
+def __dir__() -> List[str]:
+    """``dir()`` of the module: its public functions, not the names it imports."""
+    return sorted(__all__)
 
 
 def potential(rho: Sequence[float], sigma_w2: float = 0.5, b: float = 0.3, c: float = -0.3,

@@ -6,11 +6,16 @@ Same numbers as ``flscale kernel propagate --json`` (see ``docs/ldt-kernels.md``
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from . import _native
 
 __all__ = ["propagate"]
+
+
+def __dir__() -> List[str]:
+    """``dir()`` of the module: its public functions, not the names it imports."""
+    return sorted(__all__)
 
 
 def propagate(size: str = "quick") -> Dict[str, Any]:

@@ -6,11 +6,16 @@ Same numbers as ``flscale ldt rate --json`` (see ``docs/ldt-kernels.md``).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Sequence
 
 from . import _native
 
 __all__ = ["rate"]
+
+
+def __dir__() -> List[str]:
+    """``dir()`` of the module: its public functions, not the names it imports."""
+    return sorted(__all__)
 
 
 def rate(alpha: Sequence[float] = (0.25, 0.5, 1.0, 2.0), d: float = 40.0, n: float = 40.0,

@@ -203,6 +203,18 @@ impl Cell {
     pub fn mean(&self) -> f64 {
         self.values.iter().sum::<f64>() / self.values.len().max(1) as f64
     }
+
+    /// Standard error of [`Cell::mean`] over the chains (independent networks): s/√n, NaN with
+    /// fewer than two chains. The error bars of the figures.
+    pub fn sem(&self) -> f64 {
+        let n = self.values.len();
+        if n < 2 {
+            return f64::NAN;
+        }
+        let m = self.mean();
+        let var = self.values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+        (var / n as f64).sqrt()
+    }
 }
 
 /// The coordinate `name` of a run: short names (d, p, p_over_d, n1, kappa, seed) or swept

@@ -357,6 +357,9 @@ fn summary_points_by_n1(data: &StoreData, key: &str, analysed: bool) -> Vec<(f64
 /// The legend note of figures with hollow markers.
 const HOLLOW_NOTE: &str = "open circles: hot and cold starts disagree (not used)";
 
+/// The legend note of figures with error bars.
+const ERROR_BAR_NOTE: &str = "bars: ± one standard error over the networks";
+
 /// The cells of the runs whose hot and cold starts disagree (drawn, not used).
 fn unequilibrated_cells(
     data: &StoreData,
@@ -415,7 +418,8 @@ fn draw_observable_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) ->
                 format!("{} = {}", a.group, short(*g)),
                 cs.iter().map(|c| (c.x, c.mean())).collect(),
                 Mark::LinePoints,
-            );
+            )
+            .with_errors(cs.iter().map(|c| c.sem()).collect());
             s.hollow = unequilibrated
                 .iter()
                 .filter(|(ug, _)| ug == g)
@@ -424,11 +428,10 @@ fn draw_observable_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) ->
             s
         })
         .collect();
-    let notes = if unequilibrated.is_empty() {
-        Vec::new()
-    } else {
-        vec![HOLLOW_NOTE.to_string()]
-    };
+    let mut notes = vec![ERROR_BAR_NOTE.to_string()];
+    if !unequilibrated.is_empty() {
+        notes.push(HOLLOW_NOTE.to_string());
+    }
     if obs == "alignment" {
         series.push(Series::new(
             format!("threshold {}", a.threshold),
@@ -470,6 +473,7 @@ fn draw_test_mse_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> R
                 cs.iter().map(|c| (c.x, c.mean())).collect(),
                 Mark::LinePoints,
             )
+            .with_errors(cs.iter().map(|c| c.sem()).collect())
         })
         .collect();
     let chart = LineChart {
@@ -479,7 +483,7 @@ fn draw_test_mse_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> R
         log_x: true,
         log_y: false,
         series,
-        notes: Vec::new(),
+        notes: vec![ERROR_BAR_NOTE.to_string()],
     };
     save(dir, &format!("test_mse_vs_{}", a.x), &chart, out)
 }
@@ -505,8 +509,25 @@ fn draw_pstar_vs_group(dir: &Path, inputs: &FigureInputs, out: &mut Vec<PathBuf>
     save(dir, &format!("pstar_vs_{}", t.group), &chart, out)
 }
 
-/// `outliers_vs_n1`: the mean first-layer outlier count against N1 in log-log with the fit and
-/// the engine's slope (Fig. 2c), when the data has at least two N1 values.
+/// Which P the points of `outliers_vs_n1` are at: `(None, "P = 1600")` when every run has
+/// the same P (and d), else the coordinate to draw one curve per value of (`p_over_d` when
+/// it takes fewer values than `p`, as in a sweep over d at fixed P/d) and its words.
+fn outlier_p_grouping(data: &StoreData) -> (Option<&'static str>, String) {
+    let values = |k: &str| distinct(data.runs.iter().filter_map(|r| coordinate(r, k)));
+    let (ps, ds, ratios) = (values("p"), values("d"), values("p_over_d"));
+    match (ps.as_slice(), ds.as_slice()) {
+        ([p], [d]) => (None, format!("d = {}, P = {}", short(*d), short(*p))),
+        ([p], _) => (None, format!("P = {}", short(*p))),
+        _ if !ratios.is_empty() && ratios.len() < ps.len() => {
+            (Some("p_over_d"), "one curve per P/d".to_string())
+        }
+        _ => (Some("p"), "one curve per P".to_string()),
+    }
+}
+
+/// `outliers_vs_n1`: the mean first-layer outlier count against N1 in log-log with error bars,
+/// the fit and the engine's slope (Fig. 2c), when the data has at least two N1 values. The
+/// title says which P the points are at; runs at several P are drawn one curve per P/d (or P).
 fn draw_outliers_vs_n1(
     data: &StoreData,
     dir: &Path,
@@ -517,28 +538,43 @@ fn draw_outliers_vs_n1(
     if ns.len() < 2 {
         return Ok(());
     }
-    let Ok(groups) = super::analysis::cells(data, None, "n1", "outliers") else {
+    let (group, at) = outlier_p_grouping(data);
+    let Ok(groups) = super::analysis::cells(data, group, "n1", "outliers") else {
         return Ok(());
     };
-    let pts: Vec<(f64, f64)> = groups
+    let unequilibrated = unequilibrated_cells(data, group, "n1", "outliers");
+    let mut notes = vec![ERROR_BAR_NOTE.to_string()];
+    let mut series: Vec<Series> = groups
         .iter()
-        .flat_map(|(_, c)| c.iter().map(|c| (c.x, c.mean())))
+        .map(|(g, cs)| {
+            let label = match group {
+                None => "mean outliers".to_string(),
+                Some("p_over_d") => format!("P/d = {}", short(*g)),
+                Some(k) => format!("{} = {}", k.to_uppercase(), short(*g)),
+            };
+            let mark = if group.is_some() {
+                Mark::LinePoints
+            } else {
+                Mark::Points
+            };
+            let mut s = Series::new(label, cs.iter().map(|c| (c.x, c.mean())).collect(), mark)
+                .with_errors(cs.iter().map(|c| c.sem()).collect());
+            s.hollow = unequilibrated
+                .iter()
+                .filter(|(ug, _)| ug == g)
+                .flat_map(|(_, cs)| cs.iter().map(|c| (c.x, c.mean())))
+                .collect();
+            s
+        })
         .collect();
-    let mut mean = Series::new("mean outliers", pts, Mark::Points);
-    mean.hollow = unequilibrated_cells(data, None, "n1", "outliers")
-        .iter()
-        .flat_map(|(_, cs)| cs.iter().map(|c| (c.x, c.mean())))
-        .collect();
-    let mut notes = Vec::new();
-    if !mean.hollow.is_empty() {
+    if series.iter().any(|s| !s.hollow.is_empty()) {
         notes.push(HOLLOW_NOTE.to_string());
     }
-    let mut series = vec![mean];
-    if let Some(f) = inputs.outlier_fit {
+    if let (Some(f), None) = (inputs.outlier_fit, group) {
         push_fit_lines(f, inputs.outlier_predicted, &mut series, &mut notes);
     }
     let chart = LineChart {
-        title: "first-layer outliers (|ρ| > 3σ1/√d) vs N1".into(),
+        title: format!("first-layer outliers (|ρ| > 3σ1/√d) vs N1, {at}"),
         x_label: "N1".into(),
         y_label: "outliers per network".into(),
         log_x: true,

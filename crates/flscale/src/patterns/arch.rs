@@ -180,8 +180,15 @@ pub fn preset_text(name: &str) -> Result<&'static str> {
 /// A parsed, validated architecture ready to predict.
 #[derive(Debug, Clone)]
 pub struct Architecture {
-    /// Name shown in reports.
+    /// Name shown in reports: the file's `title`, or a description of what was parsed.
     pub title: String,
+    /// Where it came from, for messages: `preset NAME`, the file's path, or `architecture`.
+    pub source: String,
+    /// What was parsed, in words (network, activation, widths, target, scaling), whatever the
+    /// `title` says: an edited copy of a preset keeps the preset's title.
+    pub parsed: String,
+    /// The FCN the rule engine enumerated (None for catalog entries).
+    pub fcn: Option<FcnSpec>,
     /// Candidate patterns.
     pub patterns: Vec<PatternSpec>,
     /// Default regime from the file.
@@ -276,22 +283,23 @@ impl Architecture {
             target_degree: target.hermite as usize,
         };
         let patterns = enumerate_patterns(&spec).map_err(|e| e.context(source))?;
-        let title = file.title.clone().unwrap_or_else(|| {
-            format!(
-                "{}-layer {} FCN (widths {}), target He{}, {} scaling",
-                widths.len() + 1,
-                activation.name(),
-                widths.join(", "),
-                target.hermite,
-                if parametrization == Parametrization::Standard {
-                    "standard"
-                } else {
-                    "mean-field"
-                }
-            )
-        });
+        let parsed = format!(
+            "{}-layer {} FCN (widths {}), target He{}, {} scaling",
+            widths.len() + 1,
+            activation.name(),
+            widths.join(", "),
+            target.hermite,
+            if parametrization == Parametrization::Standard {
+                "standard"
+            } else {
+                "mean-field"
+            }
+        );
         Ok(Architecture {
-            title,
+            title: file.title.clone().unwrap_or_else(|| parsed.clone()),
+            source: source.to_string(),
+            parsed,
+            fcn: Some(spec),
             patterns,
             regime: Regime::new(),
             descriptions: BTreeMap::new(),
@@ -342,13 +350,10 @@ impl Architecture {
             }
         };
         let arch = Architecture::from_catalog_toml(&cat_text, &cat_source)?;
-        Ok(if let Some(t) = &file.title {
-            Architecture {
-                title: t.clone(),
-                ..arch
-            }
-        } else {
-            arch
+        Ok(Architecture {
+            title: file.title.clone().unwrap_or(arch.title),
+            source: source.to_string(),
+            ..arch
         })
     }
 
@@ -419,6 +424,13 @@ impl Architecture {
         let c = &file.catalog;
         Ok(Architecture {
             title: format!("{} ({})", c.title, c.source),
+            source: source.to_string(),
+            parsed: format!(
+                "{source}: {} patterns with the energies of {}",
+                patterns.len(),
+                c.source
+            ),
+            fcn: None,
             patterns,
             regime,
             descriptions,
@@ -444,8 +456,70 @@ impl Architecture {
         for r in &mut p.patterns {
             r.description = self.descriptions.get(&r.name).cloned();
         }
+        p.source = self.source.clone();
+        p.parsed = self.parsed.clone();
+        if let Some(spec) = &self.fcn {
+            if let Some((table, names)) = paper_patterns(spec) {
+                p.paper_table = Some(table.to_string());
+                p.paper_patterns = names.iter().map(|n| n.to_string()).collect();
+            }
+            if p.p_star_exponent.is_none() {
+                p.no_winner_reason = Some(no_winner_reason(spec)?);
+            }
+        }
         Ok(p)
     }
+}
+
+/// The patterns the paper lists for this network and target, and where: Table 1 (Sec. 6.1)
+/// for the three-layer erf network on He3 in standard scaling, App. E.1.1 for two-layer erf
+/// networks (GP, GFL and M-specialisation; standard or mean-field readout). Decided by what
+/// was parsed, not by a preset's name, so that an edited copy is marked only while it is
+/// still the paper's setup.
+pub fn paper_patterns(spec: &FcnSpec) -> Option<(&'static str, &'static [&'static str])> {
+    use super::activation::Activation;
+    if spec.activation != Activation::Erf {
+        return None;
+    }
+    match (spec.widths.len(), spec.parametrization, spec.target_degree) {
+        (2, Parametrization::Standard, 3) => Some(("Table 1", &["GP-GP", "GP-Sp", "Sp-Mag"])),
+        (1, Parametrization::Standard, _) => Some(("App. E.1.1", &["GP", "GFL", "Sp"])),
+        (1, Parametrization::MeanField, _) => {
+            Some(("App. E.1.1, mean-field", &["GP", "GFL", "Sp"]))
+        }
+        _ => None,
+    }
+}
+
+/// Why no pattern of an FCN can align with its target, in one sentence: the Hermite
+/// coefficients that would carry the target's parity vanish for this activation (erf and tanh
+/// are odd: an even target such as He2 or He4 is out of reach of every pattern).
+pub fn no_winner_reason(spec: &FcnSpec) -> Result<String> {
+    let m = spec.target_degree;
+    let hs = super::activation::HermiteStructure::new(spec.activation, m)?;
+    let name = spec.activation.name();
+    let same_parity: Vec<usize> = (1..=m).filter(|k| k % 2 == m % 2).collect();
+    let (parity, of) = if m % 2 == 0 {
+        ("even", "odd")
+    } else {
+        ("odd", "even")
+    };
+    Ok(if same_parity.iter().all(|&k| !hs.has_coefficient(k)) {
+        format!(
+            "{name} is {of} (its Hermite coefficients of {parity} order vanish), so no layer can \
+             build the {parity} target He{m} from w*.x and every pattern's energy is infinite"
+        )
+    } else {
+        format!(
+            "{name}'s Hermite coefficients that would carry He{m} from w*.x vanish (it has no \
+             coefficient of order {}), so every pattern's energy is infinite",
+            (2..=m)
+                .filter(|&k| k % 2 == m % 2 && !hs.has_coefficient(k))
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
 }
 
 fn builtin_names() -> String {

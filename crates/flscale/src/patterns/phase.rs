@@ -14,11 +14,12 @@ use std::collections::BTreeSet;
 use num_traits::{Signed, Zero};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::arch::Architecture;
 use super::predict::Prediction;
 use crate::error::{Error, Result};
-use crate::plot::{perr, Figure, LineChart, Mark, Series, PALETTE};
+use crate::plot::{perr, region_colour, Figure, LineChart, Mark, Series};
 use crate::scaling::energy::BASE;
 use crate::scaling::{fmt_q, Monomial, Regime, Q};
 
@@ -549,7 +550,7 @@ impl Figure for MapFigure<'_> {
         for (iy, row) in m.cells.iter().enumerate() {
             for (ix, c) in row.iter().enumerate() {
                 let color = match c {
-                    Some(k) => PALETTE[k % PALETTE.len()].mix(0.75).filled(),
+                    Some(k) => region_colour(*k).filled(),
                     None => RGBColor(220, 220, 220).filled(),
                 };
                 let (cx, cy) = (qf(&xs[ix]), qf(&ys[iy]));
@@ -560,6 +561,29 @@ impl Figure for MapFigure<'_> {
             }
         }
         chart.draw_series(rects).map_err(perr)?;
+        // Each region's letter (the text map's), at the region's cell nearest its centre: the
+        // letters tell regions apart where colours alone would not (print, colour vision).
+        for (k, _) in m.winner_sets.iter().enumerate() {
+            let Some((cx, cy)) = region_label_cell(m, k) else {
+                continue;
+            };
+            let ink = if is_dark(region_colour(k)) {
+                WHITE
+            } else {
+                BLACK
+            };
+            let style = ("sans-serif", 14)
+                .into_font()
+                .color(&ink)
+                .pos(Pos::new(HPos::Center, VPos::Center));
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    region_letter(k).to_string(),
+                    (qf(&xs[cx]), qf(&ys[cy])),
+                    style,
+                )))
+                .map_err(perr)?;
+        }
         let style = ("sans-serif", 13).into_font().color(&BLACK);
         legend
             .draw(&Text::new(
@@ -573,15 +597,59 @@ impl Figure for MapFigure<'_> {
             legend
                 .draw(&Rectangle::new(
                     [(10, y - 7), (26, y + 7)],
-                    PALETTE[k % PALETTE.len()].mix(0.75).filled(),
+                    region_colour(k).filled(),
                 ))
                 .map_err(perr)?;
             legend
-                .draw(&Text::new(names.join(" = "), (32, y - 7), style.clone()))
+                .draw(&Text::new(
+                    format!("{} = {}", region_letter(k), names.join(" = ")),
+                    (32, y - 7),
+                    style.clone(),
+                ))
                 .map_err(perr)?;
         }
         Ok(())
     }
+}
+
+/// The letter of winner set `k` in the text map and the figure (A, B, …, Z, then again).
+pub fn region_letter(k: usize) -> char {
+    (b'A' + (k % 26) as u8) as char
+}
+
+/// Whether black text would be hard to read on `c` (relative luminance below 0.25).
+fn is_dark(c: RGBColor) -> bool {
+    let lin = |v: u8| {
+        let v = v as f64 / 255.0;
+        if v <= 0.04045 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * lin(c.0) + 0.7152 * lin(c.1) + 0.0722 * lin(c.2) < 0.25
+}
+
+/// The cell (column, row) of winner set `k` nearest the mean position of its cells.
+fn region_label_cell(m: &PhaseMap, k: usize) -> Option<(usize, usize)> {
+    let cells: Vec<(usize, usize)> = m
+        .cells
+        .iter()
+        .enumerate()
+        .flat_map(|(iy, row)| {
+            row.iter()
+                .enumerate()
+                .filter(move |(_, c)| **c == Some(k))
+                .map(move |(ix, _)| (ix, iy))
+        })
+        .collect();
+    let n = cells.len() as f64;
+    let mx = cells.iter().map(|c| c.0 as f64).sum::<f64>() / n;
+    let my = cells.iter().map(|c| c.1 as f64).sum::<f64>() / n;
+    cells.into_iter().min_by(|a, b| {
+        let d = |c: &(usize, usize)| (c.0 as f64 - mx).powi(2) + (c.1 as f64 - my).powi(2);
+        d(a).total_cmp(&d(b))
+    })
 }
 
 #[cfg(test)]
@@ -654,5 +722,42 @@ mod tests {
         assert!(all.contains(&"GP-GP".to_string()), "{:?}", map.winner_sets);
         assert!(all.contains(&"GP-Sp".to_string()));
         assert!(!map.boundaries.is_empty());
+    }
+
+    /// Issue 40: `predict --preset fcn3-erf-he3 --phase N1,N2` drew GFL-GFL and GP-GP in the
+    /// same blue. On the default map every winner set gets its own colour and letter.
+    #[test]
+    fn no_two_phases_of_the_default_map_share_a_colour() {
+        let arch = Architecture::from_preset("fcn3-erf-he3").unwrap();
+        let map = phase_map(
+            &arch,
+            &arch.regime,
+            ("N1", "N2"),
+            Q::from_integer(0),
+            Q::from_integer(6),
+            25,
+        )
+        .unwrap();
+        let n = map.winner_sets.len();
+        assert!(
+            n >= 2 && n <= crate::plot::REGION_PALETTE.len(),
+            "{n} winner sets"
+        );
+        let colours: BTreeSet<(u8, u8, u8)> = (0..n)
+            .map(|k| {
+                let c = region_colour(k);
+                (c.0, c.1, c.2)
+            })
+            .collect();
+        assert_eq!(colours.len(), n);
+        let letters: BTreeSet<char> = (0..n).map(region_letter).collect();
+        assert_eq!(letters.len(), n);
+        for k in 0..n {
+            assert!(
+                region_label_cell(&map, k).is_some(),
+                "{:?}",
+                map.winner_sets[k]
+            );
+        }
     }
 }

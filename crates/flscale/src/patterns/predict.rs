@@ -59,12 +59,29 @@ pub struct Prediction {
     pub winners: Vec<String>,
     /// The winners' exponent: P\*/κ ∝ d^p_star_exponent (None if nothing can align).
     pub p_star_exponent: Option<Q>,
+    /// Where the architecture came from (`preset NAME`, a file path); empty from [`compare`].
+    pub source: String,
+    /// What was parsed (network, activation, widths, target, scaling), whatever `title` says.
+    pub parsed: String,
+    /// Where the paper lists patterns of this network and target (e.g. `Table 1`), if it does.
+    pub paper_table: Option<String>,
+    /// The patterns the paper lists there (e.g. GP-GP, GP-Sp, Sp-Mag for Table 1).
+    pub paper_patterns: Vec<String>,
+    /// Why no pattern can align with the target, when none can (one sentence).
+    pub no_winner_reason: Option<String>,
 }
 
 impl Prediction {
     /// The pattern called `name`.
     pub fn pattern(&self, name: &str) -> Option<&PatternResult> {
         self.patterns.iter().find(|p| p.name == name)
+    }
+
+    /// Whether a pattern is of the paper's kinds: GP, GFL, Sp and Mag on the default features
+    /// (Φ, and the target for Mag), or a catalog entry. muSp and feature learning on other
+    /// features (`Sp[He3]`, `Mag[Phi]`) are further patterns the rule engine enumerates.
+    pub fn is_paper_kind(p: &PatternResult) -> bool {
+        !p.name.contains('[') && p.layers.iter().all(|l| l.kind != LayerKind::MuSp)
     }
 
     /// Number of layers of a pattern that are not lazy.
@@ -81,11 +98,8 @@ impl Prediction {
             .filter_map(|w| self.pattern(w))
             .collect();
         // Prefer the paper's kinds (no muSp, default features) when they are among the winners.
-        let paper_kind = |p: &PatternResult| {
-            !p.name.contains('[') && p.layers.iter().all(|l| l.kind != LayerKind::MuSp)
-        };
-        let ws: Vec<&PatternResult> = if ws.iter().any(|p| paper_kind(p)) {
-            ws.into_iter().filter(|p| paper_kind(p)).collect()
+        let ws: Vec<&PatternResult> = if ws.iter().any(|p| Self::is_paper_kind(p)) {
+            ws.into_iter().filter(|p| Self::is_paper_kind(p)).collect()
         } else {
             ws
         };
@@ -143,8 +157,13 @@ impl Prediction {
     /// specialise on Phi; P*/kappa ∝ d."
     pub fn reading(&self) -> String {
         let Some(exp) = self.p_star_exponent else {
-            return "No pattern can align with the target: every pattern has an infinite energy."
-                .to_string();
+            return match &self.no_winner_reason {
+                Some(why) => format!("No pattern can align with the target: {why}."),
+                None => {
+                    "No pattern can align with the target: every pattern has an infinite energy."
+                        .to_string()
+                }
+            };
         };
         let pstar = Monomial::power(BASE, exp);
         let simplest = self.simplest_winners();
@@ -296,5 +315,10 @@ pub fn compare(title: &str, specs: &[PatternSpec], regime: &Regime) -> Result<Pr
         patterns,
         winners,
         p_star_exponent: best,
+        source: String::new(),
+        parsed: String::new(),
+        paper_table: None,
+        paper_patterns: Vec::new(),
+        no_winner_reason: None,
     })
 }

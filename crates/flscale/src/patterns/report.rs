@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::fcn::{feature_name, LayerKind};
+use super::fcn::feature_name;
 use super::predict::{PatternResult, Prediction};
 use crate::scaling::energy::{exponent_strings, BASE};
 use crate::scaling::{fmt_q, Minimum, Monomial};
@@ -16,7 +16,7 @@ fn argmin_text(min: &Minimum, name: &str) -> String {
     }
 }
 
-fn pattern_json(p: &PatternResult) -> Value {
+fn pattern_json(p: &PatternResult, paper: &[String]) -> Value {
     let layers: Vec<Value> = p
         .layers
         .iter()
@@ -31,6 +31,8 @@ fn pattern_json(p: &PatternResult) -> Value {
         .collect();
     let mut obj = Map::new();
     obj.insert("name".into(), json!(p.name));
+    obj.insert("paper".into(), json!(paper.contains(&p.name)));
+    obj.insert("paper_kind".into(), json!(Prediction::is_paper_kind(p)));
     obj.insert("layers".into(), Value::Array(layers));
     if let Some(d) = &p.description {
         obj.insert("description".into(), json!(d));
@@ -104,7 +106,10 @@ fn pattern_json(p: &PatternResult) -> Value {
     Value::Object(obj)
 }
 
-/// The prediction as one JSON object: `regime`, `patterns`, `winners`, `p_star_exponent`, ...
+/// The prediction as one JSON object: `regime`, `patterns`, `winners` (every pattern tied at
+/// the smallest exponent), `simplest_winners` (those the `reading` names: of the paper's kinds
+/// when any is tied, with the fewest feature-learning layers), `paper_patterns`,
+/// `p_star_exponent`, `no_winner_reason`, ...
 pub fn to_json(p: &Prediction) -> Value {
     let regime: Map<String, Value> = p
         .regime
@@ -120,11 +125,17 @@ pub fn to_json(p: &Prediction) -> Value {
     };
     json!({
         "title": p.title,
+        "source": p.source,
+        "parsed": p.parsed,
         "regime": regime,
-        "patterns": p.patterns.iter().map(pattern_json).collect::<Vec<_>>(),
+        "patterns": p.patterns.iter().map(|x| pattern_json(x, &p.paper_patterns)).collect::<Vec<_>>(),
         "winners": p.winners,
+        "simplest_winners": p.simplest_winners().iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
+        "paper_table": p.paper_table,
+        "paper_patterns": p.paper_patterns,
         "p_star_exponent": pe,
         "p_star_exponent_float": pf,
+        "no_winner_reason": p.no_winner_reason,
         "reading": p.reading(),
     })
 }
@@ -164,17 +175,18 @@ fn render_table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Whether a pattern belongs in the compact table: the paper's patterns (GP, GFL, Sp on Φ,
+/// Whether a pattern belongs in the compact table: the paper's kinds (GP, GFL, Sp on Φ,
 /// Mag on the target) and catalog entries; muSp and patterns on other features are shown
 /// with `all`.
 fn in_compact_view(p: &PatternResult) -> bool {
-    p.layers.is_empty()
-        || p.layers.iter().all(|l| l.kind != LayerKind::MuSp) && !p.name.contains('[')
+    p.layers.is_empty() || Prediction::is_paper_kind(p)
 }
 
-/// The prediction as text: a Table-1-like table sorted by Ẽ (ties: fewer feature-learning
-/// layers first), the winners marked with `*`, the binding constraints and a one-line
-/// reading. `all = false` shows the paper's kinds of pattern only and counts the rest.
+/// The prediction as text: the title with what was parsed, a Table-1-like table sorted by Ẽ
+/// (ties: fewer feature-learning layers first) with the winners marked `*` and the paper's
+/// rows named, how many patterns tie and where the rest are, the binding constraints and a
+/// one-line reading. `all = false` shows the paper's kinds of pattern only and counts the
+/// rest.
 pub fn to_text(p: &Prediction, all: bool) -> String {
     let shown = |x: &PatternResult| all || in_compact_view(x);
     let mut labels: Vec<String> = Vec::new();
@@ -206,6 +218,9 @@ pub fn to_text(p: &Prediction, all: bool) -> String {
             "Ẽ".to_string(),
             "Ẽ ∝".to_string(),
         ]);
+        if p.paper_table.is_some() {
+            h.push("paper".to_string());
+        }
         h
     }];
     for pat in &order {
@@ -236,29 +251,71 @@ pub fn to_text(p: &Prediction, all: bool) -> String {
         });
         row.push(min.energy_symbolic.to_string());
         row.push(Monomial::power(BASE, min.exponent).to_string());
+        if let Some(table) = &p.paper_table {
+            row.push(if p.paper_patterns.contains(&pat.name) {
+                table.clone()
+            } else {
+                String::new()
+            });
+        }
         rows.push(row);
     }
     let regime = p.regime.describe();
-    let mut out = format!(
-        "{}\nregime: {}\n\n",
-        p.title,
+    let mut out = format!("{}\n", p.title);
+    if !p.parsed.is_empty() && p.parsed != p.title {
+        out.push_str(&format!("parsed: {}\n", p.parsed));
+    }
+    if !p.source.is_empty() {
+        out.push_str(&format!("from: {}\n", p.source));
+    }
+    out.push_str(&format!(
+        "regime: {}\n\n",
         if regime.is_empty() { "d" } else { &regime }
-    );
-    out.push_str(&render_table(&rows));
+    ));
+    if order.is_empty() {
+        out.push_str(if p.p_star_exponent.is_none() {
+            "no pattern has a finite energy, so there is no table\n"
+        } else {
+            "no pattern of the paper's kinds has a finite energy; --all shows the others\n"
+        });
+    } else {
+        out.push_str(&render_table(&rows));
+    }
     let hidden: Vec<&PatternResult> = p
         .patterns
         .iter()
         .filter(|x| x.minimum.is_some() && !shown(x))
         .collect();
-    if !hidden.is_empty() {
-        let tied = hidden
-            .iter()
-            .filter(|x| p.winners.contains(&x.name))
-            .count();
+    let hidden_tied = hidden
+        .iter()
+        .filter(|x| p.winners.contains(&x.name))
+        .count();
+    let more = "muSp, or feature learning on features other than Phi / the target; `--all` lists them, docs/scaling.md explains the names";
+    if let (Some(exp), true) = (p.p_star_exponent, p.winners.len() > 1) {
+        let starred = p.winners.len() - hidden_tied;
         out.push_str(&format!(
-            "\n{} more pattern(s) (muSp, or feature learning on features other than Phi / the target), \
-             {tied} of them tied with the winners: see --all or --json\n",
+            "\n* {} patterns tie at the smallest exponent, Ẽ ∝ {}: {starred} in this table",
+            p.winners.len(),
+            Monomial::power(BASE, exp)
+        ));
+        if hidden.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(&format!(
+                ", {hidden_tied} among the {} patterns not shown ({more})\n",
+                hidden.len()
+            ));
+        }
+    } else if !hidden.is_empty() {
+        out.push_str(&format!(
+            "\n{} more pattern(s) not shown ({more}), {hidden_tied} of them tied with the winner\n",
             hidden.len()
+        ));
+    }
+    if let (Some(table), false) = (&p.paper_table, order.is_empty()) {
+        out.push_str(&format!(
+            "paper: the rows of the paper's {table} for this network and target ({})\n",
+            p.paper_patterns.join(", ")
         ));
     }
     let infinite: Vec<&str> = p

@@ -14,6 +14,9 @@ use plotters::prelude::*;
 
 use crate::error::{Error, Result};
 
+mod palette;
+pub use palette::{region_colour, PALETTE, REGION_PALETTE};
+
 static FONT: Once = Once::new();
 static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
@@ -100,6 +103,9 @@ pub struct Series {
     /// Points drawn as open circles in the series' colour, off its line: measurements that are
     /// shown but not used (runs whose hot and cold starts disagree).
     pub hollow: Vec<(f64, f64)>,
+    /// Error bars: the half-width of each point's bar (y ± err), parallel to `points`; empty
+    /// for none. Non-finite or non-positive half-widths draw no bar.
+    pub errors: Vec<f64>,
 }
 
 impl Series {
@@ -110,7 +116,23 @@ impl Series {
             points,
             mark,
             hollow: Vec::new(),
+            errors: Vec::new(),
         }
+    }
+
+    /// The same series with error bars of half-width `errors` (one per point).
+    pub fn with_errors(mut self, errors: Vec<f64>) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// The ends (x, y − err) and (x, y + err) of the error bars that are drawn.
+    fn bar_ends(&self) -> impl Iterator<Item = ((f64, f64), (f64, f64))> + '_ {
+        self.points
+            .iter()
+            .zip(&self.errors)
+            .filter(|(p, e)| p.0.is_finite() && p.1.is_finite() && e.is_finite() && **e > 0.0)
+            .map(|(&(x, y), &e)| ((x, y - e), (x, y + e)))
     }
 }
 
@@ -133,18 +155,6 @@ pub struct LineChart {
     pub notes: Vec<String>,
 }
 
-/// The palette shared by all flscale figures.
-pub const PALETTE: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(23, 190, 207),
-];
-
 impl LineChart {
     fn usable(&self, (x, y): (f64, f64)) -> bool {
         x.is_finite() && y.is_finite() && (!self.log_x || x > 0.0) && (!self.log_y || y > 0.0)
@@ -155,11 +165,15 @@ impl LineChart {
             .series
             .iter()
             .flat_map(|s| {
+                let bars: Vec<(f64, f64)> = s.bar_ends().flat_map(|(a, b)| [a, b]).collect();
                 s.points
                     .iter()
                     .chain(&s.hollow)
-                    .filter(|p| self.usable(**p))
-                    .map(&pick)
+                    .copied()
+                    .chain(bars)
+                    .filter(|p| self.usable(*p))
+                    .map(|p| pick(&p))
+                    .collect::<Vec<_>>()
             })
             .collect();
         let (mut lo, mut hi) = vals
@@ -446,6 +460,14 @@ impl LineChart {
             }
             // The open circles of unused runs are data too: no block may cover them.
             ink.extend(s.hollow.iter().copied().filter(|p| self.usable(*p)).map(px));
+            for (lo, hi) in s.bar_ends() {
+                for f in [0.0, 0.25, 0.5, 0.75, 1.0] {
+                    let p = (lo.0, lo.1 + f * (hi.1 - lo.1));
+                    if self.usable(p) {
+                        ink.push(px(p));
+                    }
+                }
+            }
         }
         ink
     }
@@ -707,6 +729,24 @@ impl LineChart {
             chart
                 .draw_series(open.map(|p| Circle::new(p, 5, color.stroke_width(2))))
                 .map_err(perr)?;
+            // Error bars, clipped to the axis (a log axis cannot show y − err ≤ 0).
+            let (y_lo, y_hi) = (chart.y_range().start, chart.y_range().end);
+            let bars: Vec<PathElement<(f64, f64)>> = s
+                .bar_ends()
+                .filter(|(lo, _)| self.usable((lo.0, 1.0)))
+                .map(|(lo, hi)| {
+                    let a = if self.log_y && lo.1 <= 0.0 {
+                        y_lo
+                    } else {
+                        lo.1.max(y_lo)
+                    };
+                    PathElement::new(
+                        vec![(lo.0, a), (hi.0, hi.1.min(y_hi))],
+                        color.stroke_width(1),
+                    )
+                })
+                .collect();
+            chart.draw_series(bars).map_err(perr)?;
         }
         Ok(area)
     }

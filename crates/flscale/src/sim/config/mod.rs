@@ -95,7 +95,7 @@ pub struct ModelConfig {
     pub activation: Activation,
     /// Hidden widths N_1 … N_{L−1}; `[40]` is a two-layer network with 40 hidden neurons.
     /// CNN: exactly one entry, the number of channels N. Attention: leave it out.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "validate::widths")]
     pub widths: Vec<usize>,
     /// "standard" (default) or "mean-field" readout scaling.
     #[serde(default = "default_parametrization")]

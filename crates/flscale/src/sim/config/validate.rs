@@ -8,6 +8,24 @@ use super::*;
 const MAX_DIM: usize = 1 << 20;
 const MAX_ELEMENTS: usize = 1 << 31;
 
+/// `model.widths` read as integers first, so that a negative entry gets the allowed range
+/// (as `[0]` does in [`ExperimentConfig::validate`]) instead of serde's "expected usize".
+pub(super) fn widths<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Vec<usize>, D::Error> {
+    let raw: Vec<i64> = Vec::deserialize(deserializer)?;
+    raw.iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            usize::try_from(w).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "model.widths[{i}] = {w} is not allowed; it must be between 1 and {MAX_DIM}"
+                ))
+            })
+        })
+        .collect()
+}
+
 impl ExperimentConfig {
     /// Parses and validates an experiment file's text. `source` names the file in errors.
     pub fn from_toml(text: &str, source: &str) -> Result<Self> {
