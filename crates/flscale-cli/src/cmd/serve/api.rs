@@ -16,7 +16,8 @@ use flscale::Error;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::work::{secs, Cancel};
+use super::error::{secs, ApiError, ApiResult};
+use super::work::Cancel;
 use crate::cmd::args::out_of_range;
 use crate::cmd::cavity::{
     check_phase_input, check_potential_input, potential_report, PotentialInput,
@@ -37,49 +38,6 @@ pub const MAX_D: f64 = 1e6;
 pub const MAX_RHO: f64 = 10.0;
 /// Largest architecture TOML accepted (bytes); the HTTP layer also caps whole bodies.
 pub const MAX_TOML_BYTES: usize = 64 * 1024;
-
-/// An API failure: an HTTP status and one sentence for the page.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    /// 400 bad input, 404 unknown thing, 422 a computation that could not finish.
-    pub status: u16,
-    /// One sentence naming the parameter, the value and what is allowed.
-    pub message: String,
-}
-
-impl ApiError {
-    /// A 400 with `message`.
-    pub fn bad(message: impl Into<String>) -> Self {
-        ApiError {
-            status: 400,
-            message: message.into(),
-        }
-    }
-
-    /// A 404 with `message`.
-    pub fn not_found(message: impl Into<String>) -> Self {
-        ApiError {
-            status: 404,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        let status = match e {
-            Error::InvalidInput(_) => 400,
-            Error::Runtime(_) => 422,
-        };
-        ApiError {
-            status,
-            message: e.to_string(),
-        }
-    }
-}
-
-/// Result of an API function.
-pub type ApiResult<T> = std::result::Result<T, ApiError>;
 
 /// The query parameters of a GET request, read with the names the CLI's flags have (with
 /// `_` for `-`).

@@ -1,4 +1,4 @@
-//! Connections of `flscale serve` (issue 35 §2): the accept loop, driving hyper directly
+//! Connections of `flscale serve`: the accept loop, driving hyper directly
 //! because `axum::serve` sets no timeouts (2000 slow-loris sockets stayed open for ever).
 //!
 //! * **Connection cap**: at most `max_connections` at once. One more is answered a JSON 503
@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use super::http::error_head_and_body;
+use super::headers::error_head_and_body;
 
 /// Largest request head (request line and headers) hyper buffers; beyond it: 431.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;

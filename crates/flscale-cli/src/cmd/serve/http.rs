@@ -1,5 +1,5 @@
 //! Routing of `flscale serve`: embedded pages, the JSON API and the results files, with the
-//! rules every response follows (issue 35 §2):
+//! rules every response follows :
 //!
 //! * every error is `{"error": "<one sentence>"}` — axum's own rejections (bad query, bad
 //!   path, 405, 413) are rewritten by [`finish`], hyper's (400, 414, 431) by `conn`;
@@ -28,10 +28,12 @@ use flscale::{Error, Result};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::api::{self, ApiError, PredictRequest};
+use super::api::{self, PredictRequest};
+use super::error::{secs, ApiError, ApiResult};
+use super::headers::{APP_CSP, FILE_CSP, SECURITY_HEADERS};
 use super::conn::{self, ConnLimits};
 use super::results::ResultDirs;
-use super::work::{secs, Class, Pools};
+use super::work::{Class, Pools};
 
 /// Longest a computation may take (waiting for a slot included) before the request answers
 /// 503 and the computation is told to stop.
@@ -45,20 +47,6 @@ pub const MAX_BODY_BYTES: usize = 256 * 1024;
 /// Chunk of a streamed results file.
 const FILE_CHUNK: usize = 64 * 1024;
 
-/// The policy of the app's pages and API: scripts, styles and images from this server only,
-/// no plugins, no framing by other sites.
-pub const APP_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-/// The policy of a file from a results store: a sandbox (an opaque origin, no scripts), so a
-/// document opened from a store cannot read the app or its API.
-pub const FILE_CSP: &str = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'none'";
-/// Headers added to every response.
-pub const SECURITY_HEADERS: &[(&str, &str)] = &[
-    ("x-content-type-options", "nosniff"),
-    ("x-frame-options", "DENY"),
-    ("referrer-policy", "no-referrer"),
-    ("cross-origin-resource-policy", "same-origin"),
-    ("cross-origin-opener-policy", "same-origin"),
-];
 
 const INDEX_HTML: &str = include_str!("../../../web/index.html");
 const APP_JS: &str = include_str!("../../../web/app.js");
@@ -353,22 +341,6 @@ async fn finish(req: Request, next: Next) -> Response {
     res
 }
 
-/// A complete HTTP/1.1 error answer as raw text, for the places that write to the socket
-/// themselves (`conn`: over the connection cap, hyper's canned answers): the head (JSON
-/// type, length, `connection: close`, the security headers) and the body.
-pub fn error_head_and_body(status: u16, reason: &str, message: &str) -> (String, String) {
-    let body = json!({ "error": message }).to_string();
-    let mut head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\ncache-control: no-store\r\ncontent-security-policy: {APP_CSP}\r\n",
-        body.len()
-    );
-    for (name, value) in SECURITY_HEADERS {
-        head += &format!("{name}: {value}\r\n");
-    }
-    head += "\r\n";
-    (head, body)
-}
-
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
         [
@@ -394,7 +366,7 @@ fn error_response(e: &ApiError) -> Response {
         .into_response()
 }
 
-fn answer(r: api::ApiResult<Value>) -> Response {
+fn answer(r: ApiResult<Value>) -> Response {
     match r {
         Ok(v) => json_ok(v),
         Err(e) => error_response(&e),

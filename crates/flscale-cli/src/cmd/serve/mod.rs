@@ -1,4 +1,4 @@
-//! `flscale serve` — an interactive explorer in the browser (issue 20): the solvable model's
+//! `flscale serve` — an interactive explorer in the browser: the solvable model's
 //! potential and phases (blog Fig. 4.1), the scaling engine on an editable architecture, and
 //! the sweep stores named by `--results`. Pages and scripts are compiled into the binary;
 //! nothing is fetched from elsewhere. The HTTP layer (`http`) only routes: the JSON objects
@@ -15,6 +15,8 @@ use super::Ctx;
 pub mod api;
 mod bench;
 mod conn;
+mod error;
+mod headers;
 mod http;
 pub mod results;
 mod work;

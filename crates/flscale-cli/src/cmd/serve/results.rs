@@ -9,7 +9,7 @@ use flscale::experiment::StoreData;
 use flscale::sim::observables::mean_and_error;
 use serde_json::{json, Value};
 
-use super::api::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult};
 use crate::cmd::fit::fit_json;
 use crate::cmd::pstar::table_json;
 

@@ -1,4 +1,4 @@
-//! Computations of `flscale serve` (issue 35 §2): each runs on a blocking thread under a
+//! Computations of `flscale serve`: each runs on a blocking thread under a
 //! deadline, in one of two bounded classes, and can be told to stop.
 //!
 //! * **Slider** (`GET /api/cavity/view`, milliseconds): its own permits, so it never waits
@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::api::{ApiError, ApiResult};
+use super::error::{secs, ApiError, ApiResult};
 
 /// Slider computations that may run at once.
 pub const SLIDER_RUNNING: usize = 2;
@@ -176,16 +176,6 @@ fn busy(message: String) -> ApiError {
     ApiError {
         status: 503,
         message,
-    }
-}
-
-/// A duration as "10 s" or "0.5 s".
-pub fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s} s")
     }
 }
 
