@@ -3,6 +3,7 @@
 
 use flscale::experiment::slurm::{self, ScriptInputs, SlurmSpec};
 use flscale::experiment::status::SLURM_JSON;
+use flscale::experiment::io::write_atomic;
 use flscale::experiment::{store, Store, Sweep};
 use flscale::{Error, Result};
 
@@ -82,9 +83,9 @@ pub fn emit(args: &SweepArgs, sweep: &Sweep, text: &str, n: usize) -> Result<std
         },
     );
     let path = args.out.join("sweep.sbatch");
-    store::write_atomic(&path, script.as_bytes())?;
+    write_atomic(&path, script.as_bytes())?;
     let info = serde_json::json!({"array_tasks": n, "script": "sweep.sbatch"});
-    store::write_atomic(
+    write_atomic(
         &args.out.join(SLURM_JSON),
         (info.to_string() + "\n").as_bytes(),
     )?;

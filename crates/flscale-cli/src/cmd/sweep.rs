@@ -304,7 +304,7 @@ fn refine_pstar(
     };
     observer.bar.finish_and_clear();
     let report = report?;
-    store.rebuild_aggregates(store.aggregate_format())?;
+    flscale::experiment::results::rebuild_aggregates(&store, store.aggregate_format())?;
     let t = &report.table;
     let xs: Vec<f64> = t
         .rows
@@ -385,7 +385,8 @@ fn check_grid_size(text: &str, source: &str) -> Result<()> {
 /// observable, the variables `x` and `group` (coordinates of every grid point), the default fit
 /// and the engine prediction, so that a typo is not found only after the whole grid has run.
 fn validate_analysis(sweep: &Sweep) -> Result<()> {
-    use flscale::experiment::analysis::{coordinate, predicted_exponent};
+    use flscale::experiment::analysis::predicted_exponent;
+    use flscale::experiment::stats::coordinate;
     use flscale::experiment::store::{RunData, CHAIN_OBSERVABLES};
     let a = &sweep.analysis;
     let ctx = |field: &str| format!("{}: analysis.{field}", sweep.source);
