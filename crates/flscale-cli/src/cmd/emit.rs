@@ -1,9 +1,9 @@
 //! `flscale sweep --emit-slurm N`: the sbatch script of a job array (issue 19), with the
 //! `[slurm]` knobs of the experiment file overridden by flags.
 
+use flscale::experiment::io::write_atomic;
 use flscale::experiment::slurm::{self, ScriptInputs, SlurmSpec};
 use flscale::experiment::status::SLURM_JSON;
-use flscale::experiment::io::write_atomic;
 use flscale::experiment::{store, Store, Sweep};
 use flscale::{Error, Result};
 

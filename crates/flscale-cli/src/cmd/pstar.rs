@@ -203,11 +203,7 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
     data.include_unequilibrated = args.store.include_unequilibrated;
     let a = data.analysis.clone();
     let mut boot = args.store.bootstrap();
-    let t = pstar::pstar(
-        &data,
-        &PstarQuery::from_analysis(&data),
-        &mut boot,
-    )?;
+    let t = pstar::pstar(&data, &PstarQuery::from_analysis(&data), &mut boot)?;
     let fit = pstar::fit_pstar(&t).ok();
     let warnings =
         flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());

@@ -138,7 +138,11 @@ pub fn observable_fit_readiness(
 /// (`carries_exponent`: [`super::pstar::carries_exponent`], or [`observable_fit_readiness`]
 /// empty); otherwise no exponent is claimed and the slope through the points is shown as
 /// such, beside the prediction.
-pub fn claim_sentence(fit: &ExponentFit, predicted: Option<&Predicted>, carries_exponent: bool) -> String {
+pub fn claim_sentence(
+    fit: &ExponentFit,
+    predicted: Option<&Predicted>,
+    carries_exponent: bool,
+) -> String {
     if carries_exponent {
         return side_by_side(fit, predicted);
     }

@@ -20,6 +20,8 @@ use std::path::Path;
 
 use serde_json::{json, Value as Json};
 
+use super::io::{parse_cell, BadCell};
+use super::layout::listed_runs;
 use crate::error::{Error, Result};
 
 /// The checksum file of a run directory.
@@ -137,17 +139,14 @@ fn check_sums(dir: &Path, sums_path: &Path) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A number cell as the writer writes it: empty (null) or a finite number.
+/// A number cell as the writer writes it: empty (null) or a finite number ([`parse_cell`]).
 fn check_cell(file: &str, line: usize, cell: &str) -> std::result::Result<(), String> {
-    if cell.is_empty() {
-        return Ok(());
-    }
-    match cell.parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(()),
-        Ok(_) => Err(format!(
+    match parse_cell(cell) {
+        Ok(_) => Ok(()),
+        Err(BadCell::NonFinite) => Err(format!(
             "{file} line {line} holds the non-finite number {cell}"
         )),
-        Err(_) => Err(format!(
+        Err(BadCell::NotANumber) => Err(format!(
             "{file} line {line} holds `{cell}`, which is not a number"
         )),
     }
@@ -274,7 +273,7 @@ pub fn survey(dir: &Path, manifest: &Json) -> Result<Survey> {
         .ok_or_else(|| Error::invalid("manifest.json has no runs list"))?;
     let tabled = tabled_runs(dir);
     // The runs `--refine-pstar` added are verified like the grid's.
-    let refined = super::layout::listed_runs(dir)?;
+    let refined = listed_runs(dir)?;
     let mut runs: Vec<(String, RunState)> = list
         .iter()
         .chain(&refined)

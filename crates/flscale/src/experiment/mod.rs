@@ -51,8 +51,8 @@ pub mod sweep;
 pub mod table;
 
 pub use pstar::threshold_crossing;
-pub use stats::{loglog_fit, Bootstrap, LinearFit};
 pub use runner::{run_sweep, Silent, SweepObserver, SweepOutcome};
+pub use stats::{loglog_fit, Bootstrap, LinearFit};
 pub use store::{Store, StoreData};
 pub use sweep::{AnalysisSpec, RunPlan, Sweep};
 pub use table::{ResultsFormat, Table};

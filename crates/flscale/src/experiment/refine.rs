@@ -17,10 +17,10 @@
 use serde_json::{json, Value as Json};
 use toml::{Table, Value};
 
+use super::io::write_atomic;
 use super::layout::{listed_runs, refine_id, REFINE_FILE};
 use super::pstar::{pstar, Bracket, PstarQuery, PstarTable};
 use super::runner::{run_plans, SweepObserver};
-use super::io::write_atomic;
 use super::stats::{coordinate, Bootstrap};
 use super::store::{RunData, Store, StoreData};
 use super::sweep::{as_f64, RunPlan, Sweep};
@@ -319,8 +319,8 @@ fn set(table: &mut Table, path: &str, v: Value) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sweep::DEFAULT_RESOLUTION;
     use super::super::store::{ChainValues, RunData};
+    use super::super::sweep::DEFAULT_RESOLUTION;
     use super::*;
     use std::collections::BTreeMap;
 

@@ -45,7 +45,11 @@ pub fn rebuild_verified(
     Ok((finished, total, notes))
 }
 
-fn write_aggregates(store: &Store, data: &StoreData, format: ResultsFormat) -> Result<(usize, usize)> {
+fn write_aggregates(
+    store: &Store,
+    data: &StoreData,
+    format: ResultsFormat,
+) -> Result<(usize, usize)> {
     let tables = [
         ("results", results_table(data)),
         ("chains", chains_table(data)),
@@ -282,10 +286,7 @@ fn missing_columns_note(dir: &Path, table: &Table) -> Option<String> {
 /// The `results` table of `dir` ([`load_results`]) after verifying every run:
 /// damaged runs are refused naming them, or with `skip_damaged` their rows are dropped and
 /// listed in the returned notes (runs not computed yet are not in the table, so they are fine).
-pub fn load_results_verified(
-    dir: &Path,
-    skip_damaged: bool,
-) -> Result<(Table, Vec<String>)> {
+pub fn load_results_verified(dir: &Path, skip_damaged: bool) -> Result<(Table, Vec<String>)> {
     let manifest = Store::open(dir)?.manifest()?;
     let survey = integrity::survey(dir, &manifest)?;
     let policy = integrity::Policy {

@@ -29,8 +29,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as Json};
 
+use super::claim::clean_leftovers;
 use super::integrity;
 use super::io::{io_err, num, parse_cell, pretty, read_text, write_atomic};
+use super::layout::listed_runs;
 use super::sweep::{toml_to_json, AnalysisSpec, RunPlan, Sweep};
 use super::table::ResultsFormat;
 use crate::error::{Error, Result};
@@ -181,7 +183,7 @@ impl Store {
     /// Removes what killed processes left: partial run directories, `*.tmp-<pid>` files and
     /// stale claims ([`super::claim::clean_leftovers`]).
     fn remove_partials(&self) -> Result<()> {
-        super::claim::clean_leftovers(&self.dir);
+        clean_leftovers(&self.dir);
         Ok(())
     }
 
@@ -456,7 +458,7 @@ impl StoreData {
             .and_then(Json::as_array)
             .ok_or_else(|| Error::invalid("manifest.json has no runs list"))?;
         // Runs added by `--refine-pstar` are listed beside the grid's ([`super::layout`]).
-        let refined = super::layout::listed_runs(dir)?;
+        let refined = listed_runs(dir)?;
         let cell = |s: &str| parse_cell(s).ok().flatten();
         let mut runs = Vec::new();
         for r in list.iter().chain(&refined) {
@@ -580,4 +582,3 @@ impl StoreData {
         }
     }
 }
-
