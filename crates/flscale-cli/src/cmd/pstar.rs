@@ -163,7 +163,7 @@ pub fn table_text(t: &PstarTable) -> String {
             }
         }
     }
-    for n in flscale::experiment::pstar::unresolved_notes(t) {
+    for n in pstar::unresolved_notes(t) {
         s += &format!("note: {n}\n");
     }
     s
@@ -205,9 +205,8 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
     let mut boot = args.store.bootstrap();
     let t = pstar::pstar(&data, &PstarQuery::from_analysis(&data), &mut boot)?;
     let fit = pstar::fit_pstar(&t).ok();
-    let warnings =
-        flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
-    let carries = flscale::experiment::pstar::carries_exponent(&t);
+    let warnings = pstar::fit_readiness(&t, &args.store.dir.display().to_string());
+    let carries = pstar::carries_exponent(&t);
     let predicted = a
         .predict
         .as_ref()

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use flscale::experiment::{run_sweep, ResultsFormat, Sweep, SweepObserver, SweepOutcome};
 use flscale::{Error, Result};
 
-use super::{out, out_json, read_file, Ctx};
+use super::emit::{emit, EmitInputs, SlurmFlags};
+use super::{git_revision, out, out_json, read_file, Ctx};
 
 /// Arguments of `flscale sweep`.
 #[derive(Debug, clap::Args)]
@@ -64,7 +65,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub slurm: super::emit::SlurmFlags,
+    pub slurm: SlurmFlags,
 }
 
 /// Parses `--format` (parquet | csv).
@@ -86,19 +87,6 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize)> {
         return Err(bad());
     }
     Ok((i, n))
-}
-
-/// The git revision of the flscale checkout this binary was built from, if it is still there.
-pub fn git_revision() -> Option<String> {
-    let out = std::process::Command::new("git")
-        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (!s.is_empty()).then_some(s)
 }
 
 /// Progress bar for a sweep (hidden with -q or when stderr is not a terminal), with the
@@ -195,7 +183,14 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         check_resources(&sweep, shard, ctx)?;
     }
     if let Some(n) = args.emit_slurm {
-        let path = super::emit::emit(&args, &sweep, &text, n)?;
+        let inputs = EmitInputs {
+            slurm: &args.slurm,
+            out: &args.out,
+            experiment: &args.experiment,
+            format: args.format,
+            quick: args.quick,
+        };
+        let path = emit(&inputs, &sweep, &text, n)?;
         return out(&format!(
             "wrote {} ({n} array tasks over {} runs); submit it with sbatch, follow it with flscale status {}, then run flscale merge {}\n",
             path.display(),
