@@ -33,7 +33,7 @@ fn assert_same(a: &Path, b: &Path) {
 /// Checks the results table (Parquet or CSV, read back by the library): one row per (run,
 /// observable), and alignment present for every run.
 fn check_results(dir: &Path, runs: usize) {
-    let t = flscale::experiment::store::load_results(dir).unwrap();
+    let t = flscale::experiment::results::load_results(dir).unwrap();
     let Some(Column::Text(obs)) = t.column("observable") else {
         panic!("no observable column: {:?}", t.names)
     };
@@ -126,8 +126,8 @@ fn killed_sweep_resumes_to_the_uninterrupted_result_and_shards_merge_to_it() {
     assert!(t.join("c/results.csv").exists() && !t.join("c/results.parquet").exists());
     check_results(&t.join("c"), 6);
     assert_eq!(
-        flscale::experiment::store::load_results(&t.join("a")).unwrap(),
-        flscale::experiment::store::load_results(&t.join("c")).unwrap()
+        flscale::experiment::results::load_results(&t.join("a")).unwrap(),
+        flscale::experiment::results::load_results(&t.join("c")).unwrap()
     );
     kill_and_resume(t, "d", &["--format", "csv"]);
     assert_same(&t.join("c"), &t.join("d"));

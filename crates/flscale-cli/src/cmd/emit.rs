@@ -1,12 +1,15 @@
-//! `flscale sweep --emit-slurm N`: the sbatch script of a job array (issue 19), with the
+//! `flscale sweep --emit-slurm N`: the sbatch script of a job array, with the
 //! `[slurm]` knobs of the experiment file overridden by flags.
 
+use std::path::{Path, PathBuf};
+
+use flscale::experiment::io::write_atomic;
 use flscale::experiment::slurm::{self, ScriptInputs, SlurmSpec};
 use flscale::experiment::status::SLURM_JSON;
-use flscale::experiment::{store, Store, Sweep};
+use flscale::experiment::{store, ResultsFormat, Store, Sweep};
 use flscale::{Error, Result};
 
-use super::sweep::SweepArgs;
+use super::git_revision;
 
 /// The sbatch knobs of `flscale sweep --emit-slurm N` (override the file's `[slurm]`).
 #[derive(Debug, Default, clap::Args)]
@@ -45,16 +48,31 @@ impl SlurmFlags {
     }
 }
 
-fn absolute(path: &std::path::Path) -> Result<String> {
+fn absolute(path: &Path) -> Result<String> {
     path.canonicalize()
         .map(|p| p.display().to_string())
         .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))
 }
 
+/// What `--emit-slurm` takes from the `sweep` command line.
+#[derive(Debug, Clone, Copy)]
+pub struct EmitInputs<'a> {
+    /// The sbatch knobs given as flags.
+    pub slurm: &'a SlurmFlags,
+    /// The results directory (`--out`).
+    pub out: &'a Path,
+    /// The experiment file.
+    pub experiment: &'a Path,
+    /// The format of the aggregate tables each task writes.
+    pub format: ResultsFormat,
+    /// `--quick`: the file's `[quick]` overrides.
+    pub quick: bool,
+}
+
 /// Writes `DIR/sweep.sbatch` for `n` array tasks, creates the results directory (manifest and
 /// `runs/`, so that `flscale status DIR` works before the first task starts) and records the
 /// array size in `DIR/slurm.json`. Returns the script's path.
-pub fn emit(args: &SweepArgs, sweep: &Sweep, text: &str, n: usize) -> Result<std::path::PathBuf> {
+pub fn emit(args: &EmitInputs, sweep: &Sweep, text: &str, n: usize) -> Result<PathBuf> {
     if n == 0 {
         return Err(Error::invalid(
             "--emit-slurm 0 is not allowed; give the number of array tasks, e.g. 4",
@@ -62,8 +80,8 @@ pub fn emit(args: &SweepArgs, sweep: &Sweep, text: &str, n: usize) -> Result<std
     }
     let spec = sweep.slurm.overridden_by(&args.slurm.spec());
     spec.validate("--emit-slurm")?;
-    let manifest = store::manifest(sweep, text, super::sweep::git_revision().as_deref());
-    Store::create(&args.out, &manifest)?;
+    let manifest = store::manifest(sweep, text, git_revision().as_deref());
+    Store::create(args.out, &manifest)?;
     let exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.canonicalize().ok())
@@ -74,17 +92,17 @@ pub fn emit(args: &SweepArgs, sweep: &Sweep, text: &str, n: usize) -> Result<std
         &spec,
         &ScriptInputs {
             exe: &exe,
-            experiment: &absolute(&args.experiment)?,
-            dir: &absolute(&args.out)?,
+            experiment: &absolute(args.experiment)?,
+            dir: &absolute(args.out)?,
             tasks: n,
             quick: args.quick,
             format,
         },
     );
     let path = args.out.join("sweep.sbatch");
-    store::write_atomic(&path, script.as_bytes())?;
+    write_atomic(&path, script.as_bytes())?;
     let info = serde_json::json!({"array_tasks": n, "script": "sweep.sbatch"});
-    store::write_atomic(
+    write_atomic(
         &args.out.join(SLURM_JSON),
         (info.to_string() + "\n").as_bytes(),
     )?;

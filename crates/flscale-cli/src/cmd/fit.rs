@@ -1,7 +1,9 @@
 //! `flscale fit DIR`: a power-law exponent (of P*, or of an observable) with a bootstrap
 //! interval, side by side with the scaling engine's prediction (spec 03 "Analysis").
 
-use flscale::experiment::analysis::{self, ExponentFit, Predicted};
+use flscale::experiment::analysis::{self, Predicted};
+use flscale::experiment::pstar::{self, PstarQuery};
+use flscale::experiment::stats::ExponentFit;
 use flscale::experiment::sweep::PredictSpec;
 use flscale::{Error, Result};
 
@@ -136,14 +138,14 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     let f = if y == "pstar" {
         // The crossing as `flscale pstar` finds it ([analysis] falling and resolution
         // included), grouped by the fit's x.
-        let mut query = analysis::PstarQuery::from_analysis(&data);
+        let mut query = PstarQuery::from_analysis(&data);
         query.group = x.clone();
-        let t = analysis::pstar(&data, &query, &mut boot)?;
+        let t = pstar::pstar(&data, &query, &mut boot)?;
         unresolved = flscale::experiment::pstar::unresolved_notes(&t);
         warnings =
             flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
         carries = flscale::experiment::pstar::carries_exponent(&t);
-        analysis::fit_pstar(&t)?
+        pstar::fit_pstar(&t)?
     } else {
         let f = analysis::fit_observable(&data, &x, &y, &mut boot)?;
         warnings = analysis::observable_fit_readiness(
@@ -196,7 +198,7 @@ pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     if let Some(n) = &mu_rule {
         s += &format!("  {n}\n");
     }
-    s += &analysis::claim(&f, predicted.as_ref(), carries);
+    s += &analysis::claim_sentence(&f, predicted.as_ref(), carries);
     s += "\n";
     out(&s)
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use flscale::experiment::{store, ResultsFormat};
+use flscale::experiment::{merge, ResultsFormat};
 use flscale::Result;
 
 use super::{out, out_json, Ctx};
@@ -39,7 +39,7 @@ pub struct MergeArgs {
 /// Runs `flscale merge`.
 pub fn run(args: MergeArgs, ctx: &Ctx) -> Result<()> {
     let (copied, finished, total, notes) =
-        store::merge_checked(&args.out, &args.inputs, args.format, args.skip_damaged)?;
+        merge::merge_checked(&args.out, &args.inputs, args.format, args.skip_damaged)?;
     for n in &notes {
         eprintln!("note: {n}");
     }

@@ -90,3 +90,16 @@ pub fn read_file(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path)
         .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))
 }
+
+/// The git revision of the flscale checkout this binary was built from, if it is still there.
+pub fn git_revision() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!s.is_empty()).then_some(s)
+}

@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use flscale::experiment::analysis::{self, Bootstrap};
+use flscale::experiment::analysis;
+use flscale::experiment::pstar::{self, PstarQuery, PstarTable};
+use flscale::experiment::stats::{Bootstrap, Estimate};
 use flscale::experiment::StoreData;
 use flscale::{Error, Result};
 
@@ -111,7 +113,7 @@ pub fn load(
 }
 
 /// The P* table as aligned text.
-pub fn table_text(t: &analysis::PstarTable) -> String {
+pub fn table_text(t: &PstarTable) -> String {
     let mut s = format!(
         "P* = {} where {} crosses {} (interpolated in log {})\n{:>10}  {:>12}  {:>10}  {:>25}  {:>23}  {:>25}\n",
         t.x,
@@ -125,7 +127,7 @@ pub fn table_text(t: &analysis::PstarTable) -> String {
         "bracket",
         "95 % with bracket"
     );
-    let interval = |e: &analysis::Estimate| match (e.lo, e.hi) {
+    let interval = |e: &Estimate| match (e.lo, e.hi) {
         (Some(lo), Some(hi)) => format!("{lo:.4} … {hi:.4}"),
         _ => "n/a".into(),
     };
@@ -161,14 +163,14 @@ pub fn table_text(t: &analysis::PstarTable) -> String {
             }
         }
     }
-    for n in flscale::experiment::pstar::unresolved_notes(t) {
+    for n in pstar::unresolved_notes(t) {
         s += &format!("note: {n}\n");
     }
     s
 }
 
 /// The P* table as JSON.
-pub fn table_json(t: &analysis::PstarTable) -> serde_json::Value {
+pub fn table_json(t: &PstarTable) -> serde_json::Value {
     serde_json::json!({
         "x": t.x, "group": t.group, "observable": t.observable, "threshold": t.threshold,
         "rows": t.rows.iter().map(|r| serde_json::json!({
@@ -201,15 +203,10 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
     data.include_unequilibrated = args.store.include_unequilibrated;
     let a = data.analysis.clone();
     let mut boot = args.store.bootstrap();
-    let t = analysis::pstar(
-        &data,
-        &analysis::PstarQuery::from_analysis(&data),
-        &mut boot,
-    )?;
-    let fit = analysis::fit_pstar(&t).ok();
-    let warnings =
-        flscale::experiment::pstar::fit_readiness(&t, &args.store.dir.display().to_string());
-    let carries = flscale::experiment::pstar::carries_exponent(&t);
+    let t = pstar::pstar(&data, &PstarQuery::from_analysis(&data), &mut boot)?;
+    let fit = pstar::fit_pstar(&t).ok();
+    let warnings = pstar::fit_readiness(&t, &args.store.dir.display().to_string());
+    let carries = pstar::carries_exponent(&t);
     let predicted = a
         .predict
         .as_ref()
@@ -237,7 +234,7 @@ pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
         s += &format!("warning: {w}\n");
     }
     if let Some(f) = &fit {
-        s += &analysis::claim(f, predicted.as_ref(), carries);
+        s += &analysis::claim_sentence(f, predicted.as_ref(), carries);
         s += "\n";
     }
     out(&s)

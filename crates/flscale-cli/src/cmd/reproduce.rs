@@ -110,7 +110,7 @@ struct Reproduced<'a> {
     analysed: &'a analysis::Analysed,
     data: &'a StoreData,
     warnings: &'a [String],
-    /// Whether the fit has points enough to claim an exponent ([`analysis::claim`]).
+    /// Whether the fit has points enough to claim an exponent ([`analysis::claim_sentence`]).
     carries_exponent: bool,
 }
 
@@ -208,7 +208,7 @@ impl Reproduced<'_> {
             s += &run_lines(self.data);
         }
         if let Some(f) = &an.fit {
-            s += &analysis::claim(f, an.predicted.as_ref(), self.carries_exponent);
+            s += &analysis::claim_sentence(f, an.predicted.as_ref(), self.carries_exponent);
             s += "\n";
         } else if let Some(pr) = &an.predicted {
             s += &format!("predicted: {}\n", pr.description);

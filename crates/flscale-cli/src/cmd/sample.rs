@@ -5,6 +5,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use flscale::experiment::io::num;
 use flscale::sim::driver::coupling::CouplingCertificate;
 use flscale::sim::run::{RunResult, Summary};
 use flscale::sim::{run_experiment, ExperimentConfig};
@@ -143,27 +144,14 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
         .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
 }
 
-/// A CSV number: empty for NaN/∞ (never written as NaN), full precision otherwise.
-fn num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        String::new()
-    }
-}
-
-fn opt(x: Option<f64>) -> String {
-    x.map(num).unwrap_or_default()
-}
-
 fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: f64) -> Result<()> {
     let mut summary = to_json(&r.summary)?;
     if let serde_json::Value::Object(map) = &mut summary {
         map.insert(
             "timing".to_string(),
             serde_json::json!({
-                "seconds": num(r.seconds).parse::<f64>().ok(),
-                "steps_per_second": num(steps_per_second).parse::<f64>().ok(),
+                "seconds": Some(r.seconds).filter(|s| s.is_finite()),
+                "steps_per_second": Some(steps_per_second).filter(|s| s.is_finite()),
                 "flscale_version": env!("CARGO_PKG_VERSION"),
             }),
         );
@@ -179,12 +167,12 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
             "{},{},{},{},{},{},{},{}\n",
             t.step,
             t.burn_in,
-            num(t.energy),
-            num(t.alignment),
-            num(t.test_mse),
-            opt(t.train_mse),
-            num(t.r_overlap2),
-            num(t.outliers)
+            num(Some(t.energy)),
+            num(Some(t.alignment)),
+            num(Some(t.test_mse)),
+            num(t.train_mse),
+            num(Some(t.r_overlap2)),
+            num(Some(t.outliers))
         );
     }
     write_atomic(&dir.join("traces.csv"), &traces)?;
@@ -194,11 +182,11 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
             "{},{},{},{},{},{},{}\n",
             c.chain,
             c.status,
-            opt(c.alignment),
-            opt(c.test_mse),
-            opt(c.r_overlap2),
-            opt(c.outliers),
-            opt(c.mu)
+            num(c.alignment),
+            num(c.test_mse),
+            num(c.r_overlap2),
+            num(c.outliers),
+            num(c.mu)
         );
     }
     write_atomic(&dir.join("chains.csv"), &chains)?;
@@ -206,7 +194,12 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
     for h in &r.probe_histograms {
         let mut text = String::from("bin_low,bin_high,count\n");
         for (i, &c) in h.counts.iter().enumerate() {
-            text += &format!("{},{},{}\n", num(h.edges[i]), num(h.edges[i + 1]), c);
+            text += &format!(
+                "{},{},{}\n",
+                num(Some(h.edges[i])),
+                num(Some(h.edges[i + 1])),
+                c
+            );
         }
         text += &format!(",,{}\n", h.outside);
         write_atomic(&dir.join(format!("histogram_{}.csv", h.name)), &text)?;
@@ -222,16 +215,16 @@ fn write_outputs(dir: &Path, experiment: &str, r: &RunResult, steps_per_second: 
             0.0
         };
         let nld = if density > 0.0 {
-            num(-density.ln())
+            num(Some(-density.ln()))
         } else {
             String::new()
         };
         hist += &format!(
             "{},{},{},{},{}\n",
-            num(h.edges[i]),
-            num(h.edges[i + 1]),
+            num(Some(h.edges[i])),
+            num(Some(h.edges[i + 1])),
             c,
-            num(density),
+            num(Some(density)),
             nld
         );
     }

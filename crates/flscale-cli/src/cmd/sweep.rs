@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use flscale::experiment::{run_sweep, ResultsFormat, Sweep, SweepObserver, SweepOutcome};
 use flscale::{Error, Result};
 
-use super::{out, out_json, read_file, Ctx};
+use super::emit::{emit, EmitInputs, SlurmFlags};
+use super::{git_revision, out, out_json, read_file, Ctx};
 
 /// Arguments of `flscale sweep`.
 #[derive(Debug, clap::Args)]
@@ -64,7 +65,7 @@ pub struct SweepArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub slurm: super::emit::SlurmFlags,
+    pub slurm: SlurmFlags,
 }
 
 /// Parses `--format` (parquet | csv).
@@ -86,19 +87,6 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize)> {
         return Err(bad());
     }
     Ok((i, n))
-}
-
-/// The git revision of the flscale checkout this binary was built from, if it is still there.
-pub fn git_revision() -> Option<String> {
-    let out = std::process::Command::new("git")
-        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (!s.is_empty()).then_some(s)
 }
 
 /// Progress bar for a sweep (hidden with -q or when stderr is not a terminal), with the
@@ -195,7 +183,14 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
         check_resources(&sweep, shard, ctx)?;
     }
     if let Some(n) = args.emit_slurm {
-        let path = super::emit::emit(&args, &sweep, &text, n)?;
+        let inputs = EmitInputs {
+            slurm: &args.slurm,
+            out: &args.out,
+            experiment: &args.experiment,
+            format: args.format,
+            quick: args.quick,
+        };
+        let path = emit(&inputs, &sweep, &text, n)?;
         return out(&format!(
             "wrote {} ({n} array tasks over {} runs); submit it with sbatch, follow it with flscale status {}, then run flscale merge {}\n",
             path.display(),
@@ -304,7 +299,7 @@ fn refine_pstar(
     };
     observer.bar.finish_and_clear();
     let report = report?;
-    store.rebuild_aggregates(store.aggregate_format())?;
+    flscale::experiment::results::rebuild_aggregates(&store, store.aggregate_format())?;
     let t = &report.table;
     let xs: Vec<f64> = t
         .rows
@@ -385,7 +380,8 @@ fn check_grid_size(text: &str, source: &str) -> Result<()> {
 /// observable, the variables `x` and `group` (coordinates of every grid point), the default fit
 /// and the engine prediction, so that a typo is not found only after the whole grid has run.
 fn validate_analysis(sweep: &Sweep) -> Result<()> {
-    use flscale::experiment::analysis::{coordinate, predicted_exponent};
+    use flscale::experiment::analysis::predicted_exponent;
+    use flscale::experiment::stats::coordinate;
     use flscale::experiment::store::{RunData, CHAIN_OBSERVABLES};
     let a = &sweep.analysis;
     let ctx = |field: &str| format!("{}: analysis.{field}", sweep.source);

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value as Json};
 
+use super::io::{hostname, utc_now};
 use crate::error::{Error, Result};
 
 /// A claim without a heartbeat for this long is stale. The owner touches it at least every
@@ -34,15 +35,6 @@ const TEMP_STALE_AFTER: Duration = Duration::from_secs(10 * 60);
 /// One whose pid is not alive on this host is stale once it is this old (a guard against a
 /// same-named process of another host writing it right now).
 const TEMP_GRACE: Duration = Duration::from_secs(5);
-
-/// This host's name.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default()
-}
 
 fn pid_alive(pid: u32) -> bool {
     if cfg!(target_os = "linux") {
@@ -132,7 +124,7 @@ impl Claim {
             "host": hostname(),
             "pid": std::process::id(),
             "slurm_job": slurm_job(),
-            "claimed": super::store::utc_now(),
+            "claimed": utc_now(),
         }))
         .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
         for _ in 0..2 {

@@ -21,7 +21,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::analysis::{coordinate, ExponentFit, Predicted, PstarTable};
+use super::analysis::Predicted;
+use super::pstar::PstarTable;
+use super::stats::{cells, coordinate, Cell, ExponentFit};
 use super::store::{RunData, StoreData};
 use crate::error::Result;
 use crate::plot::{write_figure, LineChart, Mark, Series};
@@ -366,7 +368,7 @@ fn unequilibrated_cells(
     group: Option<&str>,
     x: &str,
     obs: &str,
-) -> Vec<(f64, Vec<super::analysis::Cell>)> {
+) -> Vec<(f64, Vec<Cell>)> {
     if data.runs.iter().all(|r| data.analyses(r, obs)) {
         return Vec::new();
     }
@@ -380,7 +382,7 @@ fn unequilibrated_cells(
         include_unequilibrated: true,
         ..data.clone()
     };
-    super::analysis::cells(&only_bad, group, x, obs).unwrap_or_default()
+    cells(&only_bad, group, x, obs).unwrap_or_default()
 }
 
 /// Draws every figure the data supports into `dir`; returns the files written.
@@ -402,7 +404,7 @@ pub fn draw_all(data: &StoreData, dir: &Path, inputs: &FigureInputs) -> Result<V
 fn draw_observable_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let a = &data.analysis;
     let obs = a.observable.as_str();
-    let groups = super::analysis::cells(data, Some(&a.group), &a.x, obs).ok();
+    let groups = cells(data, Some(&a.group), &a.x, obs).ok();
     let unequilibrated = unequilibrated_cells(data, Some(&a.group), &a.x, obs);
     let Some(groups) = &groups else {
         return Ok(());
@@ -458,7 +460,7 @@ fn draw_test_mse_vs_x(data: &StoreData, dir: &Path, out: &mut Vec<PathBuf>) -> R
     if a.observable != "alignment" {
         return Ok(());
     }
-    let Ok(groups) = super::analysis::cells(data, Some(&a.group), &a.x, "test_mse") else {
+    let Ok(groups) = cells(data, Some(&a.group), &a.x, "test_mse") else {
         return Ok(());
     };
     let xs = distinct(groups.iter().flat_map(|(_, c)| c.iter().map(|c| c.x)));
@@ -539,7 +541,7 @@ fn draw_outliers_vs_n1(
         return Ok(());
     }
     let (group, at) = outlier_p_grouping(data);
-    let Ok(groups) = super::analysis::cells(data, group, "n1", "outliers") else {
+    let Ok(groups) = cells(data, group, "n1", "outliers") else {
         return Ok(());
     };
     let unequilibrated = unequilibrated_cells(data, group, "n1", "outliers");

@@ -20,6 +20,8 @@ use std::path::Path;
 
 use serde_json::{json, Value as Json};
 
+use super::io::{parse_cell, BadCell};
+use super::layout::listed_runs;
 use crate::error::{Error, Result};
 
 /// The checksum file of a run directory.
@@ -137,17 +139,14 @@ fn check_sums(dir: &Path, sums_path: &Path) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A number cell as the writer writes it: empty (null) or a finite number.
+/// A number cell as the writer writes it: empty (null) or a finite number ([`parse_cell`]).
 fn check_cell(file: &str, line: usize, cell: &str) -> std::result::Result<(), String> {
-    if cell.is_empty() {
-        return Ok(());
-    }
-    match cell.parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(()),
-        Ok(_) => Err(format!(
+    match parse_cell(cell) {
+        Ok(_) => Ok(()),
+        Err(BadCell::NonFinite) => Err(format!(
             "{file} line {line} holds the non-finite number {cell}"
         )),
-        Err(_) => Err(format!(
+        Err(BadCell::NotANumber) => Err(format!(
             "{file} line {line} holds `{cell}`, which is not a number"
         )),
     }
@@ -274,7 +273,7 @@ pub fn survey(dir: &Path, manifest: &Json) -> Result<Survey> {
         .ok_or_else(|| Error::invalid("manifest.json has no runs list"))?;
     let tabled = tabled_runs(dir);
     // The runs `--refine-pstar` added are verified like the grid's.
-    let refined = super::refine::listed_runs(dir)?;
+    let refined = listed_runs(dir)?;
     let mut runs: Vec<(String, RunState)> = list
         .iter()
         .chain(&refined)
@@ -391,87 +390,6 @@ pub fn enforce(dir: &Path, survey: &Survey, policy: Policy) -> Result<Vec<String
     Ok(notes)
 }
 
-/// Columns of `results` added after the first stores were written (issue 15): the hot/cold
-/// verdicts and the rule behind μ and M. A table without them still loads.
-const NEWER_RESULTS_COLUMNS: [&str; 6] = [
-    "hot_value",
-    "hot_err",
-    "z_cold_hot",
-    "starts_agree",
-    "equilibrated",
-    "mu_classifier",
-];
-
-/// One sentence naming the [`NEWER_RESULTS_COLUMNS`] that an older `results` table lacks and
-/// how to add them (the tables are derived from `runs/`, so re-aggregating writes them).
-fn missing_columns_note(dir: &Path, table: &super::table::Table) -> Option<String> {
-    let missing: Vec<&str> = NEWER_RESULTS_COLUMNS
-        .into_iter()
-        .filter(|c| table.column(c).is_none())
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "the results table of {} has no {} column(s) (written by an older flscale); `flscale merge {}` rebuilds it from the runs with them",
-            dir.display(),
-            missing.join(", "),
-            dir.display()
-        )
-    })
-}
-
-/// The `results` table of `dir` ([`super::store::load_results`]) after verifying every run:
-/// damaged runs are refused naming them, or with `skip_damaged` their rows are dropped and
-/// listed in the returned notes (runs not computed yet are not in the table, so they are fine).
-pub fn load_results_verified(
-    dir: &Path,
-    skip_damaged: bool,
-) -> Result<(super::table::Table, Vec<String>)> {
-    use super::table::{Column, Table};
-    let manifest = super::store::Store::open(dir)?.manifest()?;
-    let survey = survey(dir, &manifest)?;
-    let policy = Policy {
-        skip_damaged,
-        require_complete: false,
-    };
-    let mut notes = enforce(dir, &survey, policy)?;
-    let table = super::store::load_results(dir)?;
-    notes.extend(missing_columns_note(dir, &table));
-    let bad = survey.unusable();
-    let keep: Vec<bool> = match table.column("run") {
-        Some(Column::Text(ids)) => ids.iter().map(|id| !bad.contains(id)).collect(),
-        _ => return Ok((table, notes)),
-    };
-    let mut out = Table::default();
-    for (name, col) in table.names.iter().zip(&table.columns) {
-        let pick = |i: usize| keep[i];
-        let col = match col {
-            Column::Text(v) => Column::Text(
-                v.iter()
-                    .enumerate()
-                    .filter(|(i, _)| pick(*i))
-                    .map(|(_, x)| x.clone())
-                    .collect(),
-            ),
-            Column::Int(v) => Column::Int(
-                v.iter()
-                    .enumerate()
-                    .filter(|(i, _)| pick(*i))
-                    .map(|(_, x)| *x)
-                    .collect(),
-            ),
-            Column::Float(v) => Column::Float(
-                v.iter()
-                    .enumerate()
-                    .filter(|(i, _)| pick(*i))
-                    .map(|(_, x)| *x)
-                    .collect(),
-            ),
-        };
-        out.push(name.clone(), col);
-    }
-    Ok((out, notes))
-}
-
 /// A count of runs by state, for messages.
 pub fn counts(survey: &Survey) -> BTreeMap<&'static str, usize> {
     let mut m = BTreeMap::new();
@@ -487,7 +405,7 @@ pub fn counts(survey: &Survey) -> BTreeMap<&'static str, usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -498,7 +416,8 @@ mod tests {
         assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
-    fn write_run(dir: &Path) {
+    /// Writes an intact run with checksums into `dir`.
+    pub(in crate::experiment) fn write_run(dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
         let files: Vec<(String, Vec<u8>)> = [
             ("experiment.toml", "[data]\nd = 4\n"),
@@ -552,44 +471,5 @@ mod tests {
         std::fs::remove_file(run.join("histogram_rho.csv")).unwrap();
         assert!(matches!(verify_run(&run), RunState::Damaged(_)));
         assert_eq!(verify_run(&tmp.path().join("run-00001")), RunState::Missing);
-    }
-
-    #[test]
-    fn an_older_results_table_loads_and_names_the_columns_it_lacks() {
-        use super::super::table::Column;
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        write_run(&dir.join("runs").join("run-00000"));
-        let manifest = r#"{"format": "flscale-results/1", "runs": [{"id": "run-00000"}]}"#;
-        std::fs::write(dir.join("manifest.json"), manifest).unwrap();
-        // The columns of a store written before issue 15.
-        std::fs::write(
-            dir.join("results.csv"),
-            "run,index,d,observable,value,err\nrun-00000,0,10,mu,1.5,0.125\n",
-        )
-        .unwrap();
-        let (t, notes) = load_results_verified(dir, false).unwrap();
-        assert_eq!(t.column("value"), Some(&Column::Float(vec![Some(1.5)])));
-        assert_eq!(t.column("mu_classifier"), None);
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(
-            notes[0].contains(
-                "no hot_value, hot_err, z_cold_hot, starts_agree, equilibrated, mu_classifier column(s)"
-            ) && notes[0].contains("`flscale merge"),
-            "{notes:?}"
-        );
-        // A table with every column loads without a note.
-        std::fs::write(
-            dir.join("results.csv"),
-            "run,index,observable,value,err,hot_value,hot_err,z_cold_hot,starts_agree,equilibrated,mu_classifier\n\
-             run-00000,0,mu,1.5,0.125,,,,,,side_peak\n",
-        )
-        .unwrap();
-        let (t, notes) = load_results_verified(dir, false).unwrap();
-        assert!(notes.is_empty(), "{notes:?}");
-        assert_eq!(
-            t.column("mu_classifier"),
-            Some(&Column::Text(vec!["side_peak".into()]))
-        );
     }
 }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value as Json};
 
 use super::integrity;
-use super::store::{comparable, io_err, pretty, read_text, write_atomic, Store};
+use super::io::{io_err, pretty, read_text, write_atomic};
+use super::results::rebuild_verified;
+use super::store::{comparable, Store};
 use super::table::ResultsFormat;
 use crate::error::{Error, Result};
 
@@ -128,7 +130,7 @@ pub fn merge_checked(
                 .unwrap_or_default()
         }
     });
-    let (finished, total, more) = store.rebuild_verified(format, skip_damaged)?;
+    let (finished, total, more) = rebuild_verified(&store, format, skip_damaged)?;
     notes.extend(more);
     Ok((copied, finished, total, notes))
 }

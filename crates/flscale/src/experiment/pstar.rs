@@ -8,7 +8,7 @@
 //!   the two sizes. Where A_f jumps (fig3a: from ≈ 0.03 to ≈ 0.5 within a factor 1.4 in P), the
 //!   interpolated point says nothing about where inside the bracket the jump lies. Every row
 //!   therefore carries its bracket [x_lo, x_hi] and the bracket's factor x_hi/x_lo; a crossing
-//!   is *resolved* when that factor is at most [`DEFAULT_RESOLUTION`] (or `[analysis]
+//!   is *resolved* when that factor is at most [`super::sweep::DEFAULT_RESOLUTION`] (or `[analysis]
 //!   pstar_resolution`), else it is only bracketed.
 //! * **The uncertainty** combines the bootstrap over chains and seeds (the hierarchical
 //!   resampling of [`Bootstrap::resample_cell`]) with the bracket: the position inside the
@@ -19,13 +19,9 @@
 
 use rand::Rng;
 
-use super::analysis::{cells, estimate, loglog_fit, Bootstrap, Estimate, ExponentFit};
+use super::stats::{cells, estimate, loglog_fit, Bootstrap, Estimate, ExponentFit};
 use super::store::StoreData;
 use crate::error::{Error, Result};
-
-/// The bracket factor x_hi/x_lo below which a crossing counts as resolved (the default of
-/// `flscale sweep --refine-pstar`): its uniform-in-log uncertainty is then ≤ 2.8 % of P\*.
-pub const DEFAULT_RESOLUTION: f64 = 1.1;
 
 /// The two measured values of the crossing variable between which a threshold is crossed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -437,10 +433,40 @@ fn fmt_grid(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::store::{ChainValues, RunData};
+    use super::super::sweep::DEFAULT_RESOLUTION;
     use super::*;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn falling_crossing_is_the_mirror_of_the_rising_one() {
+        // y = 1 − ln x on x ∈ {0.5, 1, 2, 4}: crosses 0.5 downwards at x = e^{0.5}.
+        let pts: Vec<(f64, f64)> = [0.5f64, 1.0, 2.0, 4.0]
+            .iter()
+            .map(|&x| (x, 1.0 - x.ln()))
+            .collect();
+        let x = threshold_crossing_falling(&pts, 0.5).unwrap();
+        assert!((x - 0.5f64.exp()).abs() < 1e-12, "{x}");
+        assert_eq!(threshold_crossing(&pts, 0.5), None);
+        assert_eq!(threshold_crossing_falling(&pts, 5.0), None);
+    }
+
+    #[test]
+    fn crossing_interpolates_in_log_x() {
+        // A = 0.2·log10(P) is linear in log P, so the crossing of 0.1 is exactly P = √10.
+        let pts: Vec<(f64, f64)> = [1.0, 3.0, 30.0, 300.0]
+            .iter()
+            .map(|&p: &f64| (p, 0.2 * p.log10()))
+            .collect();
+        let c = threshold_crossing(&pts, 0.1).unwrap();
+        assert!((c - 10f64.sqrt()).abs() < 1e-12, "{c}");
+        // Unsorted input, first upward crossing; none when always above or below.
+        let c2 = threshold_crossing(&[(30.0, 0.2954), (1.0, 0.0), (3.0, 0.0954)], 0.1).unwrap();
+        assert!(c2 > 3.0 && c2 < 30.0);
+        assert!(threshold_crossing(&[(1.0, 0.5), (2.0, 0.6)], 0.1).is_none());
+        assert!(threshold_crossing(&[(1.0, 0.0), (2.0, 0.05)], 0.1).is_none());
+    }
 
     /// A store of runs at (d, p) with per-chain alignments `response(d, p)` plus 2 % noise,
     /// `seeds` runs of `chains` chains at every point.
@@ -554,7 +580,7 @@ mod tests {
     /// seed-to-seed difference, which pooling the chains would hide.
     #[test]
     fn the_bootstrap_resamples_seeds_before_chains() {
-        let cell = super::super::analysis::Cell {
+        let cell = super::super::stats::Cell {
             x: 1.0,
             values: [vec![1.0; 50], vec![2.0; 50]].concat(),
             run_sizes: vec![50, 50],

@@ -1,5 +1,5 @@
 //! `flscale sweep EXP --out DIR --refine-pstar`: bisect every P\* bracket in log x until each
-//! crossing is bracketed within a factor (default 1.1, [`super::pstar::DEFAULT_RESOLUTION`]).
+//! crossing is bracketed within a factor (default 1.1, [`super::sweep::DEFAULT_RESOLUTION`]).
 //!
 //! A sharp transition (fig3a: A_f from ≈ 0.03 to ≈ 0.5 within a factor 1.4 in P) is located
 //! by a dense grid only at great cost: resolving a factor 1.1 over P/d ∈ [5, 80] takes 31 sizes
@@ -14,21 +14,18 @@
 //! The refined runs live beside the grid's as `runs/refine-NNNNN/`; [`super::store`] reads them
 //! with the grid's, so `pstar`, `fit`, `plot` and the aggregate tables include them.
 
-use std::path::Path;
-
 use serde_json::{json, Value as Json};
 use toml::{Table, Value};
 
-use super::analysis::{coordinate, Bootstrap};
+use super::io::write_atomic;
+use super::layout::{listed_runs, refine_id, REFINE_FILE};
 use super::pstar::{pstar, Bracket, PstarQuery, PstarTable};
 use super::runner::{run_plans, SweepObserver};
-use super::store::{self, Store, StoreData};
+use super::stats::{coordinate, Bootstrap};
+use super::store::{RunData, Store, StoreData};
 use super::sweep::{as_f64, RunPlan, Sweep};
 use crate::error::{Error, Result};
 use crate::sim::ExperimentConfig;
-
-/// The file that lists the refinement's runs (beside `manifest.json`).
-pub const REFINE_FILE: &str = "refine.json";
 
 /// Default bound on bisection rounds: a factor-2¹⁰ bracket still reaches 1.1 within it.
 pub const DEFAULT_MAX_ROUNDS: usize = 10;
@@ -111,23 +108,6 @@ pub fn bisect(source: &mut dyn CrossingSource, max_rounds: usize) -> Result<Refi
 /// over [x_min, x_max]: the cost `--refine-pstar` saves, per group and seed.
 pub fn dense_grid_size(x_min: f64, x_max: f64, resolution: f64) -> usize {
     ((x_max / x_min).ln() / resolution.ln()).ceil() as usize + 1
-}
-
-/// The refined runs listed in `dir/refine.json` (empty when there is none), in the
-/// manifest's run format (index, id, point, coordinates, seed).
-pub fn listed_runs(dir: &Path) -> Result<Vec<Json>> {
-    let path = dir.join(REFINE_FILE);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-    let v: Json = serde_json::from_str(&text)
-        .map_err(|e| Error::invalid(format!("{} is not valid JSON: {e}", path.display())))?;
-    Ok(v.get("runs")
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default())
 }
 
 /// The results store as a [`CrossingSource`]: measuring means running copies of the grid's
@@ -231,7 +211,7 @@ impl CrossingSource for StoreSource<'_> {
         }
         let text = serde_json::to_string_pretty(&json!({ "runs": listed }))
             .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
-        store::write_atomic(&self.store.dir.join(REFINE_FILE), (text + "\n").as_bytes())?;
+        write_atomic(&self.store.dir.join(REFINE_FILE), (text + "\n").as_bytes())?;
         let todo: Vec<&RunPlan> = plans
             .iter()
             .filter(|p| !self.store.is_finished(&p.id))
@@ -242,7 +222,7 @@ impl CrossingSource for StoreSource<'_> {
 }
 
 fn coord_of(c: &std::collections::BTreeMap<String, f64>, name: &str) -> Option<f64> {
-    let run = store::RunData {
+    let run = RunData {
         index: 0,
         id: String::new(),
         coords: c.clone(),
@@ -315,7 +295,7 @@ fn plan_at(
     let config = ExperimentConfig::from_generated_toml(&text, &where_)?;
     Ok(Some(RunPlan {
         index: sweep.runs.len() + k,
-        id: format!("refine-{k:05}"),
+        id: refine_id(k),
         point,
         toml: text,
         config,
@@ -339,8 +319,8 @@ fn set(table: &mut Table, path: &str, v: Value) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::pstar::DEFAULT_RESOLUTION;
     use super::super::store::{ChainValues, RunData};
+    use super::super::sweep::DEFAULT_RESOLUTION;
     use super::*;
     use std::collections::BTreeMap;
 

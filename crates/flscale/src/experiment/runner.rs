@@ -8,10 +8,11 @@ use serde::Serialize;
 
 use super::claim::Claim;
 use super::integrity::{self, RunState};
+use super::io::{machine, utc_now, write_atomic};
+use super::results::rebuild_verified;
 use super::store::{self, Store};
-use super::sweep::{show_value, RunPlan};
+use super::sweep::{show_value, RunPlan, Sweep};
 use super::table::ResultsFormat;
-use super::Sweep;
 use crate::error::{Error, Result};
 use crate::sim::run::run_experiment_interruptible;
 
@@ -152,21 +153,21 @@ pub fn run_sweep(
     };
     // Clock times and the machine go into a timing file of their own, so that every other
     // file of an interrupted-and-resumed sweep equals an uninterrupted one.
-    let started = store::utc_now();
+    let started = utc_now();
     let timing = |finished: Option<String>, computed: usize| {
         serde_json::json!({
             "started": started,
             "finished": finished,
             "shard": shard.map(|(i, n)| format!("{i}/{n}")),
             "runs_computed": computed,
-            "machine": store::machine(),
+            "machine": machine(),
             "command": command,
         })
     };
     let write_timing = |v: serde_json::Value| -> Result<()> {
         let text = serde_json::to_string_pretty(&v)
             .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
-        store::write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
+        write_atomic(&dir.join(&timing_name), (text + "\n").as_bytes())
     };
     write_timing(timing(None, 0))?;
     let mut recomputed = Vec::new();
@@ -189,8 +190,8 @@ pub fn run_sweep(
     let done = run_plans(&store, &todo, observer)?;
     let skipped = plans.len() - todo.len() + done.finished_meanwhile.len();
     recomputed.retain(|id| !done.finished_meanwhile.contains(id));
-    let (finished, total, _) = store.rebuild_verified(format, false)?;
-    write_timing(timing(Some(store::utc_now()), done.computed))?;
+    let (finished, total, _) = rebuild_verified(&store, format, false)?;
+    write_timing(timing(Some(utc_now()), done.computed))?;
     Ok(SweepOutcome {
         dir: dir.display().to_string(),
         grid_runs: total,

@@ -118,7 +118,8 @@ impl StoreData {
 
 #[cfg(test)]
 mod tests {
-    use super::super::store::{results_table, RunData};
+    use super::super::results::results_table;
+    use super::super::store::RunData;
     use super::*;
     use std::collections::BTreeMap;
 

@@ -212,7 +212,7 @@ impl StoreData {
 
 #[cfg(test)]
 mod tests {
-    use super::super::store::results_table;
+    use super::super::results::results_table;
     use super::*;
     use std::collections::BTreeMap;
 

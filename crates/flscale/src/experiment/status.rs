@@ -21,8 +21,7 @@ use serde_json::Value as Json;
 use super::claim;
 use super::integrity::{self, RunState};
 use super::store::Store;
-use super::sweep::RunPlan;
-use super::Sweep;
+use super::sweep::{RunPlan, Sweep};
 use crate::error::{Error, Result};
 
 /// The array file `--emit-slurm` writes beside the script: how many tasks it has.

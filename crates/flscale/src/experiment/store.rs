@@ -29,10 +29,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as Json};
 
+use super::claim::clean_leftovers;
 use super::integrity;
-pub use super::merge::{merge, merge_checked};
+use super::io::{io_err, num, parse_cell, pretty, read_text, write_atomic};
+use super::layout::listed_runs;
 use super::sweep::{toml_to_json, AnalysisSpec, RunPlan, Sweep};
-use super::table::{Column, ResultsFormat, Table};
+use super::table::ResultsFormat;
 use crate::error::{Error, Result};
 use crate::sim::RunResult;
 
@@ -84,47 +86,6 @@ pub const OBSERVABLES: [(&str, &str, Option<&str>); 20] = [
         None,
     ),
 ];
-
-/// The number at `key` of a run's summary, `a.b` for field b of object a.
-fn summary_number(summary: &Json, key: &str) -> Option<f64> {
-    key.split('.')
-        .try_fold(summary, |v, k| v.get(k))
-        .and_then(Json::as_f64)
-}
-
-pub(super) fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::runtime(format!("cannot write {}: {e}", path.display()))
-}
-
-/// Writes a file atomically: a temporary file named after this process, then a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| io_err(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))
-}
-
-pub(super) fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))
-}
-
-pub(super) fn pretty(v: &Json) -> Result<String> {
-    serde_json::to_string_pretty(v)
-        .map(|s| s + "\n")
-        .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))
-}
-
-/// A CSV number: full precision (shortest round-trip form), empty for NaN/∞ and null.
-pub fn num(x: Option<f64>) -> String {
-    match x {
-        Some(v) if v.is_finite() => format!("{v}"),
-        _ => String::new(),
-    }
-}
 
 /// The deterministic manifest of a sweep (nothing that depends on the clock or machine).
 pub fn manifest(sweep: &Sweep, experiment_text: &str, git_revision: Option<&str>) -> Json {
@@ -222,7 +183,7 @@ impl Store {
     /// Removes what killed processes left: partial run directories, `*.tmp-<pid>` files and
     /// stale claims ([`super::claim::clean_leftovers`]).
     fn remove_partials(&self) -> Result<()> {
-        super::claim::clean_leftovers(&self.dir);
+        clean_leftovers(&self.dir);
         Ok(())
     }
 
@@ -347,230 +308,6 @@ impl Store {
             ResultsFormat::Parquet
         }
     }
-
-    /// Rebuilds the aggregate tables `results`, `chains`, `histograms` and `histograms_probe` (as
-    /// `.parquet` or `.csv`) from the finished runs, in grid order, and removes the tables of
-    /// the other format, which would no longer describe the runs. Returns (finished, total).
-    pub fn rebuild_aggregates(&self, format: ResultsFormat) -> Result<(usize, usize)> {
-        let data = StoreData::load(&self.dir)?;
-        self.write_aggregates(&data, format)
-    }
-
-    /// [`Store::rebuild_aggregates`] from the intact runs only: damaged runs are refused (or,
-    /// with `skip_damaged`, left out and listed in the returned notes); runs not computed yet
-    /// are fine (shards finish at different times). Returns (finished, total, notes).
-    pub fn rebuild_verified(
-        &self,
-        format: ResultsFormat,
-        skip_damaged: bool,
-    ) -> Result<(usize, usize, Vec<String>)> {
-        let policy = integrity::Policy {
-            skip_damaged,
-            require_complete: false,
-        };
-        let (data, notes) = StoreData::load_verified(&self.dir, policy)?;
-        let (finished, total) = self.write_aggregates(&data, format)?;
-        Ok((finished, total, notes))
-    }
-
-    fn write_aggregates(&self, data: &StoreData, format: ResultsFormat) -> Result<(usize, usize)> {
-        let tables = [
-            ("results", results_table(data)),
-            ("chains", chains_table(data)),
-            ("histograms", histograms_table(data)),
-            ("histograms_probe", probe_histograms_table(data)),
-        ];
-        for (name, table) in &tables {
-            let path = self.dir.join(format!("{name}.{}", format.ext()));
-            let bytes = match format {
-                ResultsFormat::Parquet => table.to_parquet()?,
-                ResultsFormat::Csv => table.to_csv()?.into_bytes(),
-            };
-            write_atomic(&path, &bytes)?;
-            for other in ResultsFormat::ALL.iter().filter(|f| **f != format) {
-                let stale = self.dir.join(format!("{name}.{}", other.ext()));
-                if stale.exists() {
-                    std::fs::remove_file(&stale).map_err(|e| io_err(&stale, e))?;
-                }
-            }
-        }
-        Ok((data.runs.len(), data.total))
-    }
-}
-
-/// The run id and grid index columns, one entry per row (`rows_per_run[k]` rows for run k).
-fn run_columns(data: &StoreData, rows_per_run: impl Fn(&RunData) -> usize) -> Table {
-    let mut ids = Vec::new();
-    let mut idx = Vec::new();
-    for r in &data.runs {
-        for _ in 0..rows_per_run(r) {
-            ids.push(r.id.clone());
-            idx.push(r.index as i64);
-        }
-    }
-    let mut t = Table::default();
-    t.push("run", Column::Text(ids));
-    t.push("index", Column::Int(idx));
-    t
-}
-
-/// `results`: one row per (run, observable) — run, index, every coordinate, observable,
-/// value, err (long format), the hot/cold columns ([`super::starts`]) and, on the μ and M rows,
-/// the rule that identified the specialised neurons ([`super::specialised`]).
-pub fn results_table(data: &StoreData) -> Table {
-    let mut coord_names: Vec<String> = data
-        .runs
-        .iter()
-        .flat_map(|r| r.coords.keys().cloned())
-        .collect();
-    coord_names.sort();
-    coord_names.dedup();
-    let per_run = OBSERVABLES.len() + 1;
-    let mut t = run_columns(data, |_| per_run);
-    for k in &coord_names {
-        let col = data
-            .runs
-            .iter()
-            .flat_map(|r| std::iter::repeat_n(r.coords.get(k).copied(), per_run))
-            .collect();
-        t.push(k.clone(), Column::Float(col));
-    }
-    let mut names = Vec::new();
-    let mut values = Vec::new();
-    let mut errs = Vec::new();
-    for r in &data.runs {
-        for (name, vkey, ekey) in OBSERVABLES {
-            names.push(name.to_string());
-            values.push(summary_number(&r.summary, vkey));
-            let err = match ekey {
-                Some(k) => r.summary.get(k).and_then(Json::as_f64),
-                None if name == "specialising" => super::specialised::specialising_err(&r.summary),
-                None => None,
-            };
-            errs.push(err);
-        }
-        names.push("diverged_chains".to_string());
-        values.push(
-            r.summary
-                .get("diverged_chains")
-                .and_then(Json::as_array)
-                .map(|a| a.len() as f64),
-        );
-        errs.push(None);
-    }
-    t.push("observable", Column::Text(names));
-    t.push("value", Column::Float(values));
-    t.push("err", Column::Float(errs));
-    super::starts::push_start_columns(&mut t, data);
-    super::specialised::push_classifier_column(&mut t, data);
-    let warnings = data
-        .runs
-        .iter()
-        .flat_map(|r| std::iter::repeat_n(r.warnings().join(" | "), per_run))
-        .collect();
-    t.push("warnings", Column::Text(warnings));
-    t
-}
-
-/// `chains`: one row per (run, chain) — the per-chain time averages the bootstrap resamples.
-pub fn chains_table(data: &StoreData) -> Table {
-    let mut t = run_columns(data, |r| r.chains.len());
-    let all = || data.runs.iter().flat_map(|r| r.chains.iter());
-    t.push(
-        "chain",
-        Column::Int(all().map(|c| c.chain as i64).collect()),
-    );
-    t.push(
-        "status",
-        Column::Text(
-            all()
-                .map(|c| if c.ok { "ok" } else { "diverged" }.to_string())
-                .collect(),
-        ),
-    );
-    t.push(
-        "alignment",
-        Column::Float(all().map(|c| c.alignment).collect()),
-    );
-    t.push(
-        "test_mse",
-        Column::Float(all().map(|c| c.test_mse).collect()),
-    );
-    t.push(
-        "r_overlap2",
-        Column::Float(all().map(|c| c.r_overlap2).collect()),
-    );
-    t.push(
-        "outliers",
-        Column::Float(all().map(|c| c.outliers).collect()),
-    );
-    t.push("mu", Column::Float(all().map(|c| c.mu).collect()));
-    t
-}
-
-/// `histograms`: one row per (run, bin) of the first-layer overlap histograms.
-pub fn histograms_table(data: &StoreData) -> Table {
-    let mut t = run_columns(data, |r| r.histogram.len());
-    let all = || data.runs.iter().flat_map(|r| r.histogram.iter());
-    t.push("bin_low", Column::Float(all().map(|b| Some(b.0)).collect()));
-    t.push(
-        "bin_high",
-        Column::Float(all().map(|b| Some(b.1)).collect()),
-    );
-    t.push("count", Column::Int(all().map(|b| b.2 as i64).collect()));
-    t
-}
-
-/// `histograms_probe`: one row per (run, histogram, bin) of the deeper-layer and
-/// parity-direction overlap histograms (h2_phi, h2_he3, rho_e1+e2, …).
-pub fn probe_histograms_table(data: &StoreData) -> Table {
-    let bins = || {
-        data.runs.iter().flat_map(|r| {
-            r.probe_histograms
-                .iter()
-                .flat_map(move |(name, bins)| bins.iter().map(move |b| (r, name, b)))
-        })
-    };
-    let mut t = Table::default();
-    t.push(
-        "run",
-        Column::Text(bins().map(|(r, _, _)| r.id.clone()).collect()),
-    );
-    t.push(
-        "index",
-        Column::Int(bins().map(|(r, _, _)| r.index as i64).collect()),
-    );
-    t.push(
-        "histogram",
-        Column::Text(bins().map(|(_, n, _)| n.clone()).collect()),
-    );
-    t.push(
-        "bin_low",
-        Column::Float(bins().map(|(_, _, b)| Some(b.0)).collect()),
-    );
-    t.push(
-        "bin_high",
-        Column::Float(bins().map(|(_, _, b)| Some(b.1)).collect()),
-    );
-    t.push(
-        "count",
-        Column::Int(bins().map(|(_, _, b)| b.2 as i64).collect()),
-    );
-    t
-}
-
-/// Reads the `results` table of a results directory, Parquet or CSV (whichever is there).
-pub fn load_results(dir: &Path) -> Result<Table> {
-    for f in ResultsFormat::ALL {
-        let path = dir.join(format!("results.{}", f.ext()));
-        if path.exists() {
-            return Table::read(&path);
-        }
-    }
-    Err(Error::invalid(format!(
-        "{} has no results.parquet or results.csv; give a directory written by flscale sweep --out DIR",
-        dir.display()
-    )))
 }
 
 /// Per-chain time averages of one run.
@@ -685,14 +422,6 @@ impl StoreData {
     }
 }
 
-fn parse_opt(s: &str) -> Option<f64> {
-    if s.is_empty() {
-        None
-    } else {
-        s.parse().ok()
-    }
-}
-
 impl StoreData {
     /// Loads the manifest and every finished run of `dir` (unverified: see
     /// [`StoreData::load_verified`]).
@@ -728,8 +457,9 @@ impl StoreData {
             .get("runs")
             .and_then(Json::as_array)
             .ok_or_else(|| Error::invalid("manifest.json has no runs list"))?;
-        // Runs added by `--refine-pstar` are listed beside the grid's (experiment::refine).
-        let refined = super::refine::listed_runs(dir)?;
+        // Runs added by `--refine-pstar` are listed beside the grid's ([`super::layout`]).
+        let refined = listed_runs(dir)?;
+        let cell = |s: &str| parse_cell(s).ok().flatten();
         let mut runs = Vec::new();
         for r in list.iter().chain(&refined) {
             let id = r.get("id").and_then(Json::as_str).unwrap_or("").to_string();
@@ -759,11 +489,11 @@ impl StoreData {
                 chains.push(ChainValues {
                     chain: f[0].parse().unwrap_or(0),
                     ok: f[1] == "ok",
-                    alignment: parse_opt(f[2]),
-                    test_mse: parse_opt(f[3]),
-                    r_overlap2: parse_opt(f[4]),
-                    outliers: parse_opt(f[5]),
-                    mu: f.get(6).and_then(|s| parse_opt(s)),
+                    alignment: cell(f[2]),
+                    test_mse: cell(f[3]),
+                    r_overlap2: cell(f[4]),
+                    outliers: cell(f[5]),
+                    mu: f.get(6).and_then(|s| cell(s)),
                 });
             }
             let read_bins = |path: &Path| -> Result<Vec<(f64, f64, u64)>> {
@@ -771,8 +501,8 @@ impl StoreData {
                 for line in read_text(path)?.lines().skip(1) {
                     let f: Vec<&str> = line.split(',').collect();
                     if let (Some(lo), Some(hi), Ok(c)) = (
-                        parse_opt(f[0]),
-                        f.get(1).and_then(|s| parse_opt(s)),
+                        cell(f[0]),
+                        f.get(1).and_then(|s| cell(s)),
                         f.get(2).map(|s| s.parse::<u64>()).unwrap_or(Ok(0)),
                     ) {
                         bins.push((lo, hi, c));
@@ -818,49 +548,6 @@ impl StoreData {
     }
 }
 
-/// UTC time as RFC 3339 (`2026-11-30T09:28:34Z`), from the system clock.
-pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    utc_string(secs)
-}
-
-/// Formats Unix seconds as RFC 3339 UTC (days-from-civil inverse, H. Hinnant's algorithm).
-pub fn utc_string(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
-/// The machine description of `timing.json`.
-pub fn machine() -> Json {
-    let host = Some(super::claim::hostname()).filter(|h| !h.is_empty());
-    json!({
-        "hostname": host,
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "rayon_threads": rayon::current_num_threads(),
-        "rayon_num_threads_env": std::env::var("RAYON_NUM_THREADS").ok(),
-    })
-}
-
 #[cfg(test)]
 impl RunData {
     /// A run with these coordinates and chains and nothing else (analysis tests).
@@ -893,61 +580,5 @@ impl StoreData {
             include_unequilibrated: false,
             runs,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_formatting_matches_known_dates() {
-        assert_eq!(utc_string(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_string(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc_string(1_796_031_714), "2026-11-30T09:41:54Z");
-    }
-
-    #[test]
-    fn csv_numbers_round_trip_and_hide_non_finite() {
-        for x in [0.1, 1.0 / 3.0, 1e-300, -2.5e10] {
-            assert_eq!(num(Some(x)).parse::<f64>().unwrap(), x);
-        }
-        assert_eq!(num(Some(f64::NAN)), "");
-        assert_eq!(num(None), "");
-    }
-}
-
-#[cfg(test)]
-mod tempering_rows {
-    use super::*;
-
-    /// A tempered run's ladder diagnostics land on their rows of `results` (nested summary
-    /// fields); an untempered run leaves them empty.
-    #[test]
-    fn tempering_diagnostics_fill_their_rows_for_tempered_runs_only() {
-        let mut tempered = RunData::synthetic(0, BTreeMap::new(), Vec::new());
-        tempered.summary = serde_json::json!({
-            "alignment": 0.5,
-            "tempering": {"replicas": 8, "barrier": 5.72, "round_trips_per_1000_steps": 4.62},
-        });
-        let mut plain = RunData::synthetic(1, BTreeMap::new(), Vec::new());
-        plain.summary = serde_json::json!({"alignment": 0.4});
-        let t = results_table(&StoreData::of_runs(vec![tempered, plain]));
-        let (Some(Column::Text(names)), Some(Column::Float(values))) =
-            (t.column("observable"), t.column("value"))
-        else {
-            panic!("no observable/value columns")
-        };
-        let rows = OBSERVABLES.len() + 1;
-        let at = |run: usize, name: &str| {
-            let k = names[..rows].iter().position(|n| n == name).unwrap();
-            values[run * rows + k]
-        };
-        assert_eq!(at(0, "tempering_replicas"), Some(8.0));
-        assert_eq!(at(0, "tempering_barrier"), Some(5.72));
-        assert_eq!(at(0, "tempering_round_trips_per_1000_steps"), Some(4.62));
-        assert_eq!(at(0, "alignment"), Some(0.5));
-        assert_eq!(at(1, "tempering_barrier"), None);
-        assert_eq!(at(1, "alignment"), Some(0.4));
     }
 }

@@ -103,6 +103,10 @@ pub struct PredictSpec {
     pub scale: String,
 }
 
+/// The bracket factor x_hi/x_lo below which a crossing counts as resolved (the default of
+/// `flscale sweep --refine-pstar`): its uniform-in-log uncertainty is then ≤ 2.8 % of P\*.
+pub const DEFAULT_RESOLUTION: f64 = 1.1;
+
 /// `[analysis]`: defaults for `pstar`, `fit` and `plot`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -124,7 +128,7 @@ pub struct AnalysisSpec {
     #[serde(default)]
     pub falling: bool,
     /// Bracket factor x_hi/x_lo at or below which a P\* crossing counts as resolved (default
-    /// 1.1, `experiment::pstar`); coarser brackets are reported and `--refine-pstar` bisects
+    /// 1.1, [`DEFAULT_RESOLUTION`]); coarser brackets are reported and `--refine-pstar` bisects
     /// them. Left out of the manifest at its default, so that stores written before it existed
     /// still resume.
     #[serde(
@@ -156,10 +160,10 @@ fn default_observable() -> String {
     "alignment".into()
 }
 fn default_pstar_resolution() -> f64 {
-    super::pstar::DEFAULT_RESOLUTION
+    DEFAULT_RESOLUTION
 }
 fn is_default_pstar_resolution(r: &f64) -> bool {
-    *r == super::pstar::DEFAULT_RESOLUTION
+    *r == DEFAULT_RESOLUTION
 }
 fn default_threshold() -> f64 {
     0.1
@@ -577,7 +581,7 @@ impl Sweep {
             let config = ExperimentConfig::from_generated_toml(&text, &where_)?;
             runs.push(RunPlan {
                 index,
-                id: format!("run-{index:05}"),
+                id: super::layout::run_id(index),
                 point,
                 toml: text,
                 config,

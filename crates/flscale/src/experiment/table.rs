@@ -21,7 +21,7 @@ use parquet::record::Field;
 use parquet::schema::types::Type as SchemaType;
 use serde::Serialize;
 
-use super::store::num;
+use super::io::num;
 use crate::error::{Error, Result};
 
 /// Which file format the aggregate tables of a results store are written in.

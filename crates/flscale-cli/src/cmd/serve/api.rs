@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use flscale::cavity::{self, PhaseReport};
+use flscale::experiment::io::parse_cell;
 use flscale::patterns::arch::{
     preset_text, Architecture, ArchitectureFile, BUILTIN_CATALOG, PRESETS,
 };
@@ -67,13 +68,13 @@ impl Params {
                 shorten(s)
             )));
         }
-        match s.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(Some(v)),
-            _ => Err(ApiError::bad(format!(
+        // `raw` is never empty, so a cell the store would read as null cannot come back.
+        parse_cell(s).map_err(|_| {
+            ApiError::bad(format!(
                 "parameter {name} = \"{}\" is not allowed; it must be a finite number",
                 shorten(s)
-            ))),
-        }
+            ))
+        })
     }
 
     /// A count in `lo..=hi`, or `default` when absent.

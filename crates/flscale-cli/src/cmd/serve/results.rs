@@ -4,7 +4,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use flscale::experiment::analysis::{self, coordinate};
+use flscale::experiment::analysis;
+use flscale::experiment::stats::{cells, coordinate};
 use flscale::experiment::StoreData;
 use flscale::sim::observables::mean_and_error;
 use serde_json::{json, Value};
@@ -140,7 +141,7 @@ fn dir_name(p: &Path) -> String {
 /// passed the cold/hot equilibration check (`null` where no check was run).
 fn series(data: &StoreData) -> flscale::Result<Vec<Value>> {
     let a = &data.analysis;
-    let groups = analysis::cells(data, Some(a.group.as_str()), &a.x, &a.observable)?;
+    let groups = cells(data, Some(a.group.as_str()), &a.x, &a.observable)?;
     Ok(groups
         .iter()
         .map(|(g, cells)| {
