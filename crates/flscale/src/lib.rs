@@ -7,6 +7,7 @@
 //! * [`patterns`]: the feature-propagation rule engine for FCNs of any depth (paper §5.2,
 //!   App. C.3–C.5, E.1) and the catalog of data-file architectures (App. E.1.2, E.2, E.3).
 //! * [`activation`]: the activation functions σ and which have a closed-form NNGP kernel.
+//! * [`scalar`]: golden-section search, bisection and Brent's root finder on a bracket.
 //! * [`linalg`]: the dense symmetric eigendecomposition and Gram products on faer.
 //! * [`hermite`]: Hermite polynomials and Gauss–Hermite quadrature under the standard
 //!   Gaussian measure, used by every module that needs Gaussian expectations.
@@ -42,6 +43,7 @@ pub mod limits;
 pub mod linalg;
 pub mod patterns;
 pub mod plot;
+pub mod scalar;
 pub mod scaling;
 pub mod sim;
 
