@@ -193,7 +193,7 @@ fn check_memory(cfg: &ExperimentConfig, max_memory: Option<&str>) -> flscale::Re
             None => return Ok(()),
         },
     };
-    flscale::limits::sample(cfg).check_memory("this experiment", limit, source)
+    flscale::sim::memory::sample(cfg).check_memory("this experiment", limit, source)
 }
 
 /// sample(source, kind, max_memory) -> (summary JSON text, dict of numpy arrays).

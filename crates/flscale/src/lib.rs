@@ -6,6 +6,9 @@
 //!   variational energy (paper §4–5, arXiv 2512.04165).
 //! * [`patterns`]: the feature-propagation rule engine for FCNs of any depth (paper §5.2,
 //!   App. C.3–C.5, E.1) and the catalog of data-file architectures (App. E.1.2, E.2, E.3).
+//! * [`activation`]: the activation functions σ and which have a closed-form NNGP kernel.
+//! * [`scalar`]: golden-section search, bisection and Brent's root finder on a bracket.
+//! * [`linalg`]: the dense symmetric eigendecomposition and Gram products on faer.
 //! * [`hermite`]: Hermite polynomials and Gauss–Hermite quadrature under the standard
 //!   Gaussian measure, used by every module that needs Gaussian expectations.
 //! * [`cavity`]: the solvable two-layer model (blog text, seed 001).
@@ -29,6 +32,7 @@
 //! | A_f | alignment ⟨f, y⟩/⟨y, y⟩ |
 //! | Ẽ_q | variational energy of pattern q; P\*/κ ∝ min_q Ẽ_q |
 
+pub mod activation;
 pub mod cavity;
 pub mod error;
 pub mod experiment;
@@ -36,8 +40,10 @@ pub mod hermite;
 pub mod kernels;
 pub mod ldt;
 pub mod limits;
+pub mod linalg;
 pub mod patterns;
 pub mod plot;
+pub mod scalar;
 pub mod scaling;
 pub mod sim;
 

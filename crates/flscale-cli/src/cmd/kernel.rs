@@ -4,9 +4,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use flscale::kernels::{
-    self, empirical_kernel, nngp_kernel, Activation, DataKind, Points, PropagateConfig,
-};
+use flscale::activation::NngpActivation;
+use flscale::kernels::{self, empirical_kernel, nngp_kernel, DataKind, Points, PropagateConfig};
 use flscale::plot::write_figure;
 use flscale::{Error, Result};
 use serde_json::json;
@@ -182,7 +181,7 @@ fn propagate(a: PropagateArgs, ctx: &Ctx) -> Result<()> {
     };
     cfg.data = data;
     cfg.activation = a.activation.parse()?;
-    if cfg.activation == Activation::Erf {
+    if cfg.activation == NngpActivation::Erf {
         return Err(Error::invalid(
             "--activation erf is not offered here; the paper's propagation figures use relu or poly",
         ));
@@ -262,7 +261,7 @@ fn propagate(a: PropagateArgs, ctx: &Ctx) -> Result<()> {
 }
 
 fn population(a: PopulationArgs) -> Result<()> {
-    let act: Activation = a.activation.parse()?;
+    let act: NngpActivation = a.activation.parse()?;
     let amps = a
         .amplifications
         .unwrap_or_else(kernels::default_amplifications);
@@ -308,7 +307,7 @@ fn population(a: PopulationArgs) -> Result<()> {
 }
 
 fn nngp(a: NngpArgs) -> Result<()> {
-    let act: Activation = a.activation.parse()?;
+    let act: NngpActivation = a.activation.parse()?;
     if !(2..=2000).contains(&a.points) || !(1..=10_000).contains(&a.d) {
         return Err(Error::invalid(format!(
             "--points {} / --d {} are not allowed; use 2–2000 points in dimension 1–10000",

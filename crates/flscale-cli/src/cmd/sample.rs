@@ -56,8 +56,8 @@ pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
     let source = args.experiment.display().to_string();
     let cfg = ExperimentConfig::from_toml(&text, &source)?;
     flscale::limits::check_steps(cfg.sampler.steps).map_err(|e| e.context(&source))?;
-    flscale::limits::check_experiment_values(&cfg).map_err(|e| e.context(&source))?;
-    super::limits::check(&flscale::limits::sample(&cfg), &source, ctx)?;
+    flscale::sim::memory::check_experiment_values(&cfg).map_err(|e| e.context(&source))?;
+    super::limits::check(&flscale::sim::memory::sample(&cfg), &source, ctx)?;
     std::fs::create_dir_all(&args.out).map_err(|e| {
         Error::invalid(format!(
             "cannot create output directory {}: {e}",

@@ -455,8 +455,8 @@ fn check_resources(sweep: &Sweep, shard: Option<(usize, usize)>, ctx: &Ctx) -> R
     for r in sweep.shard(i, n) {
         let what = format!("{} at grid point {}", sweep.source, r.id);
         flscale::limits::check_steps(r.config.sampler.steps).map_err(|e| e.context(&what))?;
-        flscale::limits::check_experiment_values(&r.config).map_err(|e| e.context(&what))?;
-        let e = flscale::limits::sample(&r.config);
+        flscale::sim::memory::check_experiment_values(&r.config).map_err(|e| e.context(&what))?;
+        let e = flscale::sim::memory::sample(&r.config);
         total.flops += e.flops;
         if largest.as_ref().is_none_or(|(l, _)| e.bytes() > l.bytes()) {
             total.work_sizes = e.work_sizes.clone();

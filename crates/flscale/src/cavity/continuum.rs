@@ -164,19 +164,7 @@ pub fn gfl_limit(inv: &Invariants) -> f64 {
     let g0 = inv.g0();
     let b_s = 1.0 / (inv.u * g0).sqrt();
     let f = |b: f64| b + inv.kappa * g0 * b / (1.0 - inv.u * g0 * b * b) - 1.0;
-    let (mut lo, mut hi) = (0.0, b_s.min(1.0));
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if f(mid) > 0.0 {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-        if hi - lo < 1e-15 {
-            break;
-        }
-    }
-    0.5 * (lo + hi)
+    crate::scalar::bisect(|b| f(b) > 0.0, 0.0, b_s.min(1.0), 1e-15, 200)
 }
 
 /// u / u_coexist(b, c) and ρ* for a first-order coexistence (`None` when Ũ has none, or when

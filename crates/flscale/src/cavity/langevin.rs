@@ -17,9 +17,9 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::adaptive::AdaptiveParams;
+use crate::activation::Activation;
 use crate::error::{Error, Result};
 use crate::experiment::store::{Store, StoreData};
-use crate::sim::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Likelihood, ModelKind, Parametrization};
 
 /// One Langevin run's R.

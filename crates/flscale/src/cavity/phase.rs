@@ -157,37 +157,6 @@ pub fn fold_closed_form(mf: &MeanField) -> Option<(f64, f64)> {
     (best.0 > 0.0).then(|| (u_from_slope(mf, best.0), rho_of_s(param_a(mf), best.1)))
 }
 
-/// Golden-section minimisation of `f` on [lo, hi] to a relative tolerance in x.
-pub(crate) fn golden_min(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64, tol: f64) -> (f64, f64) {
-    let inv_phi = (5f64.sqrt() - 1.0) / 2.0;
-    let mut x1 = hi - inv_phi * (hi - lo);
-    let mut x2 = lo + inv_phi * (hi - lo);
-    let (mut f1, mut f2) = (f(x1), f(x2));
-    for _ in 0..300 {
-        if (hi - lo) <= tol * (x1.abs() + x2.abs()).max(1e-300) {
-            break;
-        }
-        if f1 < f2 {
-            hi = x2;
-            x2 = x1;
-            f2 = f1;
-            x1 = hi - inv_phi * (hi - lo);
-            f1 = f(x1);
-        } else {
-            lo = x1;
-            x1 = x2;
-            f1 = f2;
-            x2 = lo + inv_phi * (hi - lo);
-            f2 = f(x2);
-        }
-    }
-    if f1 < f2 {
-        (x1, f1)
-    } else {
-        (x2, f2)
-    }
-}
-
 /// Minimises `f(s)` over s ∈ (0, ½) by a grid scan and golden-section refinement; returns the
 /// interior minimiser and value, or `None` when the smallest grid value sits at the first node
 /// (the infimum is then the limit s → 0).
@@ -206,7 +175,8 @@ fn interior_min_in_s(f: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
     if !best.is_finite() || best_j == 1 {
         return None;
     }
-    let (s, v) = golden_min(&f, s_of(best_j - 1), s_of(best_j + 1), SEARCH_TOL);
+    let m = crate::scalar::golden_min(&f, s_of(best_j - 1), s_of(best_j + 1), SEARCH_TOL, 300);
+    let (s, v) = (m.x, m.value);
     Some((s, v))
 }
 

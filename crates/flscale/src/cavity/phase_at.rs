@@ -99,26 +99,8 @@ fn scan(u: &impl Fn(f64) -> f64, scale: f64, rho_max: f64) -> Result<Vec<f64>> {
 
 /// Golden-section refinement of an extremum of `f` bracketed by [a, b] (`sign` = 1 for a
 /// minimum, −1 for a maximum).
-fn refine(f: &impl Fn(f64) -> f64, mut a: f64, mut b: f64, sign: f64) -> f64 {
-    let g = 0.5 * (5f64.sqrt() - 1.0);
-    let (mut x1, mut x2) = (b - g * (b - a), a + g * (b - a));
-    let (mut f1, mut f2) = (sign * f(x1), sign * f(x2));
-    for _ in 0..80 {
-        if f1 < f2 {
-            b = x2;
-            x2 = x1;
-            f2 = f1;
-            x1 = b - g * (b - a);
-            f1 = sign * f(x1);
-        } else {
-            a = x1;
-            x1 = x2;
-            f1 = f2;
-            x2 = a + g * (b - a);
-            f2 = sign * f(x2);
-        }
-    }
-    0.5 * (a + b)
+fn refine(f: &impl Fn(f64) -> f64, a: f64, b: f64, sign: f64) -> f64 {
+    crate::scalar::golden_min(|x| sign * f(x), a, b, 0.0, 80).midpoint()
 }
 
 /// The composite Simpson weight of node i of 0..=n (n even): 1, 4, 2, 4, …, 4, 1.

@@ -17,13 +17,10 @@ pub mod spectral;
 #[cfg(test)]
 mod tests;
 
-pub use nngp::{empirical_kernel, nngp_kernel, Activation, Points};
+pub use nngp::{empirical_kernel, nngp_kernel, Points};
 pub use population::{population_propagation, PopulationPoint, PopulationResult};
 pub use propagate::{
     default_amplifications, propagate, propagate_chart, propagate_with, DataKind, PropagateConfig,
     PropagatePoint, PropagateResult, PropagateTiming,
 };
-pub use spectral::{
-    default_par, eigh_benchmark, gram, max_eigen_residual, outer, sym_eigen, EighBench,
-    FeatureKernel, SpectralMethod, SymEigen,
-};
+pub use spectral::{default_par, eigh_benchmark, EighBench, FeatureKernel, SpectralMethod};

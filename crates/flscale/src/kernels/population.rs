@@ -36,7 +36,7 @@
 
 use rayon::prelude::*;
 
-use super::nngp::Activation;
+use crate::activation::NngpActivation;
 use crate::error::{Error, Result};
 use crate::hermite::GaussHermite;
 use crate::ldt::fit_line;
@@ -67,7 +67,7 @@ pub struct PopulationResult {
     /// Input dimension.
     pub d: usize,
     /// Activation of both layers.
-    pub activation: Activation,
+    pub activation: NngpActivation,
     /// Sample size of the finite-P column, if any.
     pub p: Option<usize>,
     /// λ\* = ⟨Φ\*, K₂, Φ\*⟩ (1/(4d) for ReLU at large d).
@@ -117,13 +117,13 @@ struct Node {
 
 /// Checks the inputs of [`population_propagation`].
 fn validate(
-    act: Activation,
+    act: NngpActivation,
     d: usize,
     amplifications: &[f64],
     p: Option<usize>,
     window: (f64, f64),
 ) -> Result<()> {
-    if act == Activation::Erf {
+    if act == NngpActivation::Erf {
         return Err(Error::invalid(
             "activation erf is not offered here; the paper's propagation figures use relu or poly",
         ));
@@ -175,7 +175,7 @@ struct Quadrature {
 
 impl Quadrature {
     /// The rule for dimension `d` and K₂ of `act` on it.
-    fn new(act: Activation, d: usize) -> Result<Self> {
+    fn new(act: NngpActivation, d: usize) -> Result<Self> {
         let df = d as f64;
         let m = df - 1.0;
         let gh = GaussHermite::new(HERMITE_NODES)?;
@@ -255,7 +255,7 @@ impl Quadrature {
     /// fᵀK₃f/P² inverted when `p` is given (module docs, "Finite P").
     fn expectation_at(
         &self,
-        act: Activation,
+        act: NngpActivation,
         lam: f64,
         amp: f64,
         p: Option<usize>,
@@ -307,7 +307,7 @@ impl Quadrature {
 /// and the log-log slopes over `window`. Deterministic for any thread count (partial sums are
 /// combined in a fixed order).
 pub fn population_propagation(
-    act: Activation,
+    act: NngpActivation,
     d: usize,
     amplifications: &[f64],
     p: Option<usize>,

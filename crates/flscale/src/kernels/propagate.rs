@@ -39,8 +39,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use rayon::prelude::*;
 
-use super::nngp::Activation;
 use super::spectral::{default_par, FeatureKernel, SpectralMethod};
+use crate::activation::NngpActivation;
 use crate::error::{Error, Result};
 use crate::ldt::fit_line;
 use crate::plot::{LineChart, Mark, Series};
@@ -82,7 +82,7 @@ pub struct PropagateConfig {
     /// Data measure.
     pub data: DataKind,
     /// Activation of both layers.
-    pub activation: Activation,
+    pub activation: NngpActivation,
     /// Layer normalisation of φ₁.
     pub layernorm: bool,
     /// The amplifications D (ascending, ≥ 1).
@@ -111,7 +111,7 @@ impl PropagateConfig {
             n2: 1000,
             p: 6000,
             data: DataKind::Gaussian,
-            activation: Activation::Relu,
+            activation: NngpActivation::Relu,
             layernorm: false,
             amplifications: default_amplifications(),
             fit_window: (8.0, 64.0),
@@ -163,7 +163,7 @@ impl PropagateConfig {
         size("n1", self.n1, 2, 50_000)?;
         size("n2", self.n2, 2, 50_000)?;
         size("p", self.p, 4, 50_000)?;
-        let bytes = crate::limits::kernel_propagate_bytes(self.d, self.n1, self.n2, self.p);
+        let bytes = propagate_bytes(self.d, self.n1, self.n2, self.p);
         let gib = bytes / (1u64 << 30) as f64;
         if gib > 24.0 {
             return Err(Error::invalid(format!(
@@ -203,6 +203,15 @@ impl PropagateConfig {
         }
         Ok(())
     }
+}
+
+/// Memory of `kernel propagate` in bytes (what [`PropagateConfig::validate`] caps): φ₁ and
+/// φ₁Zᵀ (P × N), Z (N₂ × N₁), and the N × N (or P × P when N ≥ P) matrix being decomposed,
+/// one per concurrent D point.
+pub fn propagate_bytes(d: usize, n1: usize, n2: usize, p: usize) -> f64 {
+    let (d, n1, n2, pf) = (d as f64, n1 as f64, n2 as f64, p as f64);
+    let side = |n: f64| n.min(pf);
+    8.0 * (pf * (n1 + 2.0 * n2 + d) + n1 * n2 + 4.0 * (side(n1).powi(2) + side(n2).powi(2)))
 }
 
 /// The two measured quantities at one amplification.
@@ -320,7 +329,7 @@ pub fn first_layer(cfg: &PropagateConfig, x: &Mat<f64>, par: Par) -> Result<Mat<
         par,
     );
     let act = cfg.activation;
-    let mut phi = Mat::<f64>::from_fn(cfg.p, cfg.n1, |i, j| act.apply(h[(i, j)]));
+    let mut phi = Mat::<f64>::from_fn(cfg.p, cfg.n1, |i, j| act.value_f64(h[(i, j)]));
     if cfg.layernorm {
         layer_norm(&mut phi)?;
     }
@@ -404,8 +413,9 @@ pub fn propagate_with(
         .par_iter()
         .map(|&amp| {
             let boost = (amp.sqrt() - 1.0) * inv_sqrt_n1;
-            let phi2 =
-                Mat::<f64>::from_fn(p, n2, |i, j| act.apply(h0[(i, j)] + boost * s[i] * c[j]));
+            let phi2 = Mat::<f64>::from_fn(p, n2, |i, j| {
+                act.value_f64(h0[(i, j)] + boost * s[i] * c[j])
+            });
             let k3 = FeatureKernel::new(phi2, cfg.method, par)?;
             let rkhs = k3.pinv_quadratic_form(&f);
             let expect = k3.quadratic_form(&f) / (p as f64 * p as f64);

@@ -3,7 +3,9 @@
 //! eigendecomposition for the low-rank route, an explicit least-squares solve for â.
 
 use super::*;
+use crate::activation::NngpActivation;
 use crate::hermite::{factorial, GaussHermite};
+use crate::linalg::{max_eigen_residual, sym_eigen};
 use faer::{Mat, Par};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -13,7 +15,11 @@ use rand_distr::StandardNormal;
 /// N₂ = 200 perturb ⟨f, K₃, f⟩ by O(1/√N) relative.
 const QUICK_RATIO_TOL: f64 = 0.25;
 
-const ACTS: [Activation; 3] = [Activation::Erf, Activation::Relu, Activation::Poly];
+const ACTS: [NngpActivation; 3] = [
+    NngpActivation::Erf,
+    NngpActivation::Relu,
+    NngpActivation::Poly,
+];
 
 fn random_points(p: usize, d: usize, seed: u64) -> Points {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -74,13 +80,13 @@ fn closed_forms_match_gauss_hermite_expectations() {
     for act in ACTS {
         for &(s11, s22, rho) in &[(1.0, 1.0, 0.3), (0.5, 2.0, -0.6), (1.3, 0.7, 0.95)] {
             let s12 = rho * f64::sqrt(s11 * s22);
-            let quad = if act == Activation::Relu {
+            let quad = if act == NngpActivation::Relu {
                 relu_pair_expectation(s11, s22, rho)
             } else {
                 gh.expect_pair(
                     rho,
-                    |u| act.apply(s11.sqrt() * u),
-                    |v| act.apply(s22.sqrt() * v),
+                    |u| act.value_f64(s11.sqrt() * u),
+                    |v| act.value_f64(s22.sqrt() * v),
                 )
             };
             let closed = act.kernel_from_cov(s11, s22, s12);
@@ -100,10 +106,10 @@ fn dot_product_expansions_match_hermite_coefficients_and_sum_to_the_kernel() {
         for s in [0.5, 1.0, 1.7] {
             let kmax = 8;
             let b = act.dot_product_coefficients(s, kmax);
-            let a = if act == Activation::Relu {
+            let a = if act == NngpActivation::Relu {
                 relu_hermite_coefficients(s, kmax)
             } else {
-                gh.hermite_coefficients(|z| act.apply(s.sqrt() * z), kmax)
+                gh.hermite_coefficients(|z| act.value_f64(s.sqrt() * z), kmax)
             };
             for k in 0..=kmax {
                 let want = factorial(k) * a[k] * a[k] / s.powi(k as i32);
@@ -141,9 +147,9 @@ fn empirical_kernels_converge_at_the_monte_carlo_rate() {
     for act in ACTS {
         let k = nngp_kernel(act, &pts, 1.0).unwrap();
         let fourth = |s: f64| match act {
-            Activation::Erf => 1.0,
-            Activation::Relu => 1.5 * s * s,
-            Activation::Poly => gh.expect(|z| act.apply(s.sqrt() * z).powi(4)),
+            NngpActivation::Erf => 1.0,
+            NngpActivation::Relu => 1.5 * s * s,
+            NngpActivation::Poly => gh.expect(|z| act.value_f64(s.sqrt() * z).powi(4)),
         };
         let diag_s: Vec<f64> = (0..pts.p)
             .map(|i| {
@@ -181,7 +187,7 @@ fn empirical_kernels_converge_at_the_monte_carlo_rate() {
 
 fn erf_kernel_mat(p: usize) -> Mat<f64> {
     let pts = random_points(p, 40, 5);
-    let k = nngp_kernel(Activation::Erf, &pts, 1.0).unwrap();
+    let k = nngp_kernel(NngpActivation::Erf, &pts, 1.0).unwrap();
     Mat::from_fn(p, p, |i, j| k[i * p + j])
 }
 
@@ -335,7 +341,7 @@ fn low_rank_and_dense_propagation_agree() {
 fn infinite_width_slope_is_minus_two_only_asymptotically_in_d() {
     let amps = default_amplifications();
     let at120 =
-        population_propagation(Activation::Relu, 120, &amps, Some(6000), (8.0, 64.0)).unwrap();
+        population_propagation(NngpActivation::Relu, 120, &amps, Some(6000), (8.0, 64.0)).unwrap();
     // Closed form of the linear eigenvalue: ReLU's first dot-product coefficient is 1/4.
     assert!((at120.phi_star_eigenvalue * 4.0 * 120.0 - 1.0).abs() < 1e-3);
     assert!((at120.slope + 1.6591).abs() < 0.003, "{}", at120.slope);
@@ -344,7 +350,7 @@ fn infinite_width_slope_is_minus_two_only_asymptotically_in_d() {
     let finite = at120.slope_finite_p.unwrap();
     assert!((finite + 1.5825).abs() < 0.003, "{finite}");
     let big =
-        population_propagation(Activation::Relu, 100_000, &amps, None, (32.0, 512.0)).unwrap();
+        population_propagation(NngpActivation::Relu, 100_000, &amps, None, (32.0, 512.0)).unwrap();
     assert!((big.slope + 2.0).abs() < 0.02, "{}", big.slope);
     for q in big
         .points
@@ -359,7 +365,7 @@ fn infinite_width_slope_is_minus_two_only_asymptotically_in_d() {
         .build()
         .unwrap();
     let seq = one.install(|| {
-        population_propagation(Activation::Relu, 120, &amps, Some(6000), (8.0, 64.0)).unwrap()
+        population_propagation(NngpActivation::Relu, 120, &amps, Some(6000), (8.0, 64.0)).unwrap()
     });
     assert_eq!(seq, at120);
 }
@@ -423,7 +429,7 @@ mod validation {
         ) {
             let act = ACTS[act];
             // Only inputs that fail validation: a valid one would run the full quadrature.
-            let bad = act == Activation::Erf || !(8..=10_000_000).contains(&d)
+            let bad = act == NngpActivation::Erf || !(8..=10_000_000).contains(&d)
                 || p.is_some_and(|p| p < 2) || amps.len() < 2 || amps.iter().any(|a| !(1.0..=1e8).contains(a));
             if bad {
                 let e = population_propagation(act, d, &amps, p, (lo, hi)).unwrap_err();
@@ -434,9 +440,22 @@ mod validation {
 
     #[test]
     fn parsers_reject_unknown_names() {
-        assert!("tanh".parse::<Activation>().is_err());
+        assert!("tanh".parse::<NngpActivation>().is_err());
         assert!("uniform".parse::<DataKind>().is_err());
         assert!("svd".parse::<SpectralMethod>().is_err());
-        assert_eq!("relu".parse::<Activation>().unwrap(), Activation::Relu);
+        assert_eq!(
+            "relu".parse::<NngpActivation>().unwrap(),
+            NngpActivation::Relu
+        );
     }
+}
+
+#[test]
+fn kernel_bytes_match_the_propagate_formula() {
+    // Fig. 5 sizes: d = 120, N1 = 2000, N2 = 1000, P = 6000.
+    let doubles = 6000 * (2000 + 2000 + 120) + 2000 * 1000 + 4 * (2000 * 2000 + 1000 * 1000);
+    assert_eq!(
+        propagate::propagate_bytes(120, 2000, 1000, 6000),
+        doubles as f64 * 8.0
+    );
 }

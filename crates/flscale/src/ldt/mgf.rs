@@ -47,6 +47,7 @@
 
 use super::quad::integrate;
 use crate::error::{Error, Result};
+use crate::scalar::golden_min;
 
 /// Requested relative accuracy of every 1-D quadrature (raised to 32·ε·L for large exponents
 /// L, module docs).
@@ -396,7 +397,9 @@ pub(crate) fn scan_maxima(
             let (x, y, e) = if i == 0 || i == n {
                 (xs[i], ys[i], 0)
             } else {
-                golden_max(f, xs[i - 1], xs[i + 1])
+                // Golden section on −f, to 1e-11 relative, at most 200 evaluations.
+                let m = golden_min(|x| -f(x), xs[i - 1], xs[i + 1], 1e-11, 198);
+                (m.x, -m.value, m.evals)
             };
             evals += e;
             peaks.push(x);
@@ -404,36 +407,6 @@ pub(crate) fn scan_maxima(
         }
     }
     (peaks, best, evals)
-}
-
-/// Golden-section maximisation of a unimodal function on [a, b]; (argmax, max, evaluations).
-fn golden_max(f: &mut impl FnMut(f64) -> f64, mut a: f64, mut b: f64) -> (f64, f64, usize) {
-    let r = 0.5 * (5f64.sqrt() - 1.0);
-    let mut c = b - r * (b - a);
-    let mut d = a + r * (b - a);
-    let (mut fc, mut fd) = (f(c), f(d));
-    let mut evals = 2;
-    while (b - a) > 1e-11 * (a.abs() + b.abs()).max(1e-300) && evals < 200 {
-        if fc > fd {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - r * (b - a);
-            fc = f(c);
-        } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + r * (b - a);
-            fd = f(d);
-        }
-        evals += 1;
-    }
-    if fc > fd {
-        (c, fc, evals)
-    } else {
-        (d, fd, evals)
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Adaptive Gauss–Kronrod quadrature and Brent's bracketing root finder, the two numerical
-//! kernels of the large-deviation computation.
+//! Adaptive Gauss–Kronrod quadrature, the numerical kernel of the large-deviation
+//! computation (its root finder is [`crate::scalar::brent_root`]).
 //!
 //! **Quadrature.** Globally adaptive 7-point Gauss / 15-point Kronrod rule (QUADPACK `qag`
 //! with `key = 1`; Piessens et al., *QUADPACK*, 1983, §2.2). Each interval carries the
@@ -10,10 +10,6 @@
 //! The integrand may return several components at once (Z and its t-derivative share the
 //! same nodes); an interval's error is the largest relative error over the components.
 //!
-//! **Root finding.** Brent's method (R. P. Brent, *Algorithms for Minimization without
-//! Derivatives*, 1973, ch. 4, `zeroin`): inverse quadratic interpolation with bisection as a
-//! safeguard, so the bracket shrinks at least geometrically and convergence is guaranteed
-//! for any continuous function with a sign change.
 
 use crate::error::{Error, Result};
 
@@ -173,90 +169,6 @@ pub fn integrate<const M: usize>(
     }
 }
 
-/// Brent's root finder on a bracket [a, b] with f(a)·f(b) ≤ 0; stops when the bracket is
-/// below `x_tol` (absolute) or f vanishes. Errors if the bracket does not change sign.
-pub fn brent_root(
-    mut f: impl FnMut(f64) -> Result<f64>,
-    mut a: f64,
-    mut b: f64,
-    x_tol: f64,
-    max_iter: usize,
-) -> Result<f64> {
-    let mut fa = f(a)?;
-    let mut fb = f(b)?;
-    if fa == 0.0 {
-        return Ok(a);
-    }
-    if fb == 0.0 {
-        return Ok(b);
-    }
-    if fa.signum() == fb.signum() {
-        return Err(Error::runtime(format!(
-            "root bracket [{a}, {b}] does not change sign (f = {fa}, {fb})"
-        )));
-    }
-    let (mut c, mut fc) = (a, fa);
-    let mut d = b - a;
-    let mut e = d;
-    for _ in 0..max_iter {
-        if fb.signum() == fc.signum() {
-            c = a;
-            fc = fa;
-            d = b - a;
-            e = d;
-        }
-        if fc.abs() < fb.abs() {
-            a = b;
-            b = c;
-            c = a;
-            fa = fb;
-            fb = fc;
-            fc = fa;
-        }
-        let tol = 2.0 * f64::EPSILON * b.abs() + 0.5 * x_tol;
-        let m = 0.5 * (c - b);
-        if m.abs() <= tol || fb == 0.0 {
-            return Ok(b);
-        }
-        if e.abs() >= tol && fa.abs() > fb.abs() {
-            // Inverse quadratic interpolation (secant when only two points are distinct).
-            let s = fb / fa;
-            let (mut p, mut q);
-            if a == c {
-                p = 2.0 * m * s;
-                q = 1.0 - s;
-            } else {
-                let qa = fa / fc;
-                let r = fb / fc;
-                p = s * (2.0 * m * qa * (qa - r) - (b - a) * (r - 1.0));
-                q = (qa - 1.0) * (r - 1.0) * (s - 1.0);
-            }
-            if p > 0.0 {
-                q = -q;
-            } else {
-                p = -p;
-            }
-            if 2.0 * p < (3.0 * m * q - (tol * q).abs()).min((e * q).abs()) {
-                e = d;
-                d = p / q;
-            } else {
-                d = m;
-                e = m;
-            }
-        } else {
-            d = m;
-            e = m;
-        }
-        a = b;
-        fa = fb;
-        b += if d.abs() > tol { d } else { tol.copysign(m) };
-        fb = f(b)?;
-    }
-    Err(Error::runtime(format!(
-        "Brent's method did not converge in {max_iter} iterations"
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,16 +205,6 @@ mod tests {
             "{}",
             n.value[0] / want
         );
-    }
-
-    #[test]
-    fn brent_finds_roots_and_rejects_bad_brackets() {
-        let r = brent_root(|x| Ok(x * x * x - 2.0), 0.0, 2.0, 1e-14, 100).unwrap();
-        assert!((r - 2f64.cbrt()).abs() < 1e-13);
-        // A step-like function (what g'(t) looks like at large d) still converges.
-        let r = brent_root(|x| Ok((200.0 * (x - 0.7)).tanh()), 0.0, 1.0, 1e-14, 200).unwrap();
-        assert!((r - 0.7).abs() < 1e-12);
-        assert!(brent_root(|x| Ok(x * x + 1.0), -1.0, 1.0, 1e-12, 50).is_err());
     }
 
     #[test]

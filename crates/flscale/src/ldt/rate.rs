@@ -5,13 +5,13 @@
 //! function. Its derivative g′(t) = α − tσ₂²⟨h²⟩_t (see [`super::mgf`]) equals α > 0 at t = 0
 //! and tends to −∞ (⟨h²⟩_t → sup h² = 1/(3π) > 0), so the maximiser is the unique root of g′,
 //! found by bracketing: t\* ≥ 3πα/σ₂² (because ⟨h²⟩_t ≤ 1/(3π)), the upper end by doubling
-//! until g′ < 0, then Brent's method ([`super::quad::brent_root`]). At large d, g′ drops
+//! until g′ < 0, then Brent's method ([`crate::scalar::brent_root`]). At large d, g′ drops
 //! steeply across the first-order transition of the tilted law (the specialisation peaks
 //! take over), which is why a safeguarded bracketing method is used rather than Newton.
 
 use super::mgf::{LdtModel, H2_SUP};
-use super::quad::brent_root;
 use crate::error::{Error, Result};
+use crate::scalar::{brent_root, golden_min};
 
 /// E(α) with everything needed to interpret it.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -135,27 +135,13 @@ impl LdtModel {
         // Coordinate-wise refinement.
         let (mut beta, mut rho) = (best.1, best.2);
         for _ in 0..40 {
-            beta = golden_min(|b| c_of(b, rho), beta * 0.9, beta * 1.1);
+            beta = golden_min(|b| c_of(b, rho), beta * 0.9, beta * 1.1, 0.0, 100).midpoint();
             if self.perp == super::mgf::Perp::Exact {
-                rho = golden_min(|r| c_of(beta, r), rho * 0.9, rho * 1.1);
+                rho = golden_min(|r| c_of(beta, r), rho * 0.9, rho * 1.1, 0.0, 100).midpoint();
             }
         }
         (2.0 * c_of(beta, rho)).sqrt() / self.sigma2_sq.sqrt()
     }
-}
-
-fn golden_min(f: impl Fn(f64) -> f64, mut a: f64, mut b: f64) -> f64 {
-    let r = 0.5 * (5f64.sqrt() - 1.0);
-    for _ in 0..100 {
-        let c = b - r * (b - a);
-        let d = a + r * (b - a);
-        if f(c) < f(d) {
-            b = d
-        } else {
-            a = c
-        }
-    }
-    0.5 * (a + b)
 }
 
 /// E(α) on a grid of thresholds.

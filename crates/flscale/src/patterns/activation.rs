@@ -6,12 +6,9 @@
 //! E[σ(Ĥe_j(z)) Ĥe_k(z)] of a specialised neuron's post-activation σ(F), F = Ĥe_j(Φ\*), with
 //! each feature He_k(Φ\*).
 
+use crate::activation::Activation;
 use crate::error::{Error, Result};
 use crate::hermite::{he_normalized, GaussHermite};
-
-/// Pointwise activation σ: the same type the Langevin engine samples with, so that a
-/// prediction and a measurement cannot disagree about what "erf" or "poly" means.
-pub use crate::sim::activation::Activation;
 
 /// Parses `erf | relu | tanh | linear | poly`.
 pub fn parse_activation(s: &str) -> Result<Activation> {

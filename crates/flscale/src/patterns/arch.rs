@@ -477,7 +477,7 @@ impl Architecture {
 /// was parsed, not by a preset's name, so that an edited copy is marked only while it is
 /// still the paper's setup.
 pub fn paper_patterns(spec: &FcnSpec) -> Option<(&'static str, &'static [&'static str])> {
-    use super::activation::Activation;
+    use crate::activation::Activation;
     if spec.activation != Activation::Erf {
         return None;
     }

@@ -6,7 +6,8 @@
 //! norm scale is their minimum, spec 01 "Several routes, one norm"). A pattern assigns one
 //! behaviour to every layer; the energy is Ẽ_q = a_y + Σ_l Δ_l (paper eq. 11 / App. C.4).
 
-use super::activation::{Activation, HermiteStructure};
+use super::activation::HermiteStructure;
+use crate::activation::Activation;
 use crate::error::{Error, Result};
 use crate::scaling::{Constraint, Monomial, Q};
 

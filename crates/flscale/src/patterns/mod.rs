@@ -8,7 +8,6 @@ pub mod phase;
 pub mod predict;
 pub mod report;
 
-pub use activation::Activation;
 pub use arch::{Architecture, PRESETS};
 pub use fcn::{enumerate_patterns, FcnSpec, LayerKind, Parametrization, PatternSpec};
 pub use predict::{compare, PatternResult, Prediction};

@@ -74,6 +74,7 @@ pub mod data;
 pub mod driver;
 pub mod ensemble;
 pub mod kernel;
+pub mod memory;
 pub mod model;
 pub mod num;
 pub mod observe;

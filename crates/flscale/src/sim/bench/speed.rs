@@ -6,10 +6,10 @@
 
 use serde::Serialize;
 
+use crate::activation::Activation;
 use crate::sim::config::{Covariance, DataConfig, TargetConfig, Teacher};
 use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
 
 /// One timed case.

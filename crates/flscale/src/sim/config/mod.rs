@@ -39,8 +39,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::activation::Activation;
 use crate::error::{Error, Result};
-use crate::sim::model::activation::Activation;
 
 /// A whole experiment: model, data, target, sampler settings and priors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -597,7 +597,7 @@ pub fn predict<T: Real, M: Model<T>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::model::activation::Activation;
+    use crate::activation::Activation;
     use rand::{Rng, SeedableRng};
 
     fn model(widths: Vec<usize>) -> FcnModel {

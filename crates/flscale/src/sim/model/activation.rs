@@ -1,29 +1,12 @@
-//! Activation functions σ and their derivatives σ′, evaluated on whole pre-activation
-//! matrices at once (spec 02, "Models": erf | relu | tanh | linear | poly).
+//! The activations σ of [`crate::activation`] and their derivatives σ′, evaluated on whole
+//! pre-activation matrices at once in the sampler's precision.
 //!
 //! The erf path dominates the cost of a Langevin step after the two GEMMs, so in f32 it is a
 //! branch-free rational approximation that shares one exponential between erf and its
 //! derivative, in the CPU's vector build ([`crate::sim::num::f32math`]).
 
-use serde::{Deserialize, Serialize};
-
+use crate::activation::Activation;
 use crate::sim::num::real::Real;
-
-/// The element-wise non-linearity of every hidden layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Activation {
-    /// σ(h) = erf(h) (the paper's main activation, odd).
-    Erf,
-    /// σ(h) = max(0, h).
-    Relu,
-    /// σ(h) = tanh(h).
-    Tanh,
-    /// σ(h) = h (deep linear network).
-    Linear,
-    /// σ(h) = 1 + h + h² (spec 02 "poly").
-    Poly,
-}
 
 impl Activation {
     /// Writes σ(h) into `value` and σ′(h) into `derivative`.
@@ -57,28 +40,6 @@ impl Activation {
                     *g = one + two * x;
                 }
             }
-        }
-    }
-
-    /// σ(h) only (observables on the test set need no derivative).
-    pub fn value_f64(self, x: f64) -> f64 {
-        match self {
-            Activation::Erf => libm::erf(x),
-            Activation::Relu => x.max(0.0),
-            Activation::Tanh => x.tanh(),
-            Activation::Linear => x,
-            Activation::Poly => 1.0 + x + x * x,
-        }
-    }
-
-    /// The name as written in experiment files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Activation::Erf => "erf",
-            Activation::Relu => "relu",
-            Activation::Tanh => "tanh",
-            Activation::Linear => "linear",
-            Activation::Poly => "poly",
         }
     }
 }

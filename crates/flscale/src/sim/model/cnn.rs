@@ -31,9 +31,9 @@
 use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
+use crate::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
-use crate::sim::model::activation::Activation;
 use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
 use crate::sim::model::interface::PreconditionedUnits;
 use crate::sim::num::real::Real;

@@ -733,8 +733,8 @@ pub fn readout_conditional<T: Real, M: Model<T>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activation::Activation;
     use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-    use crate::sim::model::activation::Activation;
     use rand::{Rng, SeedableRng};
 
     /// A small ensemble in f64 with random data; `params` of every chain drawn from the prior.

@@ -27,8 +27,8 @@
 use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
+use crate::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Parametrization};
-use crate::sim::model::activation::Activation;
 use crate::sim::num::real::Real;
 
 /// The architecture and prior of an FCN (no weights: those live in the sampler's blocks).

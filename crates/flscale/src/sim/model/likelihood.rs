@@ -110,7 +110,7 @@ mod tests {
     /// against central finite differences of L computed from the forward pass.
     #[test]
     fn cross_entropy_network_gradient_matches_finite_differences() {
-        use crate::sim::model::activation::Activation;
+        use crate::activation::Activation;
         use crate::sim::model::fcn::{backward, forward, FcnModel, Scratch};
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);

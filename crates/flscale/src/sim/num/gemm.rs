@@ -201,7 +201,7 @@ mod tests {
         assert!(workspace_bytes_per_thread() >= l2, "{l2}");
     }
 
-    /// The sampler reserves only what [`crate::limits::sample`] counts: no module under
+    /// The sampler reserves only what [`crate::sim::memory::sample`] counts: no module under
     /// sim/ may call faer's product or its dense eigensolver (module doc).
     #[test]
     fn the_sampler_calls_neither_faers_product_nor_its_dense_eigensolver() {

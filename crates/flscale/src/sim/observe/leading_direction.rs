@@ -54,7 +54,7 @@ impl PooledSecondMoment {
     }
 
     /// Whether a run with filters of length `dim` keeps the pooled sum (its memory,
-    /// `dim`²·8 bytes, enters [`crate::limits::sample`] only then).
+    /// `dim`²·8 bytes, enters [`crate::sim::memory::sample`] only then).
     pub fn enabled_for(dim: usize) -> bool {
         dim > 0 && dim <= MAX_LEADING_DIRECTION_DIM
     }
@@ -269,7 +269,7 @@ fn solve_shifted_tridiagonal(alpha: &[f64], beta: &[f64], sigma: f64, b: &mut [f
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::spectral::sym_eigen;
+    use crate::linalg::sym_eigen;
     use rand::SeedableRng;
     use rand_distr::{Distribution, StandardNormal};
 

@@ -7,7 +7,7 @@
 //! its finite-n terms. The covariance follows the layer recursion element-wise:
 //! K_1(x, x′) = σ1² x·x′/d and, for l ≥ 2, K_l = σ_l² E[σ(u)σ(v)] with (u, v) Gaussian of
 //! covariance K_{l−1} on (x, x′) — the arcsine kernel for erf, the arc-cosine kernel for ReLU,
-//! Wick's theorem for poly ([`crate::kernels::nngp`]), K_{l−1} itself for linear. With layer
+//! Wick's theorem for poly ([`crate::activation`]), K_{l−1} itself for linear. With layer
 //! normalisation the infinite-width LN subtracts the mean m(x) = E[σ(u)] and divides by the
 //! standard deviation, K_l = σ_l² (E[σ(u)σ(v)] − m(x)m(x′))/√(v(x)v(x′)), v = E[σ²] − m²,
 //! with m = 0 (erf, linear), √(K/(2π)) (ReLU), 1 + K (poly). tanh has no closed form: its
@@ -41,20 +41,17 @@
 
 use rayon::prelude::*;
 
+use crate::activation::Activation;
 use crate::hermite::GaussHermite;
-use crate::kernels::nngp::Activation as KernelActivation;
-use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
 
 /// E[σ(u)σ(v)] for (u, v) Gaussian with variances s11, s22 and covariance s12 (None: no
 /// closed form).
 fn pair_moment(act: Activation, s11: f64, s22: f64, s12: f64) -> Option<f64> {
-    match act {
-        Activation::Erf => Some(KernelActivation::Erf.kernel_from_cov(s11, s22, s12)),
-        Activation::Relu => Some(KernelActivation::Relu.kernel_from_cov(s11, s22, s12)),
-        Activation::Poly => Some(KernelActivation::Poly.kernel_from_cov(s11, s22, s12)),
-        Activation::Linear => Some(s12),
-        Activation::Tanh => None,
+    match (act, act.nngp()) {
+        (_, Some(closed)) => Some(closed.kernel_from_cov(s11, s22, s12)),
+        (Activation::Linear, None) => Some(s12),
+        (_, None) => None,
     }
 }
 

@@ -163,19 +163,11 @@ pub fn fit_side_peak(values: &[(f64, f64)]) -> SidePeak {
 fn membership_threshold(pi: f64, s0: f64, mu: f64, s1: f64) -> Option<f64> {
     let diff =
         |x: f64| (pi.ln() + ln_normal(x, mu, s1)) - ((1.0 - pi).ln() + ln_half_normal(x, s0));
-    let (mut lo, mut hi) = (0.0, mu);
+    let (lo, hi) = (0.0, mu);
     if !(diff(lo) < 0.0 && diff(hi) > 0.0) {
         return None;
     }
-    for _ in 0..200 {
-        let m = 0.5 * (lo + hi);
-        if diff(m) > 0.0 {
-            hi = m;
-        } else {
-            lo = m;
-        }
-    }
-    Some(0.5 * (lo + hi))
+    Some(crate::scalar::bisect(|m| diff(m) > 0.0, lo, hi, 0.0, 200))
 }
 
 #[cfg(test)]

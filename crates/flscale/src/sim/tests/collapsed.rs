@@ -3,13 +3,13 @@
 //! the collapsed and plain samplers, and the blog setting at P = 32·d from cold and hot
 //! starts. Tolerances are stated with the Monte Carlo error they allow.
 
+use crate::activation::Activation;
 use crate::sim::bench::sampling::{blog_config, SamplingSetting};
 use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
 use crate::sim::driver::run::run_experiment;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
-use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::tests::exact::top_eigenvalue;
 

@@ -4,10 +4,10 @@
 //! Sizes are small so that the whole file runs in seconds; tolerances are stated with the
 //! Monte Carlo error they allow.
 
+use crate::activation::Activation;
 use crate::sim::config::ExperimentConfig;
 use crate::sim::driver::run::run_experiment;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::num::linalg;
 use crate::sim::tests::exact::{linear_readout_posterior, top_eigenvalue};

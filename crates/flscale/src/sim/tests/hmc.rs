@@ -2,11 +2,11 @@
 //! volume-preserving, its energy error is second order in the step, and at P = 0 the sampler
 //! draws the prior (Neal, "MCMC using Hamiltonian dynamics", 2011, sec. 5.2.3.3, 5.3.2).
 
+use crate::activation::Activation;
 use crate::sim::config::SamplerMethod;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
-use crate::sim::model::activation::Activation;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::tests::collapsed::mean_err;
 
