@@ -36,6 +36,7 @@ pub mod activation;
 pub mod cavity;
 pub mod error;
 pub mod experiment;
+pub mod free_energy;
 pub mod hermite;
 pub mod kernels;
 pub mod ldt;

@@ -1,0 +1,1 @@
+//! Exact tests of the free-energy statistics.
