@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The layering of ARCHITECTURE.md: no module circle, no upward import (seconds; fails first).
+python3 scripts/import_layers.py
+
 # The browser test of `flscale serve` (crates/flscale-cli/tests/serve_cli.rs) drives headless
 # Chromium through chromedriver; under CI it fails without them, so install Debian's packages
 # when they are missing and this script may (root with apt-get).
