@@ -87,7 +87,8 @@ function modelQuery() {
   return q;
 }
 
-const VIEW_GRID = { rho_max: "1.2", points: "301", diagram_points: "201" };
+// rho_max=auto: the server widens the ρ range to hold every well (the answer says how far).
+const VIEW_GRID = { rho_max: "auto", points: "301", diagram_points: "201" };
 const fetchView = latest(q => {
   const full = new URLSearchParams(q);
   full.delete("zoom");
@@ -96,12 +97,12 @@ const fetchView = latest(q => {
 });
 
 // The CLI commands that print what the model view shows.
-function modelCommand(q) {
+function modelCommand(q, rhoMax) {
   const flag = k => "--" + k.replace("_", "-");
   const residual = ["sigma_w2", "b", "c"].flatMap(k => [flag(k), q.get(k)]);
   const potential = ["flscale", "cavity", "potential", ...residual];
   for (const k of ["u", "p", "n", "t", "s_a2"]) if (q.has(k)) potential.push(flag(k), q.get(k));
-  potential.push("--d", q.get("d"), "--rho-max", VIEW_GRID.rho_max, "--points", VIEW_GRID.points, "--json");
+  potential.push("--d", q.get("d"), "--rho-max", String(rhoMax), "--points", VIEW_GRID.points, "--json");
   const phase = ["flscale", "cavity", "phase", ...residual, "--d", q.get("d"), "--json"];
   return command(potential) + "\n" + command(phase);
 }
@@ -162,15 +163,24 @@ async function updateModel() {
   showError("model-error", null);
   renderModel(v);
   zoomU(v.phase);
-  $("model-cli").textContent = modelCommand(q);
+  $("model-cli").textContent = modelCommand(q, v.rho_max);
   $("model").dataset.rendered = q.toString();
 }
 
 function renderModel(v) {
-  const ph = v.phase, pt = v.point;
+  const ph = v.phase, pt = v.point, w = v.wells;
   $("u-value").textContent = precise(pt.u);
-  $("phase-label").textContent = pt.phase;
+  $("phase-label").textContent = pt.phase + (pt.label ? ` (${pt.label})` : "");
   $("phase-description").textContent = "— " + pt.description;
+  $("phase-from").textContent = `(from ${pt.from})`;
+  const side = w.minima.filter(m => m.rho > 0);
+  const outer = Math.max(0, ...w.minima.map(m => m.rho));
+  $("wells-here").textContent = (side.length
+    ? `side minima at ρ = ${side.map(m => "±" + fmt(m.rho)).join(", ")} (−log p there minus at ρ = 0: ${side.map(m => fmt(m.depth)).join(", ")}), barrier at ${fmt(w.barrier)}; side-well mass ${fmt(w.side_mass)}`
+    : "one well, at ρ = 0") + (outer > v.rho_max ? ` — beyond the drawn range |ρ| ≤ ${v.rho_max}` : "");
+  $("r-here").textContent = `${precise(w.r_total)} over the posterior at D = ${ph.d}` +
+    (w.r_centre !== null && side.length ? `; ${fmt(w.r_centre)} in the centre` : "") +
+    (w.r_side !== null ? `, ${fmt(w.r_side)} in the side wells` : "");
   $("transition-kind").textContent = ph.kind;
   $("u-fold").textContent = precise(ph.u_fold.u);
   $("u-coexist").textContent = precise(ph.u_coexist.u);
@@ -181,26 +191,36 @@ function renderModel(v) {
   const pot = v.potential, curve = pot.curves[0].potential_over_d;
   const min = Math.min(...curve.filter(isFinite));
   const pts = pot.rho.map((x, i) => ({ x, y: curve[i] - min }));
-  const inner = pts.filter(p => Math.abs(p.x) <= Math.max(1.2 * ph.rho_star, 0.6)).map(p => p.y);
+  // The height that shows every well: the curve's top within a little beyond the outermost.
+  const inner = pts.filter(p => Math.abs(p.x) <= Math.max(1.2 * outer, 0.6)).map(p => p.y);
   const top = Math.max(...inner.filter(isFinite), 1e-6);
   drawChart($("potential-plot"), {
     series: [{ name: pot.curves[0].label, points: pts }],
-    xlabel: "ρ", ylabel: "(Ũ − min Ũ)/D", title: `${pot.model} potential: ${pot.parameters}`,
+    xlabel: "ρ", ylabel: pot.model === "finite" ? "(U − min U)/D" : "(Ũ − min Ũ)/D", title: `${pot.model} potential: ${pot.parameters}`,
     yrange: [-0.05 * top, 1.1 * top],
-    vlines: ph.rho_star > 0 ? [{ x: -ph.rho_star, label: "−ρ*" }, { x: ph.rho_star, label: "ρ*" }] : [],
+    vlines: side.flatMap(m => [{ x: -m.rho, label: "−ρ*" }, { x: m.rho, label: `ρ* = ${fmt(m.rho)}` }]),
   }, $("tooltip"));
-  const rows = v.diagram.rows;
-  const us = rows.flatMap(r => [num(r.u_fold), num(r.u_coexist)]).concat([pt.u, num(ph.u_spinodal && ph.u_spinodal.u)]);
+  drawChart($("diagram-plot"), diagramChart(v), $("tooltip"));
+}
+
+// The (c, u) diagram with the current point. A point far above the lines (the finite model's
+// u is often thousands) switches the u axis to log scale so that the point stays on it.
+function diagramChart(v) {
+  const rows = v.diagram.rows, ph = v.phase, pt = v.point;
+  const us = rows.flatMap(r => [num(r.u_fold), num(r.u_coexist)]).concat([num(ph.u_spinodal && ph.u_spinodal.u)]);
   const umax = Math.max(...us.filter(isFinite)) * 1.1;
-  drawChart($("diagram-plot"), {
+  const ylog = pt.u > 3 * umax;
+  const positive = us.filter(u => isFinite(u) && u > 0);
+  const yrange = ylog ? [Math.min(...positive) / 1.5, pt.u * 2] : [0, Math.max(umax, 1.1 * pt.u)];
+  return {
     series: [
       { name: "u_fold", points: rows.map(r => ({ x: r.c, y: num(r.u_fold) })), dash: "5 3" },
       { name: "u_coexist", points: rows.map(r => ({ x: r.c, y: num(r.u_coexist) })) },
       { name: "u_spinodal", points: rows.map(r => ({ x: r.c, y: num(r.u_spinodal) })), dash: "2 3" },
     ],
-    xlabel: "c", ylabel: "u", yrange: [0, Math.min(umax, 1e4)],
+    xlabel: "c", ylabel: "u", ylog, yrange,
     marker: { x: pt.c, y: pt.u, label: pt.phase },
-  }, $("tooltip"));
+  };
 }
 
 function initModel() {
@@ -358,11 +378,62 @@ async function initResults(index) {
     return;
   }
   $("results-view").hidden = false;
-  const dir = (list.find(r => String(r.index) === String(index)) || {}).path || "DIR";
-  $("results-cli").textContent = ["fit", "pstar"].map(c => command(["flscale", c, dir])).join("\n");
+  $("results-cli").textContent = v.cli.join("\n");
   renderResults(v, index);
   $("obs-logy").addEventListener("change", () => renderResults(v, index));
   $("results").dataset.rendered = "ok";
+}
+
+// P* per group with the interval `pstar` reports including the bracket (hollow: the crossing
+// is only bracketed), the fitted line and the predicted slope through its centre.
+function pstarChart(v) {
+  const t = v.pstar, f = v.fit;
+  const rows = t ? t.rows.filter(r => r.pstar !== null) : [];
+  const ps = [{ name: "P* (95 % with bracket)", dots: true, line: false, points: rows.map(r => {
+    const [lo, hi] = r.ci95_with_bracket || r.ci95 || [null, null];
+    return { x: r.group, y: r.pstar, err: r.err, lo, hi, open: !r.resolved,
+      note: `bracket [${r.bracket.map(fmt).join(", ")}] ${r.resolved ? "ok" : "only bracketed"}` };
+  }) }];
+  if (f && f.points.length >= 2) {
+    // The fit is ln P* = intercept + exponent·ln x; the predicted slope is drawn through the
+    // fit's value at the points' geometric centre.
+    const gx = f.points.map(p => p[0]);
+    const x0 = Math.exp(gx.reduce((s, x) => s + Math.log(x), 0) / gx.length);
+    const y0 = Math.exp(f.intercept) * Math.pow(x0, f.exponent);
+    const line = slope => [Math.min(...gx), Math.max(...gx)].map(x => ({ x, y: y0 * Math.pow(x / x0, slope) }));
+    const name = f.exponent_claimed ? `fit: slope ${fmt(f.exponent)}` : `slope through the points ${fmt(f.exponent)} (no exponent claimed)`;
+    ps.push({ name, points: line(f.exponent), dash: f.exponent_claimed ? "" : "2 3" });
+    if (f.predicted) ps.push({ name: `predicted: slope ${f.predicted.exact}`, dash: "6 4", points: line(f.predicted.value) });
+  }
+  return { series: ps, xlog: true, ylog: true, xlabel: t ? t.group : v.analysis.group, ylabel: "P*" };
+}
+
+// The fit's verdict as `flscale fit` words it: the exponent only where the fit claims one,
+// else the slope through the points, named as such.
+function claimText(f) {
+  const pm = f.err === null ? "" : " ± " + fmt(f.err);
+  if (!f.exponent_claimed) {
+    return `no exponent claimed from ${f.points.length} point(s); the slope through them is ${fmt(f.exponent)}${pm}`;
+  }
+  return `measured exponent ${fmt(f.exponent)}${pm}` + (f.ci95 ? ` (95 % interval ${f.ci95.map(fmt).join(" … ")})` : "");
+}
+
+// Every flag, warning and note of `fit --json` and `pstar --json`, each once.
+function resultWarnings(v) {
+  const out = [];
+  const add = (kind, text) => { if (text && !out.some(o => o[1] === text)) out.push([kind, text]); };
+  if (v.fit_error) add("flscale fit refuses", v.fit_error);
+  if (v.pstar_error) add("flscale pstar refuses", v.pstar_error);
+  for (const r of [v.fit, v.pstar].filter(Boolean)) {
+    for (const w of r.fit_warnings || []) add("warning", w);
+    add("warning", r.step_bias);
+  }
+  for (const n of (v.fit && v.fit.unresolved) || []) add("note", n);
+  for (const k of (v.fit && v.fit.skipped) || []) add("left out", k);
+  if (v.fit) add("note", v.fit.mu_rule);
+  for (const n of v.notes) add("note", n);
+  add("note", (v.fit || v.pstar || {}).equilibration);
+  return out;
 }
 
 function renderResults(v, index) {
@@ -370,10 +441,20 @@ function renderResults(v, index) {
   $("results-name").textContent = v.name;
   $("results-progress").textContent = `${v.finished} of ${v.total} runs finished`;
   const f = v.fit;
-  $("results-exponent").textContent = f ? `${fmt(f.exponent)}${f.err === null ? "" : " ± " + fmt(f.err)}` : "none";
-  $("results-predicted").textContent = f && f.predicted ? `${fmt(f.predicted.value)} (${f.predicted.description})` : "none";
-  $("results-what").textContent = f ? `${f.what}; 95 % interval ${f.ci95 ? f.ci95.map(fmt).join(" … ") : "n/a"}` : "";
-  $("results-notes").textContent = v.notes.join(" ");
+  $("results-exponent").textContent = f ? claimText(f) : "none (flscale fit refuses this store; see below)";
+  $("results-exponent").dataset.claimed = f && f.exponent_claimed ? "yes" : "no";
+  $("results-predicted").textContent = f && f.predicted ? `${f.predicted.exact} (${f.predicted.description})` : "none";
+  const without = f && f.without_bracket && f.without_bracket.err !== null
+    ? `; the grid's brackets included (seeds and chains alone ± ${fmt(f.without_bracket.err)})` : "";
+  $("results-what").textContent = f ? `${f.what}${without}` : "";
+  const list = $("results-warnings");
+  list.innerHTML = "";
+  for (const [kind, text] of resultWarnings(v)) {
+    const li = document.createElement("li");
+    li.className = kind === "note" ? "muted" : "warning";
+    li.append(`${kind}: ${text}`);
+    list.appendChild(li);
+  }
   const series = v.series.map(s => ({
     name: `${a.group} = ${fmt(s.group)}`, dots: true,
     points: s.points.map(p => ({ x: p.x, y: p.y, err: p.err, open: p.equilibrated === false,
@@ -383,19 +464,7 @@ function renderResults(v, index) {
   if (xs.length) series.push({ name: `threshold ${a.threshold}`, color: "#888", dash: "4 3",
     points: [{ x: Math.min(...xs), y: a.threshold }, { x: Math.max(...xs), y: a.threshold }] });
   drawChart($("obs-plot"), { series, xlog: true, ylog: $("obs-logy").checked, xlabel: a.x, ylabel: a.observable }, $("tooltip"));
-  const rows = v.pstar ? v.pstar.rows.filter(r => r.pstar !== null) : [];
-  const ps = [{ name: "P*", dots: true, line: false, points: rows.map(r => ({ x: r.group, y: r.pstar, err: r.err })) }];
-  if (f && f.points.length >= 2) {
-    // The fit is ln P* = intercept + exponent·ln x; the predicted slope is drawn through the
-    // fit's value at the points' geometric centre.
-    const gx = f.points.map(p => p[0]);
-    const x0 = Math.exp(gx.reduce((s, x) => s + Math.log(x), 0) / gx.length);
-    const y0 = Math.exp(f.intercept) * Math.pow(x0, f.exponent);
-    const line = slope => [Math.min(...gx), Math.max(...gx)].map(x => ({ x, y: y0 * Math.pow(x / x0, slope) }));
-    ps.push({ name: `fit: slope ${fmt(f.exponent)}`, points: line(f.exponent) });
-    if (f.predicted) ps.push({ name: `predicted: slope ${fmt(f.predicted.value)}`, dash: "6 4", points: line(f.predicted.value) });
-  }
-  drawChart($("pstar-plot"), { series: ps, xlog: true, ylog: true, xlabel: v.pstar ? v.pstar.group : a.group, ylabel: "P*" }, $("tooltip"));
+  drawChart($("pstar-plot"), pstarChart(v), $("tooltip"));
   const figs = $("results-figures");
   figs.innerHTML = "";
   for (const name of v.figures.filter(n => n.endsWith(".svg"))) {

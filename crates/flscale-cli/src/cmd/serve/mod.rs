@@ -19,6 +19,7 @@ mod error;
 mod headers;
 mod http;
 pub mod results;
+mod wells;
 mod work;
 
 /// Arguments of `flscale serve`.
