@@ -767,6 +767,20 @@ fn check_model_page_extras(b: &Browser, base: &str, shots: &Path) {
         "{min} … {max}"
     );
     assert_eq!(shown_number(&b.text("u-value")), 29.0);
+    // Finite size: the phase comes from U's own minima (P = 10 puts u = 100 far past the
+    // mean-field coexistence, yet U has one well), the wells and the diagram point are drawn.
+    for (p, phase, wells) in [(10, "unaligned (GFL)", 0), (200, "aligned (GMFL-II)", 2)] {
+        b.goto(&format!("{base}/model?mode=finite&p={p}"));
+        b.wait(
+            "the finite-size view",
+            &format!("(document.getElementById('model').dataset.rendered || '').includes('p={p}')"),
+        );
+        assert_eq!(b.text("phase-label"), phase);
+        let drawn = b.js(
+            "const s = document.getElementById('potential-plot'), w = s.viewBox.baseVal.width; return [[...s.querySelectorAll('line.vline')].filter(l => { const x = Number(l.getAttribute('x1')); return x > 0 && x < w; }).length, [...document.querySelectorAll('#diagram-plot .marker circle')].filter(c => { const y = Number(c.getAttribute('cy')); return y > 0 && y < c.ownerSVGElement.viewBox.baseVal.height; }).length];",
+        );
+        assert_eq!(drawn, json!([wells, 1]), "P = {p}");
+    }
     // A phone: nothing wider than the window, the charts shrink with it.
     b.window_size(400, 850);
     b.goto(&format!("{base}/model"));
@@ -873,9 +887,8 @@ fn check_results_view(b: &Browser, base: &str, shots: &Path) {
     );
     let shown = run_shown_commands(&b.text("results-cli"));
     assert_eq!(shown.len(), 2, "{}", b.text("results-cli"));
-    let api: Value = b.js_async(
-        "const done = arguments[arguments.length - 1]; fetch('/api/results/0').then(r => r.json()).then(done, e => done(String(e)));",
-    );
+    let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (_, api) = get_json(addr, "/api/results/0");
     assert_eq!(api["fit"], shown[0], "the page's fit is not `flscale fit --json`'s");
     assert_eq!(api["pstar"], shown[1], "the page's P* is not `flscale pstar --json`'s");
     let fit = &shown[0];
