@@ -546,7 +546,15 @@ fn pages_work_in_headless_chromium() {
         flscale(&args);
     };
     sweep(&["--shard", "0/2"]);
-    let (_server, addr, _) = serve(&["--port", "0", "--results", store.to_str().unwrap()]);
+    // The store twice: the results page compares two stores on one chart.
+    let (_server, addr, _) = serve(&[
+        "--port",
+        "0",
+        "--results",
+        store.to_str().unwrap(),
+        "--results",
+        store.to_str().unwrap(),
+    ]);
     let (st, half) = get_json(addr, "/api/results/0");
     assert_eq!(
         (st, half["finished"].clone(), half["total"].clone()),
@@ -747,6 +755,17 @@ fn check_model_page_extras(b: &Browser, base: &str, shots: &Path) {
         "{}",
         b.text("model-note")
     );
+    // A typed value beyond its slider widens it too, and says so.
+    b.js("const e = document.getElementById('d-box'); e.value = '300'; e.dispatchEvent(new Event('change')); return 0;");
+    b.wait(
+        "d = 300",
+        "(document.getElementById('model').dataset.rendered || '').includes('d=300')",
+    );
+    assert!(
+        b.text("model-note").contains("d = 300 lies outside"),
+        "{}",
+        b.text("model-note")
+    );
     // The zoom spans the transition: fold → coexistence is more than a few pixels.
     b.goto(&format!("{base}/model?u=29&zoom=1"));
     b.wait(
@@ -920,7 +939,8 @@ fn check_results_view(b: &Browser, base: &str, shots: &Path) {
         .iter()
         .filter(|r| !r["pstar"].is_null())
         .collect();
-    assert_eq!(bars.as_array().unwrap().len(), rows.len(), "{bars}");
+    let n_rows = rows.len();
+    assert_eq!(bars.as_array().unwrap().len(), n_rows, "{bars}");
     let nums = |v: &Value| -> Vec<f64> {
         v.as_array()
             .map(|a| a.iter().filter_map(Value::as_f64).collect())
@@ -939,4 +959,15 @@ fn check_results_view(b: &Browser, base: &str, shots: &Path) {
         json!(7)
     );
     b.screenshot(&shots.join("results.png"));
+    // Two stores on one chart: each store's P* and fit, named by the store; both commands.
+    b.goto(&format!("{base}/results/0?compare=1"));
+    b.wait(
+        "the comparison",
+        "document.getElementById('results').dataset.rendered === 'ok'",
+    );
+    let named = b.js(
+        "return ['store (#0): P*', 'store (#1): P*'].map(n => window.flplot.exportCSV(document.getElementById('pstar-plot')).split('\\n').filter(l => l.startsWith(n)).length);",
+    );
+    assert_eq!(named, json!([n_rows, n_rows]), "{named}");
+    assert_eq!(b.text("results-cli").lines().count(), 4);
 }

@@ -24,7 +24,7 @@ async function api(path, body) {
     const r = await fetch(path, opts);
     let v;
     try { v = await r.json(); } catch (e) { throw new Error(`${path} answered ${r.status} without JSON`); }
-    if (!r.ok) throw new Error(v.error || `${path} answered ${r.status}`);
+    if (!r.ok) throw Object.assign(new Error(v.error || `${path} answered ${r.status}`), { status: r.status });
     return v;
   } finally {
     busy(-1);
@@ -145,7 +145,9 @@ function zoomU(phase) {
 }
 
 async function updateModel() {
-  for (const out of document.querySelectorAll("#model output")) out.textContent = $(out.htmlFor).value;
+  for (const box of document.querySelectorAll("#model input.num")) {
+    if (document.activeElement !== box) box.value = $(box.dataset.for).value;
+  }
   const finite = $("mode").value === "finite";
   for (const e of document.querySelectorAll(".finite-only")) e.hidden = !finite;
   for (const e of document.querySelectorAll(".mean-field-only")) e.hidden = finite;
@@ -223,6 +225,11 @@ function diagramChart(v) {
   };
 }
 
+function showModelNotes(notes) {
+  $("model-note").textContent = notes.join("; ");
+  $("model-note").hidden = !notes.length;
+}
+
 function initModel() {
   // The controls are a form only for their labels; Enter must not submit (and navigate).
   // Here rather than an inline onsubmit: the page's Content-Security-Policy runs no inline script.
@@ -239,9 +246,16 @@ function initModel() {
     }
   }
   $("zoom").checked = q.get("zoom") === "1";
-  $("model-note").textContent = notes.join("; ");
-  $("model-note").hidden = !notes.length;
+  showModelNotes(notes);
   for (const k of MODEL_KEYS) $(k).addEventListener("input", updateModel);
+  // A typed value goes to its slider, which widens (with a note) rather than clamp it.
+  for (const box of document.querySelectorAll("#model input.num")) {
+    box.addEventListener("change", () => {
+      const note = holdValue($(box.dataset.for), box.value);
+      if (note) showModelNotes([note]);
+      updateModel();
+    });
+  }
   $("zoom").addEventListener("change", updateModel);
   updateModel();
 }
@@ -275,16 +289,26 @@ async function updateEngine() {
   const edited = $("toml").value !== presetText;
   history.replaceState(null, "", "/engine?" + q + (edited ? "#toml=" + encodeURIComponent($("toml").value) : ""));
   $("engine-cli").textContent = engineCommand(edited, at, axes, range, grid);
-  let v;
+  let v, mapError = null;
   try {
     v = await fetchPredict(body);
   } catch (err) {
-    showError("toml-error", err);
-    $("engine").dataset.rendered = "error";
-    return;
+    // A phase map too heavy for the server right now (503) must not hide the prediction:
+    // ask again without the map and say why it is missing.
+    if (body.phase && err.status === 503) {
+      mapError = err;
+      const { phase, range, grid, ...plain } = body;
+      try { v = await fetchPredict(plain); } catch (err2) { v = null; mapError = err2; }
+    }
+    if (!v) {
+      showError("toml-error", mapError || err);
+      $("engine").dataset.rendered = "error";
+      return;
+    }
   }
   if (!v) return;
   showError("toml-error", null);
+  showError("phase-map-error", mapError && `no phase map: ${mapError.message}`);
   renderEngine(v, axes);
   $("engine").dataset.rendered = "ok:" + ($("toml").value.length);
 }
@@ -378,18 +402,33 @@ async function initResults(index) {
     return;
   }
   $("results-view").hidden = false;
+  v.index = Number(index);
   $("results-cli").textContent = v.cli.join("\n");
-  renderResults(v, index);
-  $("obs-logy").addEventListener("change", () => renderResults(v, index));
+  let other = await compareWith(list, index);
+  renderResults(v, index, other);
+  $("obs-logy").addEventListener("change", () => renderResults(v, index, other));
+  $("compare").addEventListener("change", async () => {
+    other = await compareWith(list, index, $("compare").value);
+    renderResults(v, index, other);
+  });
   $("results").dataset.rendered = "ok";
 }
 
 // P* per group with the interval `pstar` reports including the bracket (hollow: the crossing
-// is only bracketed), the fitted line and the predicted slope through its centre.
-function pstarChart(v) {
+// is only bracketed), the fitted line and the predicted slope through its centre; `other`, a
+// second store's answer, adds its P* and fit (each series named by its store).
+function pstarChart(v, other) {
+  const t = v.pstar;
+  const ps = pstarSeries(v, other ? `${v.name} (#${v.index}): ` : "", 0);
+  if (other) ps.push(...pstarSeries(other, `${other.name} (#${other.index}): `, 3));
+  return { series: ps, xlog: true, ylog: true, xlabel: t ? t.group : v.analysis.group, ylabel: "P*" };
+}
+
+function pstarSeries(v, prefix, colorBase) {
   const t = v.pstar, f = v.fit;
+  const color = k => ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"][colorBase + k];
   const rows = t ? t.rows.filter(r => r.pstar !== null) : [];
-  const ps = [{ name: "P* (95 % with bracket)", dots: true, line: false, points: rows.map(r => {
+  const ps = [{ name: prefix + "P* (95 % with bracket)", color: color(0), dots: true, line: false, points: rows.map(r => {
     const [lo, hi] = r.ci95_with_bracket || r.ci95 || [null, null];
     return { x: r.group, y: r.pstar, err: r.err, lo, hi, open: !r.resolved,
       note: `bracket [${r.bracket.map(fmt).join(", ")}] ${r.resolved ? "ok" : "only bracketed"}` };
@@ -402,10 +441,10 @@ function pstarChart(v) {
     const y0 = Math.exp(f.intercept) * Math.pow(x0, f.exponent);
     const line = slope => [Math.min(...gx), Math.max(...gx)].map(x => ({ x, y: y0 * Math.pow(x / x0, slope) }));
     const name = f.exponent_claimed ? `fit: slope ${fmt(f.exponent)}` : `slope through the points ${fmt(f.exponent)} (no exponent claimed)`;
-    ps.push({ name, points: line(f.exponent), dash: f.exponent_claimed ? "" : "2 3" });
-    if (f.predicted) ps.push({ name: `predicted: slope ${f.predicted.exact}`, dash: "6 4", points: line(f.predicted.value) });
+    ps.push({ name: prefix + name, color: color(1), points: line(f.exponent), dash: f.exponent_claimed ? "" : "2 3" });
+    if (f.predicted) ps.push({ name: `${prefix}predicted: slope ${f.predicted.exact}`, color: color(2), dash: "6 4", points: line(f.predicted.value) });
   }
-  return { series: ps, xlog: true, ylog: true, xlabel: t ? t.group : v.analysis.group, ylabel: "P*" };
+  return ps;
 }
 
 // The fit's verdict as `flscale fit` words it: the exponent only where the fit claims one,
@@ -436,7 +475,40 @@ function resultWarnings(v) {
   return out;
 }
 
-function renderResults(v, index) {
+// The store chosen for comparison (`?compare=J` in the URL, or `choice`), fetched; null for
+// none. Its commands join the command box.
+async function compareWith(list, index, choice) {
+  const others = list.filter(r => String(r.index) !== String(index));
+  $("compare-box").hidden = !others.length;
+  const sel = $("compare");
+  if (sel.options.length === 1) {
+    for (const r of others) {
+      const o = document.createElement("option");
+      o.value = String(r.index);
+      o.textContent = `#${r.index} ${r.name} (${r.path})`;
+      sel.appendChild(o);
+    }
+  }
+  const q = new URLSearchParams(location.search);
+  if (choice !== undefined) {
+    if (choice) q.set("compare", choice); else q.delete("compare");
+    history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q : ""));
+  }
+  const j = q.get("compare") || "";
+  sel.value = others.some(r => String(r.index) === j) ? j : "";
+  if (!sel.value) return null;
+  let o;
+  try {
+    o = await api("/api/results/" + sel.value);
+  } catch (err) {
+    showError("results-error", err);
+    return null;
+  }
+  o.index = Number(sel.value);
+  return o;
+}
+
+function renderResults(v, index, other) {
   const a = v.analysis;
   $("results-name").textContent = v.name;
   $("results-progress").textContent = `${v.finished} of ${v.total} runs finished`;
@@ -464,7 +536,8 @@ function renderResults(v, index) {
   if (xs.length) series.push({ name: `threshold ${a.threshold}`, color: "#888", dash: "4 3",
     points: [{ x: Math.min(...xs), y: a.threshold }, { x: Math.max(...xs), y: a.threshold }] });
   drawChart($("obs-plot"), { series, xlog: true, ylog: $("obs-logy").checked, xlabel: a.x, ylabel: a.observable }, $("tooltip"));
-  drawChart($("pstar-plot"), pstarChart(v), $("tooltip"));
+  drawChart($("pstar-plot"), pstarChart(v, other), $("tooltip"));
+  $("results-cli").textContent = v.cli.concat(other ? other.cli : []).join("\n");
   const figs = $("results-figures");
   figs.innerHTML = "";
   for (const name of v.figures.filter(n => n.endsWith(".svg"))) {
