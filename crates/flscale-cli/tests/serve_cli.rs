@@ -908,8 +908,14 @@ fn check_results_view(b: &Browser, base: &str, shots: &Path) {
     assert_eq!(shown.len(), 2, "{}", b.text("results-cli"));
     let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
     let (_, api) = get_json(addr, "/api/results/0");
-    assert_eq!(api["fit"], shown[0], "the page's fit is not `flscale fit --json`'s");
-    assert_eq!(api["pstar"], shown[1], "the page's P* is not `flscale pstar --json`'s");
+    assert_eq!(
+        api["fit"], shown[0],
+        "the page's fit is not `flscale fit --json`'s"
+    );
+    assert_eq!(
+        api["pstar"], shown[1],
+        "the page's P* is not `flscale pstar --json`'s"
+    );
     let fit = &shown[0];
     assert_eq!(fit["exponent_claimed"], json!(false), "{fit}");
     let headline = b.text("results-exponent");
@@ -921,7 +927,10 @@ fn check_results_view(b: &Browser, base: &str, shots: &Path) {
     let fit_warnings = fit["fit_warnings"].as_array().unwrap();
     assert!(!fit_warnings.is_empty(), "{fit}");
     for w in fit_warnings {
-        assert!(warnings.contains(w.as_str().unwrap()), "{w} not in {warnings}");
+        assert!(
+            warnings.contains(w.as_str().unwrap()),
+            "{w} not in {warnings}"
+        );
     }
     assert!(
         b.text("results-predicted")

@@ -152,7 +152,16 @@ function drawLegend(svg, spec, m, W, H, sx, sy, ok) {
   const bw = Math.min(W - m.l - m.r - 8, 26 + 6.4 * Math.max(...named.map(({ s }) => s.name.length)));
   const bh = 8 + 16 * named.length;
   const pts = [];
-  for (const s of spec.series) for (const p of s.points) if (ok(p.x, p.y)) pts.push([sx(p.x), sy(p.y)]);
+  for (const s of spec.series) for (const p of s.points) {
+    if (!ok(p.x, p.y)) continue;
+    pts.push([sx(p.x), sy(p.y)]);
+    // An error bar counts as covered along its length (a point every 8 px).
+    const b = s.dots ? bar(p) : null;
+    if (b && ok(p.x, b[0]) && ok(p.x, b[1])) {
+      const [y0, y1] = [sy(b[0]), sy(b[1])].sort((a, c) => a - c);
+      for (let y = y0; y <= y1; y += 8) pts.push([sx(p.x), y]);
+    }
+  }
   if (spec.marker && ok(spec.marker.x, spec.marker.y)) pts.push([sx(spec.marker.x), sy(spec.marker.y)]);
   const corners = [
     [W - m.r - bw - 4, m.t + 4], [m.l + 4, m.t + 4],

@@ -493,10 +493,18 @@ mod tests {
     #[test]
     fn finite_view_reads_its_own_wells_and_draws_them() {
         let v = cavity_view(&params(&[("mode", "finite"), ("p", "10")])).unwrap();
-        assert!(v["point"]["u"].as_f64().unwrap() > 3.0 * v["phase"]["u_coexist"]["u"].as_f64().unwrap());
+        assert!(
+            v["point"]["u"].as_f64().unwrap()
+                > 3.0 * v["phase"]["u_coexist"]["u"].as_f64().unwrap()
+        );
         assert_eq!(v["point"]["phase"], "unaligned", "{}", v["point"]);
         assert_eq!(v["point"]["label"], "GFL");
-        let v = cavity_view(&params(&[("mode", "finite"), ("p", "200"), ("rho_max", "auto")])).unwrap();
+        let v = cavity_view(&params(&[
+            ("mode", "finite"),
+            ("p", "200"),
+            ("rho_max", "auto"),
+        ]))
+        .unwrap();
         assert_eq!(v["point"]["phase"], "aligned", "{}", v["point"]);
         let outer = v["wells"]["minima"]
             .as_array()

@@ -29,9 +29,9 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::api::{self, PredictRequest};
+use super::conn::{self, ConnLimits};
 use super::error::{secs, ApiError, ApiResult};
 use super::headers::{APP_CSP, FILE_CSP, SECURITY_HEADERS};
-use super::conn::{self, ConnLimits};
 use super::results::ResultDirs;
 use super::work::{Class, Pools};
 
@@ -46,7 +46,6 @@ pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 /// Chunk of a streamed results file.
 const FILE_CHUNK: usize = 64 * 1024;
-
 
 const INDEX_HTML: &str = include_str!("../../../web/index.html");
 const APP_JS: &str = include_str!("../../../web/app.js");

@@ -208,10 +208,13 @@ fn require_runs(data: &StoreData, dir: &str) -> flscale::Result<()> {
 fn fit_report(data: &StoreData, dir: &str) -> flscale::Result<Value> {
     require_runs(data, dir)?;
     let a = &data.analysis;
-    let spec = a.fit.clone().unwrap_or(flscale::experiment::sweep::FitSpec {
-        y: "pstar".into(),
-        x: a.group.clone(),
-    });
+    let spec = a
+        .fit
+        .clone()
+        .unwrap_or(flscale::experiment::sweep::FitSpec {
+            y: "pstar".into(),
+            x: a.group.clone(),
+        });
     let (y, x) = (spec.y, spec.x);
     let mut boot = Bootstrap::new(0, REPLICATES);
     let mut unresolved = Vec::new();

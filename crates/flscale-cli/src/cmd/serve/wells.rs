@@ -5,7 +5,7 @@
 //! mean-field thresholds.
 //!
 //! The minima, the barrier and the side mass are [`flscale::cavity::phase_at::wells`] (the
-//! library's scan and golden-section refinement, the same as `flscale cavity mixed`); the
+//! library's scan and golden-section refinement, the same as `flscale cavity sweep`); the
 //! posterior whose masses and moments are taken is p(ρ) ∝ e^{−U(ρ)} with U the finite-size
 //! potential (blog §"Reduce the hidden weight posterior to one overlap") or D·Ũ_u (blog §"The
 //! sample scale for alignment"; as `flscale cavity phase` takes its moments at coexistence).
@@ -83,12 +83,7 @@ fn simpson_moments(u: &impl Fn(f64) -> f64, a: f64, b: f64, h: f64, shift: f64) 
 pub fn well_view(u: impl Fn(f64) -> f64, scale: f64, rho_max: f64) -> Result<WellView> {
     let w = wells(&u, scale, rho_max)?;
     let h = scale / 10.0;
-    let u_min = w
-        .minima
-        .iter()
-        .map(|m| m.depth)
-        .fold(0.0, f64::min)
-        + u(0.0);
+    let u_min = w.minima.iter().map(|m| m.depth).fold(0.0, f64::min) + u(0.0);
     // Walk out from the outermost minimum until the integrand is below e^{−60} of its peak
     // (at most to rho_max, where that holds by construction).
     let outer = w.minima.iter().map(|m| m.rho).fold(0.0, f64::max);
@@ -129,12 +124,11 @@ pub fn mean_field_wells(mf: &MeanField, u: f64, d: f64) -> Result<WellView> {
     )
 }
 
-/// The wells of the finite-size U(ρ; b, c), its phase label ([`phase_at::label`] with the side
-/// mass floor 1/N, as `flscale cavity mixed`) and the label's range of ρ
-/// ([`phase_at::phase_at_fixed_point`] gives the same wells; its bound on ρ is used here).
+/// The wells of the finite-size U(ρ; b, c) and its phase label: [`phase_at::label`] with the
+/// side-mass floor 1/N, the rule `flscale cavity sweep` applies to each self-consistent
+/// solution ([`phase_at::phase_at_fixed_point`], whose bound on ρ is used here:
+/// U ≥ Dρ²/(2σ_w²) − s_a²P²(|b| + |c|)²/(πT²) with L ≥ 1 and m² ≤ (2/π)(|b| + |c|)²).
 pub fn finite_wells(model: &FiniteModel, b: f64, c: f64, n: f64) -> Result<(WellView, PhaseLabel)> {
-    let at = phase_at::phase_at_fixed_point(model, (b, c), 0.0, n.round().max(1.0) as usize)?;
-    // The bound of `phase_at_fixed_point`: U ≥ Dρ²/(2σ_w²) − s_a²P²(|b| + |c|)²/(πT²).
     let reward_bound = model.s_a2 * model.p * model.p / std::f64::consts::PI
         * (b.abs() + c.abs()).powi(2)
         / (model.t * model.t);
@@ -146,7 +140,9 @@ pub fn finite_wells(model: &FiniteModel, b: f64, c: f64, n: f64) -> Result<(Well
         (model.sigma_w2 / model.d).sqrt(),
         rho_max,
     )?;
-    Ok((view, at.label))
+    let floor = 1.0 / n.round().max(1.0);
+    let label = phase_at::label(&view.wells, floor);
+    Ok((view, label))
 }
 
 /// The page's word for a finite-size label and one sentence on the wells behind it.
@@ -209,10 +205,19 @@ mod tests {
         let mf = MeanField::new(s, b, c).unwrap();
         let rep = flscale::cavity::phase(s, b, c, 20).unwrap();
         let below = mean_field_wells(&mf, 0.9 * rep.u_fold.u, d).unwrap();
-        assert!(below.wells.minima.iter().all(|m| m.rho == 0.0), "{:?}", below.wells);
+        assert!(
+            below.wells.minima.iter().all(|m| m.rho == 0.0),
+            "{:?}",
+            below.wells
+        );
         let at = mean_field_wells(&mf, rep.u_coexist.u, d).unwrap();
         let side = at.wells.minima.iter().find(|m| m.rho > 0.0).unwrap();
-        assert!((side.rho - rep.rho_star).abs() < 1e-6, "{} vs {}", side.rho, rep.rho_star);
+        assert!(
+            (side.rho - rep.rho_star).abs() < 1e-6,
+            "{} vs {}",
+            side.rho,
+            rep.rho_star
+        );
         assert!(side.depth.abs() < 1e-6, "{}", side.depth);
         let r_side = at.r_side.unwrap();
         assert!(
@@ -239,7 +244,14 @@ mod tests {
     fn finite_phase_is_read_from_its_own_minima() {
         let (d, n, t) = (20.0, 20.0, 0.05);
         let small = FiniteModel::new(d, 10.0, t, 1.0 / n, 0.5).unwrap();
-        assert!(small.u() > 3.0 * flscale::cavity::phase(0.5, 0.3, -0.3, 20).unwrap().u_coexist.u);
+        assert!(
+            small.u()
+                > 3.0
+                    * flscale::cavity::phase(0.5, 0.3, -0.3, 20)
+                        .unwrap()
+                        .u_coexist
+                        .u
+        );
         let (view, label) = finite_wells(&small, 0.3, -0.3, n).unwrap();
         let (word, text) = describe_finite(&view, label, n);
         assert_eq!((word, label), ("unaligned", PhaseLabel::Gfl), "{text}");
@@ -251,9 +263,17 @@ mod tests {
         let (view, label) = finite_wells(&big, 0.3, -0.3, n).unwrap();
         let side = view.outermost();
         assert!(side > 0.0 && label != PhaseLabel::Gfl, "{:?}", view.wells);
+        // The label is the one `cavity sweep` gives the same (b, c).
+        for m in [&small, &big] {
+            let lib = phase_at::phase_at_fixed_point(m, (0.3, -0.3), 0.0, 20).unwrap();
+            assert_eq!(finite_wells(m, 0.3, -0.3, n).unwrap().1, lib.label);
+        }
         let scan_min = (1..400_000)
             .map(|i| i as f64 * 2e-5)
-            .min_by(|a, b| big.potential(*a, 0.3, -0.3).total_cmp(&big.potential(*b, 0.3, -0.3)))
+            .min_by(|a, b| {
+                big.potential(*a, 0.3, -0.3)
+                    .total_cmp(&big.potential(*b, 0.3, -0.3))
+            })
             .unwrap();
         assert!((scan_min - side).abs() < 4e-5, "{scan_min} vs {side}");
     }
