@@ -569,6 +569,7 @@ fn pages_work_in_headless_chromium() {
     check_model_view(&b, &base, &shots);
     check_model_page_extras(&b, &base, &shots);
     check_engine_view(&b, &base, &shots);
+    check_ldt_view(&b, &base, &shots);
     check_results_view(&b, &base, &shots);
     assert_no_csp_violations(&b);
     check_scripted_svg_is_inert(&b, &base, &store);
@@ -665,6 +666,36 @@ fn check_model_view(b: &Browser, base: &str, shots: &Path) {
             .contains("b=0.2"),
         "the URL keeps the state"
     );
+}
+
+/// The large-deviation page shows what `flscale ldt rate --json` and `ldt tilted --json`
+/// print: the commands it shows answer its API objects exactly, and its E(α) is theirs.
+fn check_ldt_view(b: &Browser, base: &str, shots: &Path) {
+    b.goto(&format!("{base}/ldt?d=60&n=30&alpha=0.7"));
+    b.wait(
+        "the large-deviation view",
+        "(document.getElementById('ldt').dataset.rendered || '').includes('alpha=0.7')",
+    );
+    let shown = run_shown_commands(&b.text("ldt-cli"));
+    assert_eq!(shown.len(), 2, "{}", b.text("ldt-cli"));
+    let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (st, api) = get_json(
+        addr,
+        "/api/ldt/view?d=60&n=30&alpha=0.7&sigma1_sq=1&sigma2_sq=1&kappa=1",
+    );
+    assert_eq!(st, 200, "{api}");
+    assert_eq!(api["rate"], shown[0]);
+    assert_eq!(api["tilted"], shown[1]);
+    let at = shown[0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["alpha"] == json!(0.7))
+        .unwrap()["rate"]
+        .as_f64()
+        .unwrap();
+    assert!((shown_number(&b.text("ldt-rate")) - at).abs() < 1e-9 * at);
+    b.screenshot(&shots.join("ldt.png"));
 }
 
 /// Runs the command lines a page shows (one per line, `flscale …`, no quoting needed) and

@@ -114,7 +114,7 @@ function holdValue(input, value) {
   if (value === null || value === "" || !isFinite(v)) return null;
   let note = null;
   if (v < Number(input.min) || v > Number(input.max)) {
-    note = `${input.id} = ${value} lies outside the slider's usual range ${input.min} … ${input.max}; the slider was widened`;
+    note = `${input.id.replace(/^ldt_/, "")} = ${value} lies outside the slider's usual range ${input.min} … ${input.max}; the slider was widened`;
     input.min = Math.min(Number(input.min), v);
     input.max = Math.max(Number(input.max), v);
   }
@@ -145,9 +145,7 @@ function zoomU(phase) {
 }
 
 async function updateModel() {
-  for (const box of document.querySelectorAll("#model input.num")) {
-    if (document.activeElement !== box) box.value = $(box.dataset.for).value;
-  }
+  syncBoxes("model");
   const finite = $("mode").value === "finite";
   for (const e of document.querySelectorAll(".finite-only")) e.hidden = !finite;
   for (const e of document.querySelectorAll(".mean-field-only")) e.hidden = finite;
@@ -225,9 +223,27 @@ function diagramChart(v) {
   };
 }
 
-function showModelNotes(notes) {
-  $("model-note").textContent = notes.join("; ");
-  $("model-note").hidden = !notes.length;
+function showNotes(id, notes) {
+  $(id).textContent = notes.join("; ");
+  $(id).hidden = !notes.length;
+}
+
+// The number boxes beside a section's sliders show the slider's value (unless being typed in).
+function syncBoxes(section) {
+  for (const box of document.querySelectorAll(`#${section} input.num`)) {
+    if (document.activeElement !== box) box.value = $(box.dataset.for).value;
+  }
+}
+
+// A typed value goes to its slider, which widens (with a note) rather than clamp it.
+function bindBoxes(section, noteId, update) {
+  for (const box of document.querySelectorAll(`#${section} input.num`)) {
+    box.addEventListener("change", () => {
+      const note = holdValue($(box.dataset.for), box.value);
+      if (note) showNotes(noteId, [note]);
+      update();
+    });
+  }
 }
 
 function initModel() {
@@ -246,16 +262,9 @@ function initModel() {
     }
   }
   $("zoom").checked = q.get("zoom") === "1";
-  showModelNotes(notes);
+  showNotes("model-note", notes);
   for (const k of MODEL_KEYS) $(k).addEventListener("input", updateModel);
-  // A typed value goes to its slider, which widens (with a note) rather than clamp it.
-  for (const box of document.querySelectorAll("#model input.num")) {
-    box.addEventListener("change", () => {
-      const note = holdValue($(box.dataset.for), box.value);
-      if (note) showModelNotes([note]);
-      updateModel();
-    });
-  }
+  bindBoxes("model", "model-note", updateModel);
   $("zoom").addEventListener("change", updateModel);
   updateModel();
 }
@@ -379,6 +388,80 @@ async function initEngine() {
   $("preset").addEventListener("change", () => loadPreset($("preset").value));
   for (const id of ["toml", "at", "phase-axes", "phase-range", "phase-grid"]) $(id).addEventListener("input", engineChanged);
   await loadPreset($("preset").value, hash.has("toml") ? hash.get("toml") : undefined);
+}
+
+// ---------------------------------------------------------------- large deviations
+const LDT_KEYS = ["d", "n", "alpha", "sigma1_sq", "sigma2_sq", "kappa"];
+const fetchLdt = latest(q => api("/api/ldt/view?" + q));
+let ldtTimer = null;
+
+function ldtQuery() {
+  const q = new URLSearchParams();
+  for (const k of LDT_KEYS) q.set(k, $("ldt_" + k).value);
+  return q;
+}
+
+// The CLI commands that print what the page shows: the rate at the page's α grid and the
+// tilted law at the chosen α (`--perp prior`, `--beta-max 3`, `--grid 241` are the defaults).
+function ldtCommand(q, alphas) {
+  const model = ["d", "n", "sigma1_sq", "sigma2_sq"].flatMap(k => ["--" + k.replace("_", "-"), q.get(k)]);
+  return command(["flscale", "ldt", "rate", ...model, "--alpha", alphas.join(","), "--kappa", q.get("kappa"), "--json"]) + "\n" +
+    command(["flscale", "ldt", "tilted", ...model, "--alpha", q.get("alpha"), "--json"]);
+}
+
+async function updateLdt() {
+  syncBoxes("ldt");
+  const q = ldtQuery();
+  history.replaceState(null, "", "/ldt?" + q);
+  let v;
+  try {
+    v = await fetchLdt(q);
+  } catch (err) {
+    showError("ldt-error", err);
+    $("ldt").dataset.rendered = "error:" + q;
+    return;
+  }
+  if (!v) return;
+  showError("ldt-error", null);
+  const alpha = Number(q.get("alpha"));
+  const pts = v.rate.points, here = pts.find(p => p.alpha === alpha) || {};
+  $("ldt-rate").textContent = precise(here.rate);
+  $("ldt-tstar").textContent = precise(here.t_star);
+  $("ldt-pstar").textContent = precise(here.p_star);
+  const t = v.tilted;
+  $("ldt-shape").textContent = t.bimodal
+    ? `peaks at β = ±${fmt(t.beta_star)} hold ${fmt(t.side_mass)} of the mass (${fmt(t.specialised_neurons)} of N = ${t.model.n} neurons specialised)`
+    : "one peak, at β = 0";
+  drawChart($("rate-plot"), {
+    series: [{ name: "E(α)", dots: true, points: pts.map(p => ({ x: p.alpha, y: p.rate, note: `t* = ${fmt(p.t_star)}, P* ∝ ${fmt(p.p_star)}` })) }],
+    xlog: true, ylog: true, xlabel: "α", ylabel: "E(α)",
+    marker: { x: alpha, y: here.rate, label: `α = ${alpha}` },
+  }, $("tooltip"));
+  const dens = t.density.filter(([, p]) => p > 0);
+  const top = Math.max(...dens.map(([, p]) => p));
+  drawChart($("tilted-plot"), {
+    series: [{ name: `t* = ${fmt(t.t)}`, points: dens.map(([b, p]) => ({ x: b, y: -Math.log(p / top) })) }],
+    xlabel: "β", ylabel: "−log p(β) + log max p",
+    vlines: t.bimodal ? [{ x: -t.beta_star, label: "−β*" }, { x: t.beta_star, label: "β*" }] : [],
+  }, $("tooltip"));
+  $("ldt-cli").textContent = ldtCommand(q, v.alphas);
+  $("ldt").dataset.rendered = q.toString();
+}
+
+function initLdt() {
+  $("ldt-controls").addEventListener("submit", e => e.preventDefault());
+  const q = new URLSearchParams(location.search);
+  const notes = [];
+  for (const k of LDT_KEYS) {
+    if (!q.has(k)) continue;
+    const note = holdValue($("ldt_" + k), q.get(k));
+    if (note) notes.push(note);
+  }
+  showNotes("ldt-note", notes);
+  const later = () => { clearTimeout(ldtTimer); ldtTimer = setTimeout(updateLdt, 120); };
+  for (const k of LDT_KEYS) $("ldt_" + k).addEventListener("input", later);
+  bindBoxes("ldt", "ldt-note", updateLdt);
+  updateLdt();
 }
 
 // ---------------------------------------------------------------- results
@@ -564,11 +647,12 @@ function renderResults(v, index, other) {
 // ---------------------------------------------------------------- routing
 function route() {
   const parts = location.pathname.split("/").filter(Boolean);
-  const view = ["model", "engine", "results"].includes(parts[0]) ? parts[0] : "model";
+  const view = ["model", "engine", "ldt", "results"].includes(parts[0]) ? parts[0] : "model";
   for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== view;
   for (const a of document.querySelectorAll("header a")) a.classList.toggle("active", a.dataset.view === view);
   if (view === "model") initModel();
   if (view === "engine") initEngine().catch(err => showError("toml-error", err));
+  if (view === "ldt") initLdt();
   if (view === "results") initResults(parts.length > 1 ? parts[1] : null).catch(err => showError("results-error", err));
 }
 

@@ -32,6 +32,7 @@ use super::api::{self, PredictRequest};
 use super::conn::{self, ConnLimits};
 use super::error::{secs, ApiError, ApiResult};
 use super::headers::{APP_CSP, FILE_CSP, SECURITY_HEADERS};
+use super::ldt;
 use super::results::ResultDirs;
 use super::work::{Class, Pools};
 
@@ -166,6 +167,7 @@ pub fn router(dirs: ResultDirs, config: &Config) -> Router {
         .route("/", page())
         .route("/model", page())
         .route("/engine", page())
+        .route("/ldt", page())
         .route("/results", page())
         .route("/results/{index}", page())
         .route(
@@ -181,6 +183,7 @@ pub fn router(dirs: ResultDirs, config: &Config) -> Router {
             get(|| async { asset("text/css; charset=utf-8", STYLE_CSS) }),
         )
         .route("/api/cavity/view", get(cavity_view))
+        .route("/api/ldt/view", get(ldt_view))
         .route("/api/presets", get(|| async { json_ok(api::presets()) }))
         .route("/api/presets/{name}", get(preset))
         .route("/api/predict", post(predict))
@@ -388,6 +391,19 @@ async fn cavity_view(
     answer(
         st.pools
             .run(Class::Slider, move |_| api::cavity_view(&api::Params(q)))
+            .await,
+    )
+}
+
+/// The large-deviation page's computation runs with the heavy ones, so that it cannot delay
+/// the model page's slider.
+async fn ldt_view(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    answer(
+        st.pools
+            .run(Class::Heavy, move |_| ldt::ldt_view(&api::Params(q)))
             .await,
     )
 }
