@@ -570,6 +570,7 @@ fn pages_work_in_headless_chromium() {
     check_model_page_extras(&b, &base, &shots);
     check_engine_view(&b, &base, &shots);
     check_ldt_view(&b, &base, &shots);
+    check_kernel_view(&b, &base, &shots);
     check_results_view(&b, &base, &shots);
     assert_no_csp_violations(&b);
     check_scripted_svg_is_inert(&b, &base, &store);
@@ -696,6 +697,25 @@ fn check_ldt_view(b: &Browser, base: &str, shots: &Path) {
         .unwrap();
     assert!((shown_number(&b.text("ldt-rate")) - at).abs() < 1e-9 * at);
     b.screenshot(&shots.join("ldt.png"));
+}
+
+/// The kernel-propagation page shows what `flscale kernel propagate --quick … --json` prints.
+fn check_kernel_view(b: &Browser, base: &str, shots: &Path) {
+    let query = "data=gaussian&activation=relu&d=20&n1=120&n2=60&p=200&seed=5";
+    b.goto(&format!("{base}/kernel?{query}"));
+    b.wait(
+        "the kernel view",
+        "(document.getElementById('kernel').dataset.rendered || '').includes('p=200')",
+    );
+    let shown = run_shown_commands(&b.text("kernel-cli"));
+    assert_eq!(shown.len(), 1, "{}", b.text("kernel-cli"));
+    let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (st, api) = get_json(addr, &format!("/api/kernel/view?{query}"));
+    assert_eq!(st, 200, "{api}");
+    assert_eq!(api, shown[0]);
+    let slope = api["slope_rkhs"].as_f64().unwrap();
+    assert!((shown_number(&b.text("k-slope-rkhs")) - slope).abs() < 1e-8 * slope.abs());
+    b.screenshot(&shots.join("kernel.png"));
 }
 
 /// Runs the command lines a page shows (one per line, `flscale …`, no quoting needed) and

@@ -114,7 +114,7 @@ function holdValue(input, value) {
   if (value === null || value === "" || !isFinite(v)) return null;
   let note = null;
   if (v < Number(input.min) || v > Number(input.max)) {
-    note = `${input.id.replace(/^ldt_/, "")} = ${value} lies outside the slider's usual range ${input.min} … ${input.max}; the slider was widened`;
+    note = `${input.id.replace(/^(ldt|k)_/, "")} = ${value} lies outside the slider's usual range ${input.min} … ${input.max}; the slider was widened`;
     input.min = Math.min(Number(input.min), v);
     input.max = Math.max(Number(input.max), v);
   }
@@ -464,6 +464,80 @@ function initLdt() {
   updateLdt();
 }
 
+// ---------------------------------------------------------------- kernel propagation
+const KERNEL_SLIDERS = ["d", "n1", "n2", "p", "seed"];
+const fetchKernel = latest(q => api("/api/kernel/view?" + q));
+let kernelTimer = null;
+
+function kernelQuery() {
+  const q = new URLSearchParams();
+  q.set("data", $("k_data").value);
+  q.set("activation", $("k_activation").value);
+  if ($("k_layernorm").checked) q.set("layernorm", "1");
+  for (const k of KERNEL_SLIDERS) q.set(k, $("k_" + k).value);
+  return q;
+}
+
+// The CLI command that prints the same object.
+function kernelCommand(q) {
+  const words = ["flscale", "kernel", "propagate", "--quick", "--data", q.get("data"), "--activation", q.get("activation")];
+  if (q.has("layernorm")) words.push("--layernorm");
+  for (const k of KERNEL_SLIDERS) words.push("--" + k, q.get(k));
+  return command([...words, "--json"]);
+}
+
+async function updateKernel() {
+  syncBoxes("kernel");
+  const q = kernelQuery();
+  history.replaceState(null, "", "/kernel?" + q);
+  let v;
+  try {
+    v = await fetchKernel(q);
+  } catch (err) {
+    showError("kernel-error", err);
+    $("kernel").dataset.rendered = "error:" + q;
+    return;
+  }
+  if (!v) return;
+  showError("kernel-error", null);
+  $("k-slope-rkhs").textContent = precise(v.slope_rkhs);
+  $("k-slope-inv").textContent = precise(v.slope_inverse_expectation);
+  $("k-predicted").textContent = precise(v.predicted_slope);
+  $("k-phi").textContent = precise(v.phi_star_eigenvalue);
+  $("k-method").textContent = v.method;
+  const [lo, hi] = v.config.fit_window;
+  drawChart($("kernel-plot"), {
+    series: [
+      { name: "RKHS norm of Φ*²", dots: true, points: v.points.map(p => ({ x: p.amplification, y: p.rkhs_norm, note: `${p.kept_eigenvalues} eigenvalues kept` })) },
+      { name: "inverse expectation of Φ*²", dots: true, points: v.points.map(p => ({ x: p.amplification, y: p.inverse_expectation })) },
+    ],
+    xlog: true, ylog: true, xlabel: "D (amplification)", ylabel: "value",
+    vlines: [{ x: lo, label: "fit" }, { x: hi, label: "" }],
+  }, $("tooltip"));
+  $("kernel-cli").textContent = kernelCommand(q);
+  $("kernel").dataset.rendered = q.toString();
+}
+
+function initKernel() {
+  $("kernel-controls").addEventListener("submit", e => e.preventDefault());
+  const q = new URLSearchParams(location.search);
+  if (q.has("data")) $("k_data").value = q.get("data");
+  if (q.has("activation")) $("k_activation").value = q.get("activation");
+  $("k_layernorm").checked = q.get("layernorm") === "1";
+  const notes = [];
+  for (const k of KERNEL_SLIDERS) {
+    if (!q.has(k)) continue;
+    const note = holdValue($("k_" + k), q.get(k));
+    if (note) notes.push(note);
+  }
+  showNotes("kernel-note", notes);
+  const later = () => { clearTimeout(kernelTimer); kernelTimer = setTimeout(updateKernel, 250); };
+  for (const k of KERNEL_SLIDERS) $("k_" + k).addEventListener("input", later);
+  for (const id of ["k_data", "k_activation", "k_layernorm"]) $(id).addEventListener("change", updateKernel);
+  bindBoxes("kernel", "kernel-note", updateKernel);
+  updateKernel();
+}
+
 // ---------------------------------------------------------------- results
 async function initResults(index) {
   const list = (await api("/api/results")).results;
@@ -647,12 +721,13 @@ function renderResults(v, index, other) {
 // ---------------------------------------------------------------- routing
 function route() {
   const parts = location.pathname.split("/").filter(Boolean);
-  const view = ["model", "engine", "ldt", "results"].includes(parts[0]) ? parts[0] : "model";
+  const view = ["model", "engine", "ldt", "kernel", "results"].includes(parts[0]) ? parts[0] : "model";
   for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== view;
   for (const a of document.querySelectorAll("header a")) a.classList.toggle("active", a.dataset.view === view);
   if (view === "model") initModel();
   if (view === "engine") initEngine().catch(err => showError("toml-error", err));
   if (view === "ldt") initLdt();
+  if (view === "kernel") initKernel();
   if (view === "results") initResults(parts.length > 1 ? parts[1] : null).catch(err => showError("results-error", err));
 }
 

@@ -32,9 +32,9 @@ use super::api::{self, PredictRequest};
 use super::conn::{self, ConnLimits};
 use super::error::{secs, ApiError, ApiResult};
 use super::headers::{APP_CSP, FILE_CSP, SECURITY_HEADERS};
-use super::ldt;
 use super::results::ResultDirs;
 use super::work::{Class, Pools};
+use super::{kernel, ldt};
 
 /// Longest a computation may take (waiting for a slot included) before the request answers
 /// 503 and the computation is told to stop.
@@ -168,6 +168,7 @@ pub fn router(dirs: ResultDirs, config: &Config) -> Router {
         .route("/model", page())
         .route("/engine", page())
         .route("/ldt", page())
+        .route("/kernel", page())
         .route("/results", page())
         .route("/results/{index}", page())
         .route(
@@ -184,6 +185,7 @@ pub fn router(dirs: ResultDirs, config: &Config) -> Router {
         )
         .route("/api/cavity/view", get(cavity_view))
         .route("/api/ldt/view", get(ldt_view))
+        .route("/api/kernel/view", get(kernel_view))
         .route("/api/presets", get(|| async { json_ok(api::presets()) }))
         .route("/api/presets/{name}", get(preset))
         .route("/api/predict", post(predict))
@@ -404,6 +406,18 @@ async fn ldt_view(
     answer(
         st.pools
             .run(Class::Heavy, move |_| ldt::ldt_view(&api::Params(q)))
+            .await,
+    )
+}
+
+/// Kernel propagation is a heavy computation (seconds at the largest sizes allowed).
+async fn kernel_view(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    answer(
+        st.pools
+            .run(Class::Heavy, move |_| kernel::kernel_view(&api::Params(q)))
             .await,
     )
 }

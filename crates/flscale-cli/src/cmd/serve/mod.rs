@@ -18,6 +18,7 @@ mod conn;
 mod error;
 mod headers;
 mod http;
+mod kernel;
 mod ldt;
 pub mod results;
 mod wells;
