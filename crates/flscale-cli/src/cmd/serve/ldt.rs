@@ -140,4 +140,41 @@ mod tests {
         let e = ldt_view(&params(&[("points", "1000")])).unwrap_err();
         assert!(e.message.contains("points"), "{}", e.message);
     }
+
+    const KEYS: [&str; 9] = [
+        "d",
+        "n",
+        "alpha",
+        "sigma1_sq",
+        "sigma2_sq",
+        "kappa",
+        "points",
+        "grid",
+        "beta_max",
+    ];
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Random parameters never panic: an answer, or a 4xx with a sentence.
+        #[test]
+        fn fuzzed_ldt_parameters_never_panic(
+            pairs in proptest::collection::vec(
+                (0usize..KEYS.len(), prop_oneof![
+                    (-1e3f64..1e3).prop_map(|x| x.to_string()),
+                    (0u32..5000).prop_map(|x| x.to_string()),
+                    any::<f64>().prop_map(|x| x.to_string()),
+                    ".{0,8}",
+                ]),
+                0..5,
+            )
+        ) {
+            let q = Params(pairs.into_iter().map(|(k, v)| (KEYS[k].to_string(), v)).collect());
+            if let Err(e) = ldt_view(&q) {
+                prop_assert!((400..500).contains(&e.status) && !e.message.is_empty(), "{}", e.message);
+            }
+        }
+    }
 }
