@@ -52,6 +52,11 @@ impl WellView {
     }
 }
 
+/// Most steps of a tenth of the well width taken beyond the outermost minimum to find where
+/// the posterior ends (the page's ordinary points need a few hundred); past it the request is
+/// refused rather than integrated for seconds.
+const MAX_WALK: f64 = 1e6;
+
 /// Composite Simpson sums of e^{−(U − shift)} and ρ²e^{−(U − shift)} over [a, b] with steps of
 /// at most `h`.
 fn simpson_moments(u: &impl Fn(f64) -> f64, a: f64, b: f64, h: f64, shift: f64) -> (f64, f64) {
@@ -87,9 +92,16 @@ pub fn well_view(u: impl Fn(f64) -> f64, scale: f64, rho_max: f64) -> Result<Wel
     // Walk out from the outermost minimum until the integrand is below e^{−60} of its peak
     // (at most to rho_max, where that holds by construction).
     let outer = w.minima.iter().map(|m| m.rho).fold(0.0, f64::max);
+    let limit = rho_max.min(outer + MAX_WALK * h);
     let mut rho_end = outer;
-    while rho_end < rho_max && u(rho_end) - u_min <= 60.0 {
-        rho_end = (rho_end + h).min(rho_max);
+    while rho_end < limit && u(rho_end) - u_min <= 60.0 {
+        rho_end = (rho_end + h).min(limit);
+    }
+    if rho_end < rho_max && u(rho_end) - u_min <= 60.0 {
+        return Err(flscale::Error::invalid(format!(
+            "the posterior still holds mass at ρ = {rho_end:.4}, {:.0e} well widths beyond its outermost minimum; this point is too extreme for the page: lower u (or P) or D",
+            MAX_WALK / 10.0
+        )));
     }
     let cut = match w.barrier {
         Some(b) if b > 0.0 => b,
@@ -236,6 +248,21 @@ mod tests {
         assert!((past.r_side.unwrap() - s2 / s0).abs() < 1e-6 * s2 / s0);
         assert!((past.r_centre.unwrap() - c2 / c0).abs() < 1e-6 * c2 / c0);
         assert!((past.wells.side_mass - s0 / (c0 + s0)).abs() < 1e-6);
+    }
+
+    /// A point whose posterior reaches far beyond what the page resolves is refused at once
+    /// with one sentence, not integrated for seconds.
+    #[test]
+    fn extreme_points_are_refused_quickly() {
+        let mf = MeanField::new(0.5, 0.3, -0.3).unwrap();
+        let t = std::time::Instant::now();
+        let e = mean_field_wells(&mf, 1e12, 1e6).unwrap_err();
+        assert!(e.to_string().contains("too extreme for the page"), "{e}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     /// The finite-size phase comes from U's own minima: at P = 10 (u = 100, far past the
