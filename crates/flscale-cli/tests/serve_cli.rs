@@ -546,7 +546,15 @@ fn pages_work_in_headless_chromium() {
         flscale(&args);
     };
     sweep(&["--shard", "0/2"]);
-    let (_server, addr, _) = serve(&["--port", "0", "--results", store.to_str().unwrap()]);
+    // The store twice: the results page compares two stores on one chart.
+    let (_server, addr, _) = serve(&[
+        "--port",
+        "0",
+        "--results",
+        store.to_str().unwrap(),
+        "--results",
+        store.to_str().unwrap(),
+    ]);
     let (st, half) = get_json(addr, "/api/results/0");
     assert_eq!(
         (st, half["finished"].clone(), half["total"].clone()),
@@ -561,7 +569,9 @@ fn pages_work_in_headless_chromium() {
     check_model_view(&b, &base, &shots);
     check_model_page_extras(&b, &base, &shots);
     check_engine_view(&b, &base, &shots);
-    check_results_view(&b, &base, &shots, &store);
+    check_ldt_view(&b, &base, &shots);
+    check_kernel_view(&b, &base, &shots);
+    check_results_view(&b, &base, &shots);
     assert_no_csp_violations(&b);
     check_scripted_svg_is_inert(&b, &base, &store);
     eprintln!("screenshots written to {}", shots.display());
@@ -659,6 +669,55 @@ fn check_model_view(b: &Browser, base: &str, shots: &Path) {
     );
 }
 
+/// The large-deviation page shows what `flscale ldt rate --json` and `ldt tilted --json`
+/// print: the commands it shows answer its API objects exactly, and its E(α) is theirs.
+fn check_ldt_view(b: &Browser, base: &str, shots: &Path) {
+    b.goto(&format!("{base}/ldt?d=60&n=30&alpha=0.7"));
+    b.wait(
+        "the large-deviation view",
+        "(document.getElementById('ldt').dataset.rendered || '').includes('alpha=0.7')",
+    );
+    let shown = run_shown_commands(&b.text("ldt-cli"));
+    assert_eq!(shown.len(), 2, "{}", b.text("ldt-cli"));
+    let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (st, api) = get_json(
+        addr,
+        "/api/ldt/view?d=60&n=30&alpha=0.7&sigma1_sq=1&sigma2_sq=1&kappa=1",
+    );
+    assert_eq!(st, 200, "{api}");
+    assert_eq!(api["rate"], shown[0]);
+    assert_eq!(api["tilted"], shown[1]);
+    let at = shown[0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["alpha"] == json!(0.7))
+        .unwrap()["rate"]
+        .as_f64()
+        .unwrap();
+    assert!((shown_number(&b.text("ldt-rate")) - at).abs() < 1e-9 * at);
+    b.screenshot(&shots.join("ldt.png"));
+}
+
+/// The kernel-propagation page shows what `flscale kernel propagate --quick … --json` prints.
+fn check_kernel_view(b: &Browser, base: &str, shots: &Path) {
+    let query = "data=gaussian&activation=relu&d=20&n1=120&n2=60&p=200&seed=5";
+    b.goto(&format!("{base}/kernel?{query}"));
+    b.wait(
+        "the kernel view",
+        "(document.getElementById('kernel').dataset.rendered || '').includes('p=200')",
+    );
+    let shown = run_shown_commands(&b.text("kernel-cli"));
+    assert_eq!(shown.len(), 1, "{}", b.text("kernel-cli"));
+    let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (st, api) = get_json(addr, &format!("/api/kernel/view?{query}"));
+    assert_eq!(st, 200, "{api}");
+    assert_eq!(api, shown[0]);
+    let slope = api["slope_rkhs"].as_f64().unwrap();
+    assert!((shown_number(&b.text("k-slope-rkhs")) - slope).abs() < 1e-8 * slope.abs());
+    b.screenshot(&shots.join("kernel.png"));
+}
+
 /// Runs the command lines a page shows (one per line, `flscale …`, no quoting needed) and
 /// returns their JSON answers.
 fn run_shown_commands(text: &str) -> Vec<Value> {
@@ -747,6 +806,17 @@ fn check_model_page_extras(b: &Browser, base: &str, shots: &Path) {
         "{}",
         b.text("model-note")
     );
+    // A typed value beyond its slider widens it too, and says so.
+    b.js("const e = document.getElementById('d-box'); e.value = '300'; e.dispatchEvent(new Event('change')); return 0;");
+    b.wait(
+        "d = 300",
+        "(document.getElementById('model').dataset.rendered || '').includes('d=300')",
+    );
+    assert!(
+        b.text("model-note").contains("d = 300 lies outside"),
+        "{}",
+        b.text("model-note")
+    );
     // The zoom spans the transition: fold → coexistence is more than a few pixels.
     b.goto(&format!("{base}/model?u=29&zoom=1"));
     b.wait(
@@ -767,6 +837,20 @@ fn check_model_page_extras(b: &Browser, base: &str, shots: &Path) {
         "{min} … {max}"
     );
     assert_eq!(shown_number(&b.text("u-value")), 29.0);
+    // Finite size: the phase comes from U's own minima (P = 10 puts u = 100 far past the
+    // mean-field coexistence, yet U has one well), the wells and the diagram point are drawn.
+    for (p, phase, wells) in [(10, "unaligned (GFL)", 0), (200, "aligned (GMFL-II)", 2)] {
+        b.goto(&format!("{base}/model?mode=finite&p={p}"));
+        b.wait(
+            "the finite-size view",
+            &format!("(document.getElementById('model').dataset.rendered || '').includes('p={p}')"),
+        );
+        assert_eq!(b.text("phase-label"), phase);
+        let drawn = b.js(
+            "const s = document.getElementById('potential-plot'), w = s.viewBox.baseVal.width; return [[...s.querySelectorAll('line.vline')].filter(l => { const x = Number(l.getAttribute('x1')); return x > 0 && x < w; }).length, [...document.querySelectorAll('#diagram-plot .marker circle')].filter(c => { const y = Number(c.getAttribute('cy')); return y > 0 && y < c.ownerSVGElement.viewBox.baseVal.height; }).length];",
+        );
+        assert_eq!(drawn, json!([wells, 1]), "P = {p}");
+    }
     // A phone: nothing wider than the window, the charts shrink with it.
     b.window_size(400, 850);
     b.goto(&format!("{base}/model"));
@@ -857,8 +941,11 @@ fn check_engine_view(b: &Browser, base: &str, shots: &Path) {
     assert_eq!(b.text("toml-error"), lib_err);
 }
 
-/// The results browser: the figure and the exponent beside `flscale fit`'s.
-fn check_results_view(b: &Browser, base: &str, shots: &Path, store: &Path) {
+/// The results browser shows what `flscale fit --json` and `pstar --json` print: the shown
+/// commands answer the API's objects exactly, and on this store (two values of d, fewer than
+/// the three resolved crossings an exponent needs) the headline claims no exponent and lists
+/// the fit's warnings.
+fn check_results_view(b: &Browser, base: &str, shots: &Path) {
     b.goto(&format!("{base}/results/0"));
     b.wait(
         "the results view",
@@ -868,24 +955,79 @@ fn check_results_view(b: &Browser, base: &str, shots: &Path, store: &Path) {
         "the figure's points",
         "document.querySelectorAll('#obs-plot circle.point').length >= 6",
     );
-    let fit: Value =
-        serde_json::from_str(&flscale(&["fit", store.to_str().unwrap(), "--json"])).unwrap();
-    let measured = fit["exponent"].as_f64().unwrap();
-    let shown = shown_number(&b.text("results-exponent"));
-    assert!(
-        (shown - measured).abs() <= 1e-4 * measured.abs().max(1.0),
-        "{shown} vs {measured}"
+    let shown = run_shown_commands(&b.text("results-cli"));
+    assert_eq!(shown.len(), 2, "{}", b.text("results-cli"));
+    let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let (_, api) = get_json(addr, "/api/results/0");
+    assert_eq!(
+        api["fit"], shown[0],
+        "the page's fit is not `flscale fit --json`'s"
     );
-    let predicted = fit["predicted"]["value"].as_f64().unwrap();
-    assert!((shown_number(&b.text("results-predicted")) - predicted).abs() < 1e-4);
+    assert_eq!(
+        api["pstar"], shown[1],
+        "the page's P* is not `flscale pstar --json`'s"
+    );
+    let fit = &shown[0];
+    assert_eq!(fit["exponent_claimed"], json!(false), "{fit}");
+    let headline = b.text("results-exponent");
+    assert!(
+        headline.starts_with("no exponent claimed") && !headline.contains("measured"),
+        "{headline}"
+    );
+    let warnings = b.text("results-warnings");
+    let fit_warnings = fit["fit_warnings"].as_array().unwrap();
+    assert!(!fit_warnings.is_empty(), "{fit}");
+    for w in fit_warnings {
+        assert!(
+            warnings.contains(w.as_str().unwrap()),
+            "{w} not in {warnings}"
+        );
+    }
+    assert!(
+        b.text("results-predicted")
+            .starts_with(fit["predicted"]["exact"].as_str().unwrap()),
+        "{}",
+        b.text("results-predicted")
+    );
+    // The P* bars span the interval that includes the bracket.
+    let bars = b.js(
+        "return window.flplot.exportCSV(document.getElementById('pstar-plot')).split('\\n').filter(l => l.startsWith('P* (')).map(l => l.split(',').slice(4, 6).map(Number));",
+    );
+    let rows: Vec<&Value> = shown[1]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["pstar"].is_null())
+        .collect();
+    let n_rows = rows.len();
+    assert_eq!(bars.as_array().unwrap().len(), n_rows, "{bars}");
+    let nums = |v: &Value| -> Vec<f64> {
+        v.as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    for (bar, row) in bars.as_array().unwrap().iter().zip(rows) {
+        let expected = if row["ci95_with_bracket"].is_null() {
+            &row["ci95"]
+        } else {
+            &row["ci95_with_bracket"]
+        };
+        assert_eq!(nums(bar), nums(expected), "{row}");
+    }
     assert_eq!(
         b.js("return document.querySelectorAll('#runs-table tr').length;"),
         json!(7)
     );
-    let cli = b.text("results-cli");
-    assert!(
-        cli.contains("flscale fit ") && cli.contains("flscale pstar "),
-        "{cli}"
-    );
     b.screenshot(&shots.join("results.png"));
+    // Two stores on one chart: each store's P* and fit, named by the store; both commands.
+    b.goto(&format!("{base}/results/0?compare=1"));
+    b.wait(
+        "the comparison",
+        "document.getElementById('results').dataset.rendered === 'ok'",
+    );
+    let named = b.js(
+        "return ['store (#0): P*', 'store (#1): P*'].map(n => window.flplot.exportCSV(document.getElementById('pstar-plot')).split('\\n').filter(l => l.startsWith(n)).length);",
+    );
+    assert_eq!(named, json!([n_rows, n_rows]), "{named}");
+    assert_eq!(b.text("results-cli").lines().count(), 4);
 }

@@ -24,7 +24,7 @@ async function api(path, body) {
     const r = await fetch(path, opts);
     let v;
     try { v = await r.json(); } catch (e) { throw new Error(`${path} answered ${r.status} without JSON`); }
-    if (!r.ok) throw new Error(v.error || `${path} answered ${r.status}`);
+    if (!r.ok) throw Object.assign(new Error(v.error || `${path} answered ${r.status}`), { status: r.status });
     return v;
   } finally {
     busy(-1);
@@ -87,7 +87,8 @@ function modelQuery() {
   return q;
 }
 
-const VIEW_GRID = { rho_max: "1.2", points: "301", diagram_points: "201" };
+// rho_max=auto: the server widens the ρ range to hold every well (the answer says how far).
+const VIEW_GRID = { rho_max: "auto", points: "301", diagram_points: "201" };
 const fetchView = latest(q => {
   const full = new URLSearchParams(q);
   full.delete("zoom");
@@ -96,12 +97,12 @@ const fetchView = latest(q => {
 });
 
 // The CLI commands that print what the model view shows.
-function modelCommand(q) {
+function modelCommand(q, rhoMax) {
   const flag = k => "--" + k.replace("_", "-");
   const residual = ["sigma_w2", "b", "c"].flatMap(k => [flag(k), q.get(k)]);
   const potential = ["flscale", "cavity", "potential", ...residual];
   for (const k of ["u", "p", "n", "t", "s_a2"]) if (q.has(k)) potential.push(flag(k), q.get(k));
-  potential.push("--d", q.get("d"), "--rho-max", VIEW_GRID.rho_max, "--points", VIEW_GRID.points, "--json");
+  potential.push("--d", q.get("d"), "--rho-max", String(rhoMax), "--points", VIEW_GRID.points, "--json");
   const phase = ["flscale", "cavity", "phase", ...residual, "--d", q.get("d"), "--json"];
   return command(potential) + "\n" + command(phase);
 }
@@ -113,7 +114,7 @@ function holdValue(input, value) {
   if (value === null || value === "" || !isFinite(v)) return null;
   let note = null;
   if (v < Number(input.min) || v > Number(input.max)) {
-    note = `${input.id} = ${value} lies outside the slider's usual range ${input.min} … ${input.max}; the slider was widened`;
+    note = `${input.id.replace(/^(ldt|k)_/, "")} = ${value} lies outside the slider's usual range ${input.min} … ${input.max}; the slider was widened`;
     input.min = Math.min(Number(input.min), v);
     input.max = Math.max(Number(input.max), v);
   }
@@ -144,7 +145,7 @@ function zoomU(phase) {
 }
 
 async function updateModel() {
-  for (const out of document.querySelectorAll("#model output")) out.textContent = $(out.htmlFor).value;
+  syncBoxes("model");
   const finite = $("mode").value === "finite";
   for (const e of document.querySelectorAll(".finite-only")) e.hidden = !finite;
   for (const e of document.querySelectorAll(".mean-field-only")) e.hidden = finite;
@@ -162,15 +163,24 @@ async function updateModel() {
   showError("model-error", null);
   renderModel(v);
   zoomU(v.phase);
-  $("model-cli").textContent = modelCommand(q);
+  $("model-cli").textContent = modelCommand(q, v.rho_max);
   $("model").dataset.rendered = q.toString();
 }
 
 function renderModel(v) {
-  const ph = v.phase, pt = v.point;
+  const ph = v.phase, pt = v.point, w = v.wells;
   $("u-value").textContent = precise(pt.u);
-  $("phase-label").textContent = pt.phase;
+  $("phase-label").textContent = pt.phase + (pt.label ? ` (${pt.label})` : "");
   $("phase-description").textContent = "— " + pt.description;
+  $("phase-from").textContent = `(from ${pt.from})`;
+  const side = w.minima.filter(m => m.rho > 0);
+  const outer = Math.max(0, ...w.minima.map(m => m.rho));
+  $("wells-here").textContent = (side.length
+    ? `side minima at ρ = ${side.map(m => "±" + fmt(m.rho)).join(", ")} (−log p there minus at ρ = 0: ${side.map(m => fmt(m.depth)).join(", ")}), barrier at ${fmt(w.barrier)}; side-well mass ${fmt(w.side_mass)}`
+    : "one well, at ρ = 0") + (outer > v.rho_max ? ` — beyond the drawn range |ρ| ≤ ${v.rho_max}` : "");
+  $("r-here").textContent = `${precise(w.r_total)} over the posterior at D = ${ph.d}` +
+    (w.r_centre !== null && side.length ? `; ${fmt(w.r_centre)} in the centre` : "") +
+    (w.r_side !== null ? `, ${fmt(w.r_side)} in the side wells` : "");
   $("transition-kind").textContent = ph.kind;
   $("u-fold").textContent = precise(ph.u_fold.u);
   $("u-coexist").textContent = precise(ph.u_coexist.u);
@@ -181,26 +191,59 @@ function renderModel(v) {
   const pot = v.potential, curve = pot.curves[0].potential_over_d;
   const min = Math.min(...curve.filter(isFinite));
   const pts = pot.rho.map((x, i) => ({ x, y: curve[i] - min }));
-  const inner = pts.filter(p => Math.abs(p.x) <= Math.max(1.2 * ph.rho_star, 0.6)).map(p => p.y);
+  // The height that shows every well: the curve's top within a little beyond the outermost.
+  const inner = pts.filter(p => Math.abs(p.x) <= Math.max(1.2 * outer, 0.6)).map(p => p.y);
   const top = Math.max(...inner.filter(isFinite), 1e-6);
   drawChart($("potential-plot"), {
     series: [{ name: pot.curves[0].label, points: pts }],
-    xlabel: "ρ", ylabel: "(Ũ − min Ũ)/D", title: `${pot.model} potential: ${pot.parameters}`,
+    xlabel: "ρ", ylabel: pot.model === "finite" ? "(U − min U)/D" : "(Ũ − min Ũ)/D", title: `${pot.model} potential: ${pot.parameters}`,
     yrange: [-0.05 * top, 1.1 * top],
-    vlines: ph.rho_star > 0 ? [{ x: -ph.rho_star, label: "−ρ*" }, { x: ph.rho_star, label: "ρ*" }] : [],
+    vlines: side.flatMap(m => [{ x: -m.rho, label: "−ρ*" }, { x: m.rho, label: `ρ* = ${fmt(m.rho)}` }]),
   }, $("tooltip"));
-  const rows = v.diagram.rows;
-  const us = rows.flatMap(r => [num(r.u_fold), num(r.u_coexist)]).concat([pt.u, num(ph.u_spinodal && ph.u_spinodal.u)]);
+  drawChart($("diagram-plot"), diagramChart(v), $("tooltip"));
+}
+
+// The (c, u) diagram with the current point. A point far above the lines (the finite model's
+// u is often thousands) switches the u axis to log scale so that the point stays on it.
+function diagramChart(v) {
+  const rows = v.diagram.rows, ph = v.phase, pt = v.point;
+  const us = rows.flatMap(r => [num(r.u_fold), num(r.u_coexist)]).concat([num(ph.u_spinodal && ph.u_spinodal.u)]);
   const umax = Math.max(...us.filter(isFinite)) * 1.1;
-  drawChart($("diagram-plot"), {
+  const ylog = pt.u > 3 * umax;
+  const positive = us.filter(u => isFinite(u) && u > 0);
+  const yrange = ylog ? [Math.min(...positive) / 1.5, pt.u * 2] : [0, Math.max(umax, 1.1 * pt.u)];
+  return {
     series: [
       { name: "u_fold", points: rows.map(r => ({ x: r.c, y: num(r.u_fold) })), dash: "5 3" },
       { name: "u_coexist", points: rows.map(r => ({ x: r.c, y: num(r.u_coexist) })) },
       { name: "u_spinodal", points: rows.map(r => ({ x: r.c, y: num(r.u_spinodal) })), dash: "2 3" },
     ],
-    xlabel: "c", ylabel: "u", yrange: [0, Math.min(umax, 1e4)],
+    xlabel: "c", ylabel: "u", ylog, yrange,
     marker: { x: pt.c, y: pt.u, label: pt.phase },
-  }, $("tooltip"));
+  };
+}
+
+function showNotes(id, notes) {
+  $(id).textContent = notes.join("; ");
+  $(id).hidden = !notes.length;
+}
+
+// The number boxes beside a section's sliders show the slider's value (unless being typed in).
+function syncBoxes(section) {
+  for (const box of document.querySelectorAll(`#${section} input.num`)) {
+    if (document.activeElement !== box) box.value = $(box.dataset.for).value;
+  }
+}
+
+// A typed value goes to its slider, which widens (with a note) rather than clamp it.
+function bindBoxes(section, noteId, update) {
+  for (const box of document.querySelectorAll(`#${section} input.num`)) {
+    box.addEventListener("change", () => {
+      const note = holdValue($(box.dataset.for), box.value);
+      if (note) showNotes(noteId, [note]);
+      update();
+    });
+  }
 }
 
 function initModel() {
@@ -219,9 +262,9 @@ function initModel() {
     }
   }
   $("zoom").checked = q.get("zoom") === "1";
-  $("model-note").textContent = notes.join("; ");
-  $("model-note").hidden = !notes.length;
+  showNotes("model-note", notes);
   for (const k of MODEL_KEYS) $(k).addEventListener("input", updateModel);
+  bindBoxes("model", "model-note", updateModel);
   $("zoom").addEventListener("change", updateModel);
   updateModel();
 }
@@ -255,16 +298,26 @@ async function updateEngine() {
   const edited = $("toml").value !== presetText;
   history.replaceState(null, "", "/engine?" + q + (edited ? "#toml=" + encodeURIComponent($("toml").value) : ""));
   $("engine-cli").textContent = engineCommand(edited, at, axes, range, grid);
-  let v;
+  let v, mapError = null;
   try {
     v = await fetchPredict(body);
   } catch (err) {
-    showError("toml-error", err);
-    $("engine").dataset.rendered = "error";
-    return;
+    // A phase map too heavy for the server right now (503) must not hide the prediction:
+    // ask again without the map and say why it is missing.
+    if (body.phase && err.status === 503) {
+      mapError = err;
+      const { phase, range, grid, ...plain } = body;
+      try { v = await fetchPredict(plain); } catch (err2) { v = null; mapError = err2; }
+    }
+    if (!v) {
+      showError("toml-error", mapError || err);
+      $("engine").dataset.rendered = "error";
+      return;
+    }
   }
   if (!v) return;
   showError("toml-error", null);
+  showError("phase-map-error", mapError && `no phase map: ${mapError.message}`);
   renderEngine(v, axes);
   $("engine").dataset.rendered = "ok:" + ($("toml").value.length);
 }
@@ -337,6 +390,154 @@ async function initEngine() {
   await loadPreset($("preset").value, hash.has("toml") ? hash.get("toml") : undefined);
 }
 
+// ---------------------------------------------------------------- large deviations
+const LDT_KEYS = ["d", "n", "alpha", "sigma1_sq", "sigma2_sq", "kappa"];
+const fetchLdt = latest(q => api("/api/ldt/view?" + q));
+let ldtTimer = null;
+
+function ldtQuery() {
+  const q = new URLSearchParams();
+  for (const k of LDT_KEYS) q.set(k, $("ldt_" + k).value);
+  return q;
+}
+
+// The CLI commands that print what the page shows: the rate at the page's α grid and the
+// tilted law at the chosen α (`--perp prior`, `--beta-max 3`, `--grid 241` are the defaults).
+function ldtCommand(q, alphas) {
+  const model = ["d", "n", "sigma1_sq", "sigma2_sq"].flatMap(k => ["--" + k.replace("_", "-"), q.get(k)]);
+  return command(["flscale", "ldt", "rate", ...model, "--alpha", alphas.join(","), "--kappa", q.get("kappa"), "--json"]) + "\n" +
+    command(["flscale", "ldt", "tilted", ...model, "--alpha", q.get("alpha"), "--json"]);
+}
+
+async function updateLdt() {
+  syncBoxes("ldt");
+  const q = ldtQuery();
+  history.replaceState(null, "", "/ldt?" + q);
+  let v;
+  try {
+    v = await fetchLdt(q);
+  } catch (err) {
+    showError("ldt-error", err);
+    $("ldt").dataset.rendered = "error:" + q;
+    return;
+  }
+  if (!v) return;
+  showError("ldt-error", null);
+  const alpha = Number(q.get("alpha"));
+  const pts = v.rate.points, here = pts.find(p => p.alpha === alpha) || {};
+  $("ldt-rate").textContent = precise(here.rate);
+  $("ldt-tstar").textContent = precise(here.t_star);
+  $("ldt-pstar").textContent = precise(here.p_star);
+  const t = v.tilted;
+  $("ldt-shape").textContent = t.bimodal
+    ? `peaks at β = ±${fmt(t.beta_star)} hold ${fmt(t.side_mass)} of the mass (${fmt(t.specialised_neurons)} of N = ${t.model.n} neurons specialised)`
+    : "one peak, at β = 0";
+  drawChart($("rate-plot"), {
+    series: [{ name: "E(α)", dots: true, points: pts.map(p => ({ x: p.alpha, y: p.rate, note: `t* = ${fmt(p.t_star)}, P* ∝ ${fmt(p.p_star)}` })) }],
+    xlog: true, ylog: true, xlabel: "α", ylabel: "E(α)",
+    marker: { x: alpha, y: here.rate, label: `α = ${alpha}` },
+  }, $("tooltip"));
+  const dens = t.density.filter(([, p]) => p > 0);
+  const top = Math.max(...dens.map(([, p]) => p));
+  drawChart($("tilted-plot"), {
+    series: [{ name: `t* = ${fmt(t.t)}`, points: dens.map(([b, p]) => ({ x: b, y: -Math.log(p / top) })) }],
+    xlabel: "β", ylabel: "−log p(β) + log max p",
+    vlines: t.bimodal ? [{ x: -t.beta_star, label: "−β*" }, { x: t.beta_star, label: "β*" }] : [],
+  }, $("tooltip"));
+  $("ldt-cli").textContent = ldtCommand(q, v.alphas);
+  $("ldt").dataset.rendered = q.toString();
+}
+
+function initLdt() {
+  $("ldt-controls").addEventListener("submit", e => e.preventDefault());
+  const q = new URLSearchParams(location.search);
+  const notes = [];
+  for (const k of LDT_KEYS) {
+    if (!q.has(k)) continue;
+    const note = holdValue($("ldt_" + k), q.get(k));
+    if (note) notes.push(note);
+  }
+  showNotes("ldt-note", notes);
+  const later = () => { clearTimeout(ldtTimer); ldtTimer = setTimeout(updateLdt, 120); };
+  for (const k of LDT_KEYS) $("ldt_" + k).addEventListener("input", later);
+  bindBoxes("ldt", "ldt-note", updateLdt);
+  updateLdt();
+}
+
+// ---------------------------------------------------------------- kernel propagation
+const KERNEL_SLIDERS = ["d", "n1", "n2", "p", "seed"];
+const fetchKernel = latest(q => api("/api/kernel/view?" + q));
+let kernelTimer = null;
+
+function kernelQuery() {
+  const q = new URLSearchParams();
+  q.set("data", $("k_data").value);
+  q.set("activation", $("k_activation").value);
+  if ($("k_layernorm").checked) q.set("layernorm", "1");
+  for (const k of KERNEL_SLIDERS) q.set(k, $("k_" + k).value);
+  return q;
+}
+
+// The CLI command that prints the same object.
+function kernelCommand(q) {
+  const words = ["flscale", "kernel", "propagate", "--quick", "--data", q.get("data"), "--activation", q.get("activation")];
+  if (q.has("layernorm")) words.push("--layernorm");
+  for (const k of KERNEL_SLIDERS) words.push("--" + k, q.get(k));
+  return command([...words, "--json"]);
+}
+
+async function updateKernel() {
+  syncBoxes("kernel");
+  const q = kernelQuery();
+  history.replaceState(null, "", "/kernel?" + q);
+  let v;
+  try {
+    v = await fetchKernel(q);
+  } catch (err) {
+    showError("kernel-error", err);
+    $("kernel").dataset.rendered = "error:" + q;
+    return;
+  }
+  if (!v) return;
+  showError("kernel-error", null);
+  $("k-slope-rkhs").textContent = precise(v.slope_rkhs);
+  $("k-slope-inv").textContent = precise(v.slope_inverse_expectation);
+  $("k-predicted").textContent = precise(v.predicted_slope);
+  $("k-phi").textContent = precise(v.phi_star_eigenvalue);
+  $("k-method").textContent = v.method;
+  const [lo, hi] = v.config.fit_window;
+  drawChart($("kernel-plot"), {
+    series: [
+      { name: "RKHS norm of Φ*²", dots: true, points: v.points.map(p => ({ x: p.amplification, y: p.rkhs_norm, note: `${p.kept_eigenvalues} eigenvalues kept` })) },
+      { name: "inverse expectation of Φ*²", dots: true, points: v.points.map(p => ({ x: p.amplification, y: p.inverse_expectation })) },
+    ],
+    xlog: true, ylog: true, xlabel: "D (amplification)", ylabel: "value",
+    vlines: [{ x: lo, label: "fit" }, { x: hi, label: "" }],
+  }, $("tooltip"));
+  $("kernel-cli").textContent = kernelCommand(q);
+  $("kernel").dataset.rendered = q.toString();
+}
+
+function initKernel() {
+  $("kernel-controls").addEventListener("submit", e => e.preventDefault());
+  const q = new URLSearchParams(location.search);
+  if (q.has("data")) $("k_data").value = q.get("data");
+  if (q.has("activation")) $("k_activation").value = q.get("activation");
+  $("k_layernorm").checked = q.get("layernorm") === "1";
+  const notes = [];
+  for (const k of KERNEL_SLIDERS) {
+    if (!q.has(k)) continue;
+    const note = holdValue($("k_" + k), q.get(k));
+    if (note) notes.push(note);
+  }
+  showNotes("kernel-note", notes);
+  const later = () => { clearTimeout(kernelTimer); kernelTimer = setTimeout(updateKernel, 250); };
+  for (const k of KERNEL_SLIDERS) $("k_" + k).addEventListener("input", later);
+  for (const id of ["k_data", "k_activation", "k_layernorm"]) $(id).addEventListener("change", updateKernel);
+  bindBoxes("kernel", "kernel-note", updateKernel);
+  updateKernel();
+}
+
 // ---------------------------------------------------------------- results
 async function initResults(index) {
   const list = (await api("/api/results")).results;
@@ -358,22 +559,131 @@ async function initResults(index) {
     return;
   }
   $("results-view").hidden = false;
-  const dir = (list.find(r => String(r.index) === String(index)) || {}).path || "DIR";
-  $("results-cli").textContent = ["fit", "pstar"].map(c => command(["flscale", c, dir])).join("\n");
-  renderResults(v, index);
-  $("obs-logy").addEventListener("change", () => renderResults(v, index));
+  v.index = Number(index);
+  $("results-cli").textContent = v.cli.join("\n");
+  let other = await compareWith(list, index);
+  renderResults(v, index, other);
+  $("obs-logy").addEventListener("change", () => renderResults(v, index, other));
+  $("compare").addEventListener("change", async () => {
+    other = await compareWith(list, index, $("compare").value);
+    renderResults(v, index, other);
+  });
   $("results").dataset.rendered = "ok";
 }
 
-function renderResults(v, index) {
+// P* per group with the interval `pstar` reports including the bracket (hollow: the crossing
+// is only bracketed), the fitted line and the predicted slope through its centre; `other`, a
+// second store's answer, adds its P* and fit (each series named by its store).
+function pstarChart(v, other) {
+  const t = v.pstar;
+  const ps = pstarSeries(v, other ? `${v.name} (#${v.index}): ` : "", 0);
+  if (other) ps.push(...pstarSeries(other, `${other.name} (#${other.index}): `, 3));
+  return { series: ps, xlog: true, ylog: true, xlabel: t ? t.group : v.analysis.group, ylabel: "P*" };
+}
+
+function pstarSeries(v, prefix, colorBase) {
+  const t = v.pstar, f = v.fit;
+  const color = k => ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"][colorBase + k];
+  const rows = t ? t.rows.filter(r => r.pstar !== null) : [];
+  const ps = [{ name: prefix + "P* (95 % with bracket)", color: color(0), dots: true, line: false, points: rows.map(r => {
+    const [lo, hi] = r.ci95_with_bracket || r.ci95 || [null, null];
+    return { x: r.group, y: r.pstar, err: r.err, lo, hi, open: !r.resolved,
+      note: `bracket [${r.bracket.map(fmt).join(", ")}] ${r.resolved ? "ok" : "only bracketed"}` };
+  }) }];
+  if (f && f.points.length >= 2) {
+    // The fit is ln P* = intercept + exponent·ln x; the predicted slope is drawn through the
+    // fit's value at the points' geometric centre.
+    const gx = f.points.map(p => p[0]);
+    const x0 = Math.exp(gx.reduce((s, x) => s + Math.log(x), 0) / gx.length);
+    const y0 = Math.exp(f.intercept) * Math.pow(x0, f.exponent);
+    const line = slope => [Math.min(...gx), Math.max(...gx)].map(x => ({ x, y: y0 * Math.pow(x / x0, slope) }));
+    const name = f.exponent_claimed ? `fit: slope ${fmt(f.exponent)}` : `slope through the points ${fmt(f.exponent)} (no exponent claimed)`;
+    ps.push({ name: prefix + name, color: color(1), points: line(f.exponent), dash: f.exponent_claimed ? "" : "2 3" });
+    if (f.predicted) ps.push({ name: `${prefix}predicted: slope ${f.predicted.exact}`, color: color(2), dash: "6 4", points: line(f.predicted.value) });
+  }
+  return ps;
+}
+
+// The fit's verdict as `flscale fit` words it: the exponent only where the fit claims one,
+// else the slope through the points, named as such.
+function claimText(f) {
+  const pm = f.err === null ? "" : " ± " + fmt(f.err);
+  if (!f.exponent_claimed) {
+    return `no exponent claimed from ${f.points.length} point(s); the slope through them is ${fmt(f.exponent)}${pm}`;
+  }
+  return `measured exponent ${fmt(f.exponent)}${pm}` + (f.ci95 ? ` (95 % interval ${f.ci95.map(fmt).join(" … ")})` : "");
+}
+
+// Every flag, warning and note of `fit --json` and `pstar --json`, each once.
+function resultWarnings(v) {
+  const out = [];
+  const add = (kind, text) => { if (text && !out.some(o => o[1] === text)) out.push([kind, text]); };
+  if (v.fit_error) add("flscale fit refuses", v.fit_error);
+  if (v.pstar_error) add("flscale pstar refuses", v.pstar_error);
+  for (const r of [v.fit, v.pstar].filter(Boolean)) {
+    for (const w of r.fit_warnings || []) add("warning", w);
+    add("warning", r.step_bias);
+  }
+  for (const n of (v.fit && v.fit.unresolved) || []) add("note", n);
+  for (const k of (v.fit && v.fit.skipped) || []) add("left out", k);
+  if (v.fit) add("note", v.fit.mu_rule);
+  for (const n of v.notes) add("note", n);
+  add("note", (v.fit || v.pstar || {}).equilibration);
+  return out;
+}
+
+// The store chosen for comparison (`?compare=J` in the URL, or `choice`), fetched; null for
+// none. Its commands join the command box.
+async function compareWith(list, index, choice) {
+  const others = list.filter(r => String(r.index) !== String(index));
+  $("compare-box").hidden = !others.length;
+  const sel = $("compare");
+  if (sel.options.length === 1) {
+    for (const r of others) {
+      const o = document.createElement("option");
+      o.value = String(r.index);
+      o.textContent = `#${r.index} ${r.name} (${r.path})`;
+      sel.appendChild(o);
+    }
+  }
+  const q = new URLSearchParams(location.search);
+  if (choice !== undefined) {
+    if (choice) q.set("compare", choice); else q.delete("compare");
+    history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q : ""));
+  }
+  const j = q.get("compare") || "";
+  sel.value = others.some(r => String(r.index) === j) ? j : "";
+  if (!sel.value) return null;
+  let o;
+  try {
+    o = await api("/api/results/" + sel.value);
+  } catch (err) {
+    showError("results-error", err);
+    return null;
+  }
+  o.index = Number(sel.value);
+  return o;
+}
+
+function renderResults(v, index, other) {
   const a = v.analysis;
   $("results-name").textContent = v.name;
   $("results-progress").textContent = `${v.finished} of ${v.total} runs finished`;
   const f = v.fit;
-  $("results-exponent").textContent = f ? `${fmt(f.exponent)}${f.err === null ? "" : " ± " + fmt(f.err)}` : "none";
-  $("results-predicted").textContent = f && f.predicted ? `${fmt(f.predicted.value)} (${f.predicted.description})` : "none";
-  $("results-what").textContent = f ? `${f.what}; 95 % interval ${f.ci95 ? f.ci95.map(fmt).join(" … ") : "n/a"}` : "";
-  $("results-notes").textContent = v.notes.join(" ");
+  $("results-exponent").textContent = f ? claimText(f) : "none (flscale fit refuses this store; see below)";
+  $("results-exponent").dataset.claimed = f && f.exponent_claimed ? "yes" : "no";
+  $("results-predicted").textContent = f && f.predicted ? `${f.predicted.exact} (${f.predicted.description})` : "none";
+  const without = f && f.without_bracket && f.without_bracket.err !== null
+    ? `; the grid's brackets included (seeds and chains alone ± ${fmt(f.without_bracket.err)})` : "";
+  $("results-what").textContent = f ? `${f.what}${without}` : "";
+  const list = $("results-warnings");
+  list.innerHTML = "";
+  for (const [kind, text] of resultWarnings(v)) {
+    const li = document.createElement("li");
+    li.className = kind === "note" ? "muted" : "warning";
+    li.append(`${kind}: ${text}`);
+    list.appendChild(li);
+  }
   const series = v.series.map(s => ({
     name: `${a.group} = ${fmt(s.group)}`, dots: true,
     points: s.points.map(p => ({ x: p.x, y: p.y, err: p.err, open: p.equilibrated === false,
@@ -383,19 +693,8 @@ function renderResults(v, index) {
   if (xs.length) series.push({ name: `threshold ${a.threshold}`, color: "#888", dash: "4 3",
     points: [{ x: Math.min(...xs), y: a.threshold }, { x: Math.max(...xs), y: a.threshold }] });
   drawChart($("obs-plot"), { series, xlog: true, ylog: $("obs-logy").checked, xlabel: a.x, ylabel: a.observable }, $("tooltip"));
-  const rows = v.pstar ? v.pstar.rows.filter(r => r.pstar !== null) : [];
-  const ps = [{ name: "P*", dots: true, line: false, points: rows.map(r => ({ x: r.group, y: r.pstar, err: r.err })) }];
-  if (f && f.points.length >= 2) {
-    // The fit is ln P* = intercept + exponent·ln x; the predicted slope is drawn through the
-    // fit's value at the points' geometric centre.
-    const gx = f.points.map(p => p[0]);
-    const x0 = Math.exp(gx.reduce((s, x) => s + Math.log(x), 0) / gx.length);
-    const y0 = Math.exp(f.intercept) * Math.pow(x0, f.exponent);
-    const line = slope => [Math.min(...gx), Math.max(...gx)].map(x => ({ x, y: y0 * Math.pow(x / x0, slope) }));
-    ps.push({ name: `fit: slope ${fmt(f.exponent)}`, points: line(f.exponent) });
-    if (f.predicted) ps.push({ name: `predicted: slope ${fmt(f.predicted.value)}`, dash: "6 4", points: line(f.predicted.value) });
-  }
-  drawChart($("pstar-plot"), { series: ps, xlog: true, ylog: true, xlabel: v.pstar ? v.pstar.group : a.group, ylabel: "P*" }, $("tooltip"));
+  drawChart($("pstar-plot"), pstarChart(v, other), $("tooltip"));
+  $("results-cli").textContent = v.cli.concat(other ? other.cli : []).join("\n");
   const figs = $("results-figures");
   figs.innerHTML = "";
   for (const name of v.figures.filter(n => n.endsWith(".svg"))) {
@@ -422,11 +721,13 @@ function renderResults(v, index) {
 // ---------------------------------------------------------------- routing
 function route() {
   const parts = location.pathname.split("/").filter(Boolean);
-  const view = ["model", "engine", "results"].includes(parts[0]) ? parts[0] : "model";
+  const view = ["model", "engine", "ldt", "kernel", "results"].includes(parts[0]) ? parts[0] : "model";
   for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== view;
   for (const a of document.querySelectorAll("header a")) a.classList.toggle("active", a.dataset.view === view);
   if (view === "model") initModel();
   if (view === "engine") initEngine().catch(err => showError("toml-error", err));
+  if (view === "ldt") initLdt();
+  if (view === "kernel") initKernel();
   if (view === "results") initResults(parts.length > 1 ? parts[1] : null).catch(err => showError("results-error", err));
 }
 

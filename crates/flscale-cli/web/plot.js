@@ -56,7 +56,14 @@ function extent(values, log, pad) {
   return [lo - d, hi + d];
 }
 
-// Draws a chart into the <svg> `svg`. spec: {series: [{name, points: [{x, y, err, open}],
+// A point's error bar: its interval [lo, hi] when it has one (asymmetric, e.g. a bracket),
+// else y ± err; null without either.
+function bar(p) {
+  if (p.lo !== undefined && p.lo !== null && p.hi !== undefined && p.hi !== null) return [p.lo, p.hi];
+  return p.err ? [p.y - p.err, p.y + p.err] : null;
+}
+
+// Draws a chart into the <svg> `svg`. spec: {series: [{name, points: [{x, y, err, lo, hi, open}],
 // line, dots, color}], xlog, ylog, xlabel, ylabel, title, xrange, yrange, vlines: [{x, label}],
 // marker: {x, y, label}}. Hovering a point shows its values in `tooltip` (an element).
 function drawChart(svg, spec, tooltip) {
@@ -69,7 +76,8 @@ function drawChart(svg, spec, tooltip) {
   for (const s of spec.series) for (const p of s.points) {
     xs.push(p.x);
     ys.push(p.y);
-    if (p.err) { ys.push(p.y - p.err); ys.push(p.y + p.err); }
+    const b = bar(p);
+    if (b) ys.push(...b);
   }
   if (spec.marker) { xs.push(spec.marker.x); ys.push(spec.marker.y); }
   const [x0, x1] = spec.xrange || extent(xs, spec.xlog, 0.04);
@@ -111,13 +119,15 @@ function drawChart(svg, spec, tooltip) {
     }
     if (!s.dots) return;
     for (const p of pts) {
-      if (p.err && ok(p.x, p.y - p.err)) {
-        el("line", { x1: sx(p.x), x2: sx(p.x), y1: sy(p.y - p.err), y2: sy(p.y + p.err), stroke: color, "stroke-width": 1.5 }, plot);
+      const b = bar(p);
+      if (b && ok(p.x, b[0]) && ok(p.x, b[1])) {
+        el("line", { x1: sx(p.x), x2: sx(p.x), y1: sy(b[0]), y2: sy(b[1]), stroke: color, "stroke-width": 1.5 }, plot);
       }
       const c = el("circle", { cx: sx(p.x), cy: sy(p.y), r: 4.5, stroke: color, "stroke-width": 2,
         fill: p.open ? "white" : color, class: "point" + (p.open ? " open" : "") }, plot);
       const text = `${s.name}: ${spec.xlabel} = ${fmt(p.x)}, ${spec.ylabel} = ${fmt(p.y)}` +
-        (p.err ? ` ± ${fmt(p.err)}` : "") + (p.note ? ` (${p.note})` : "");
+        (p.lo !== undefined && p.lo !== null ? ` in [${fmt(p.lo)}, ${fmt(p.hi)}]` : p.err ? ` ± ${fmt(p.err)}` : "") +
+        (p.note ? ` (${p.note})` : "");
       el("title", {}, c).textContent = text;
       if (tooltip) {
         c.addEventListener("mouseenter", () => { tooltip.textContent = text; tooltip.hidden = false; });
@@ -142,7 +152,16 @@ function drawLegend(svg, spec, m, W, H, sx, sy, ok) {
   const bw = Math.min(W - m.l - m.r - 8, 26 + 6.4 * Math.max(...named.map(({ s }) => s.name.length)));
   const bh = 8 + 16 * named.length;
   const pts = [];
-  for (const s of spec.series) for (const p of s.points) if (ok(p.x, p.y)) pts.push([sx(p.x), sy(p.y)]);
+  for (const s of spec.series) for (const p of s.points) {
+    if (!ok(p.x, p.y)) continue;
+    pts.push([sx(p.x), sy(p.y)]);
+    // An error bar counts as covered along its length (a point every 8 px).
+    const b = s.dots ? bar(p) : null;
+    if (b && ok(p.x, b[0]) && ok(p.x, b[1])) {
+      const [y0, y1] = [sy(b[0]), sy(b[1])].sort((a, c) => a - c);
+      for (let y = y0; y <= y1; y += 8) pts.push([sx(p.x), y]);
+    }
+  }
   if (spec.marker && ok(spec.marker.x, spec.marker.y)) pts.push([sx(spec.marker.x), sy(spec.marker.y)]);
   const corners = [
     [W - m.r - bw - 4, m.t + 4], [m.l + 4, m.t + 4],
@@ -218,8 +237,8 @@ function exportCSV(svg) {
     c.cells.forEach((row, iy) => row.forEach((k, ix) => rows.push([c.grid[ix], c.grid[iy], k === null ? "" : c.names[k].join(" = ")])));
   } else {
     const s = c.spec;
-    rows.push(["series", s.xlabel, s.ylabel, "error"]);
-    for (const ser of s.series) for (const p of ser.points) rows.push([ser.name || "", p.x, p.y, p.err]);
+    rows.push(["series", s.xlabel, s.ylabel, "error", "low", "high"]);
+    for (const ser of s.series) for (const p of ser.points) rows.push([ser.name || "", p.x, p.y, p.err, p.lo, p.hi]);
   }
   return rows.map(r => r.map(csvCell).join(",")).join("\n") + "\n";
 }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use flscale::cavity::phase_at::label_name;
 use flscale::cavity::{self, PhaseReport};
 use flscale::experiment::io::parse_cell;
 use flscale::patterns::arch::{
@@ -18,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{secs, ApiError, ApiResult};
+use super::wells;
 use super::work::Cancel;
 use crate::cmd::args::out_of_range;
 use crate::cmd::cavity::{
@@ -151,7 +153,9 @@ pub fn cavity_view(q: &Params) -> ApiResult<Value> {
         )));
     }
     let points = q.count_or("points", 301, 2, MAX_POINTS)?;
-    let rho_max = q.f64_or("rho_max", 1.5)?;
+    // `auto`: wide enough for every well of the potential (see `auto_rho_max`).
+    let auto = q.raw("rho_max") == Some("auto");
+    let rho_max = if auto { 1.5 } else { q.f64_or("rho_max", 1.5)? };
     if !(rho_max > 0.0 && rho_max <= MAX_RHO) {
         return Err(ApiError::bad(format!(
             "parameter rho_max = {rho_max} is not allowed; it must be in (0, {MAX_RHO}]"
@@ -181,12 +185,17 @@ pub fn cavity_view(q: &Params) -> ApiResult<Value> {
         rho_max,
         points,
     };
-    let u = if finite {
+    let model = if finite {
         let p = q.f64_or("p", 200.0)?;
         input.p = vec![p];
         let s_a2 = input.s_a2.unwrap_or(1.0 / n);
         flscale::error::require_positive("N (width)", n)?;
-        cavity::FiniteModel::new(d, p, input.t, s_a2, sigma_w2)?.u()
+        Some(cavity::FiniteModel::new(d, p, input.t, s_a2, sigma_w2)?)
+    } else {
+        None
+    };
+    let u = if let Some(m) = &model {
+        m.u()
     } else {
         let u = q.f64_or("u", 25.0)?;
         input.u = vec![u];
@@ -200,15 +209,49 @@ pub fn cavity_view(q: &Params) -> ApiResult<Value> {
     check_potential_input(&input).map_err(parameter_names)?;
     check_phase_input(sigma_w2, b, c, d, c_min, c_max).map_err(parameter_names)?;
     let phase = cavity::phase(sigma_w2, b, c, d as usize)?;
+    // The wells at this very point: of the finite-size U, whose phase they decide, or of the
+    // mean-field D·Ũ_u at this u (ρ* and R follow u; `phase` holds them at coexistence).
+    let (view, point) = match &model {
+        Some(m) => {
+            let (view, label) = wells::finite_wells(m, b, c, n)?;
+            let (word, description) = wells::describe_finite(&view, label, n);
+            let point = json!({
+                "u": u, "c": c, "phase": word, "label": label_name(label),
+                "description": description, "from": "the finite-size potential's own minima",
+            });
+            (view, point)
+        }
+        None => {
+            let view = wells::mean_field_wells(&cavity::MeanField::new(sigma_w2, b, c)?, u, d)?;
+            let (word, description) = phase_at(&phase, u);
+            let point = json!({
+                "u": u, "c": c, "phase": word, "description": description,
+                "from": "u against the mean-field fold, coexistence and spinodal",
+            });
+            (view, point)
+        }
+    };
+    if auto {
+        input.rho_max = auto_rho_max(&view);
+    }
     let potential = potential_report(&input)?;
     let rows = cavity::phase_diagram(sigma_w2, b, c_min, c_max, diagram_points)?;
-    let (label, description) = phase_at(&phase, u);
     Ok(json!({
         "potential": potential.to_json(),
+        "rho_max": input.rho_max,
         "phase": to_value(&phase)?,
+        "wells": view.to_json(),
         "diagram": { "sigma_w2": sigma_w2, "b": b, "rows": to_value(&rows)? },
-        "point": { "u": u, "c": c, "phase": label, "description": description },
+        "point": point,
     }))
+}
+
+/// The half-width of the drawn ρ grid for `rho_max=auto`: 1.2 (where the blog's figures
+/// stop), widened to a quarter beyond the outermost well, in steps of 0.1, at most
+/// [`MAX_RHO`] (a page that needs more says so: its wells lie outside).
+fn auto_rho_max(view: &wells::WellView) -> f64 {
+    let wanted = (1.25 * view.outermost() * 10.0).ceil() / 10.0;
+    wanted.clamp(1.2, MAX_RHO)
 }
 
 /// A CLI message that starts with its flag (`--sigma-w2 1e9 is not allowed; …`) with the
@@ -443,6 +486,48 @@ mod tests {
         let fin = cavity_view(&params(&[("mode", "finite"), ("p", "100")])).unwrap();
         let u = 100.0f64.powi(2) * (1.0 / 20.0) / (0.05f64.powi(2) * 20.0);
         assert!((fin["point"]["u"].as_f64().unwrap() - u).abs() < 1e-9 * u);
+    }
+
+    /// The finite-size view takes its phase from U's own minima (at P = 10, u = 100 lies far
+    /// past the mean-field coexistence, yet U has one well: unaligned), and `rho_max=auto`
+    /// draws every well (at P = 200 the side well lies near ρ = 2, beyond the default 1.5).
+    #[test]
+    fn finite_view_reads_its_own_wells_and_draws_them() {
+        let v = cavity_view(&params(&[("mode", "finite"), ("p", "10")])).unwrap();
+        assert!(
+            v["point"]["u"].as_f64().unwrap()
+                > 3.0 * v["phase"]["u_coexist"]["u"].as_f64().unwrap()
+        );
+        assert_eq!(v["point"]["phase"], "unaligned", "{}", v["point"]);
+        assert_eq!(v["point"]["label"], "GFL");
+        let v = cavity_view(&params(&[
+            ("mode", "finite"),
+            ("p", "200"),
+            ("rho_max", "auto"),
+        ]))
+        .unwrap();
+        assert_eq!(v["point"]["phase"], "aligned", "{}", v["point"]);
+        let outer = v["wells"]["minima"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["rho"].as_f64().unwrap())
+            .fold(0.0, f64::max);
+        let drawn = v["rho_max"].as_f64().unwrap();
+        assert!(outer > 1.5 && drawn >= 1.2 * outer, "{outer} vs {drawn}");
+        let rho = v["potential"]["rho"].as_array().unwrap();
+        assert_eq!(rho.last().unwrap().as_f64().unwrap(), drawn);
+        // In the mean-field view ρ* follows u: the side minimum moves out past coexistence.
+        let at = |u: &str| {
+            let v = cavity_view(&params(&[("u", u)])).unwrap();
+            v["wells"]["minima"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["rho"].as_f64().unwrap())
+                .fold(0.0, f64::max)
+        };
+        assert!(at("34") > at("30") && at("30") > 0.0 && at("15") == 0.0);
     }
 
     #[test]

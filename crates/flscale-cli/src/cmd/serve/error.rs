@@ -57,4 +57,3 @@ pub fn secs(d: Duration) -> String {
         format!("{s} s")
     }
 }
-

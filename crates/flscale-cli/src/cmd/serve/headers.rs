@@ -18,7 +18,6 @@ pub const SECURITY_HEADERS: &[(&str, &str)] = &[
     ("cross-origin-opener-policy", "same-origin"),
 ];
 
-
 /// A complete HTTP/1.1 error answer as raw text, for the places that write to the socket
 /// themselves (`conn`: over the connection cap, hyper's canned answers): the head (JSON
 /// type, length, `connection: close`, the security headers) and the body.
@@ -34,4 +33,3 @@ pub fn error_head_and_body(status: u16, reason: &str, message: &str) -> (String,
     head += "\r\n";
     (head, body)
 }
-

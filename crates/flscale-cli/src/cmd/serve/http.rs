@@ -29,11 +29,12 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::api::{self, PredictRequest};
+use super::conn::{self, ConnLimits};
 use super::error::{secs, ApiError, ApiResult};
 use super::headers::{APP_CSP, FILE_CSP, SECURITY_HEADERS};
-use super::conn::{self, ConnLimits};
 use super::results::ResultDirs;
 use super::work::{Class, Pools};
+use super::{kernel, ldt};
 
 /// Longest a computation may take (waiting for a slot included) before the request answers
 /// 503 and the computation is told to stop.
@@ -46,7 +47,6 @@ pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 /// Chunk of a streamed results file.
 const FILE_CHUNK: usize = 64 * 1024;
-
 
 const INDEX_HTML: &str = include_str!("../../../web/index.html");
 const APP_JS: &str = include_str!("../../../web/app.js");
@@ -167,6 +167,8 @@ pub fn router(dirs: ResultDirs, config: &Config) -> Router {
         .route("/", page())
         .route("/model", page())
         .route("/engine", page())
+        .route("/ldt", page())
+        .route("/kernel", page())
         .route("/results", page())
         .route("/results/{index}", page())
         .route(
@@ -182,6 +184,8 @@ pub fn router(dirs: ResultDirs, config: &Config) -> Router {
             get(|| async { asset("text/css; charset=utf-8", STYLE_CSS) }),
         )
         .route("/api/cavity/view", get(cavity_view))
+        .route("/api/ldt/view", get(ldt_view))
+        .route("/api/kernel/view", get(kernel_view))
         .route("/api/presets", get(|| async { json_ok(api::presets()) }))
         .route("/api/presets/{name}", get(preset))
         .route("/api/predict", post(predict))
@@ -389,6 +393,31 @@ async fn cavity_view(
     answer(
         st.pools
             .run(Class::Slider, move |_| api::cavity_view(&api::Params(q)))
+            .await,
+    )
+}
+
+/// The large-deviation page's computation runs with the heavy ones, so that it cannot delay
+/// the model page's slider.
+async fn ldt_view(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    answer(
+        st.pools
+            .run(Class::Heavy, move |_| ldt::ldt_view(&api::Params(q)))
+            .await,
+    )
+}
+
+/// Kernel propagation is a heavy computation (seconds at the largest sizes allowed).
+async fn kernel_view(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    answer(
+        st.pools
+            .run(Class::Heavy, move |_| kernel::kernel_view(&api::Params(q)))
             .await,
     )
 }

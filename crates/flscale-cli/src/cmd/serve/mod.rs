@@ -18,7 +18,10 @@ mod conn;
 mod error;
 mod headers;
 mod http;
+mod kernel;
+mod ldt;
 pub mod results;
+mod wells;
 mod work;
 
 /// Arguments of `flscale serve`.

@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use flscale::experiment::analysis;
 use flscale::experiment::stats::{cells, coordinate};
-use flscale::experiment::StoreData;
+use flscale::experiment::{integrity, pstar, Bootstrap, StoreData};
 use flscale::sim::observables::mean_and_error;
 use serde_json::{json, Value};
 
@@ -69,29 +69,48 @@ impl ResultDirs {
         json!({ "results": dirs })
     }
 
-    /// `GET /api/results/I`: the store's analysis (the objects of `flscale pstar --json` and
-    /// `flscale fit --json`), the measured points per group with their standard errors and
-    /// equilibration flags, the run table and the figure files already drawn.
+    /// `GET /api/results/I`: the store's analysis as the CLI reports it — `fit`, the object
+    /// of `flscale fit DIR --json`, and `pstar`, that of `flscale pstar DIR --json` (flags,
+    /// warnings and notes included; each `null` with its `*_error` where the CLI refuses) —
+    /// the measured points per group with their standard errors and equilibration flags, the
+    /// run table, the figure files already drawn and the commands that print the same.
     pub fn summary(&self, index: usize) -> ApiResult<Value> {
         let root = self.root(index)?;
-        let data = StoreData::load(root)?;
+        let dir = root.display().to_string();
+        let (data, notes, skip_damaged) = load_as_the_cli(root)?;
         let a = &data.analysis;
-        let an = analysis::analyse(&data, REPLICATES, 0);
         let series = if data.runs.is_empty() {
             Vec::new()
         } else {
             series(&data).map_err(ApiError::from)?
         };
         let runs: Vec<_> = data.runs.iter().map(run_row).collect();
+        let (fit, fit_error) = split(fit_report(&data, &dir));
+        let (pstar, pstar_error) = split(pstar_report(&data, &dir));
+        let cli: Vec<String> = ["fit", "pstar"]
+            .iter()
+            .map(|c| {
+                let mut words = vec!["flscale".to_string(), c.to_string(), shell_word(&dir)];
+                if skip_damaged {
+                    words.push("--skip-damaged".into());
+                }
+                words.push("--json".into());
+                words.join(" ")
+            })
+            .collect();
         Ok(json!({
             "name": dir_name(root),
+            "path": dir,
             "finished": data.runs.len(),
             "total": data.total,
             "analysis": { "x": a.x, "group": a.group, "observable": a.observable, "threshold": a.threshold },
             "series": series,
-            "pstar": an.pstar.as_ref().map(table_json),
-            "fit": an.fit.as_ref().map(|f| fit_json(f, an.predicted.as_ref())),
-            "notes": an.notes,
+            "fit": fit,
+            "fit_error": fit_error,
+            "pstar": pstar,
+            "pstar_error": pstar_error,
+            "notes": notes,
+            "cli": cli,
             "runs": runs,
             "figures": figure_files(root),
         }))
@@ -134,6 +153,135 @@ fn shorten_path(s: &str) -> String {
 fn dir_name(p: &Path) -> String {
     p.file_name()
         .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into())
+}
+
+/// The store as `flscale fit`/`pstar` load it (verified; damaged or missing runs refused
+/// unless `--skip-damaged`), except that a store the CLI would refuse is loaded as with
+/// `--skip-damaged` (a sweep still running is worth looking at); the third value says so, and
+/// the notes name what was left out.
+fn load_as_the_cli(root: &Path) -> ApiResult<(StoreData, Vec<String>, bool)> {
+    let manifest = flscale::experiment::Store::open(root)?.manifest()?;
+    let survey = integrity::survey(root, &manifest)?;
+    let skip_damaged = !(survey.damaged().is_empty() && survey.missing().is_empty());
+    let policy = integrity::Policy {
+        skip_damaged,
+        require_complete: true,
+    };
+    let (data, notes) = StoreData::load_verified(root, policy)?;
+    Ok((data, notes, skip_damaged))
+}
+
+/// An answer's value and error as two JSON fields (one of them null).
+fn split(r: flscale::Result<Value>) -> (Value, Value) {
+    match r {
+        Ok(v) => (v, Value::Null),
+        Err(e) => (Value::Null, json!(e.to_string())),
+    }
+}
+
+/// A path as a shell word (quoted when it holds anything but plain characters).
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.,:/=+-".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The stores the CLI refuses outright ([`crate::cmd::pstar::load`]).
+fn require_runs(data: &StoreData, dir: &str) -> flscale::Result<()> {
+    if data.runs.is_empty() {
+        return Err(flscale::Error::invalid(format!(
+            "{dir} has no finished runs yet; run flscale sweep first"
+        )));
+    }
+    Ok(())
+}
+
+/// The object `flscale fit DIR --json` prints with every flag at its default, built by the
+/// same library calls in the same order (`cmd/fit.rs`): the fit of `[analysis] fit` (P\* against
+/// the group variable unless stated), its readiness warnings and whether it claims an
+/// exponent, the prediction when it is about the fitted quantity, the equilibration and
+/// step-size notes.
+fn fit_report(data: &StoreData, dir: &str) -> flscale::Result<Value> {
+    require_runs(data, dir)?;
+    let a = &data.analysis;
+    let spec = a
+        .fit
+        .clone()
+        .unwrap_or(flscale::experiment::sweep::FitSpec {
+            y: "pstar".into(),
+            x: a.group.clone(),
+        });
+    let (y, x) = (spec.y, spec.x);
+    let mut boot = Bootstrap::new(0, REPLICATES);
+    let mut unresolved = Vec::new();
+    let (f, warnings, carries) = if y == "pstar" {
+        let mut query = pstar::PstarQuery::from_analysis(data);
+        query.group = x.clone();
+        let t = pstar::pstar(data, &query, &mut boot)?;
+        unresolved = pstar::unresolved_notes(&t);
+        let warnings = pstar::fit_readiness(&t, dir);
+        let carries = pstar::carries_exponent(&t);
+        (pstar::fit_pstar(&t)?, warnings, carries)
+    } else {
+        let f = analysis::fit_observable(data, &x, &y, &mut boot)?;
+        let warnings = analysis::observable_fit_readiness(&f, data, &x, &y, dir);
+        let carries = warnings.is_empty();
+        (f, warnings, carries)
+    };
+    // The experiment's prediction is only paired with the quantity it is about.
+    let predicted = a
+        .predict
+        .as_ref()
+        .filter(|p| (p.quantity == "pstar") == (y == "pstar"))
+        .map(analysis::predicted_exponent)
+        .transpose()?;
+    let mut v = fit_json(&f, predicted.as_ref());
+    if matches!(y.as_str(), "mu" | "specialising") {
+        if let Some(n) = data.mu_rule_note() {
+            v["mu_rule"] = json!(n);
+        }
+    }
+    v["unresolved"] = json!(unresolved);
+    v["fit_warnings"] = json!(warnings);
+    v["exponent_claimed"] = json!(carries);
+    v["equilibration"] = json!(data.equilibration_note());
+    v["step_bias"] = json!(data.step_bias_note());
+    Ok(v)
+}
+
+/// The object `flscale pstar DIR --json` prints with every flag at its default, built by the
+/// same library calls (`cmd/pstar.rs`): the P\* table with each row's bracket and the interval
+/// that includes it, the exponent through it, the prediction, and the notes and warnings.
+fn pstar_report(data: &StoreData, dir: &str) -> flscale::Result<Value> {
+    require_runs(data, dir)?;
+    let mut boot = Bootstrap::new(0, REPLICATES);
+    let t = pstar::pstar(data, &pstar::PstarQuery::from_analysis(data), &mut boot)?;
+    let fit = pstar::fit_pstar(&t).ok();
+    let predicted = data
+        .analysis
+        .predict
+        .as_ref()
+        .filter(|p| p.quantity == "pstar")
+        .map(analysis::predicted_exponent)
+        .transpose()?;
+    let mut v = table_json(&t);
+    v["exponent"] = json!(fit.as_ref().map(|f| json!({
+        "value": f.exponent.value, "err": f.exponent.err,
+        "ci95": f.exponent.lo.zip(f.exponent.hi),
+    })));
+    v["predicted"] = json!(predicted.as_ref().map(|p| json!({
+        "value": p.value, "exact": p.exact, "description": p.description,
+    })));
+    v["equilibration"] = json!(data.equilibration_note());
+    v["fit_warnings"] = json!(pstar::fit_readiness(&t, dir));
+    v["exponent_claimed"] = json!(pstar::carries_exponent(&t));
+    v["step_bias"] = json!(data.step_bias_note());
+    Ok(v)
 }
 
 /// The observable of `[analysis]` against its crossing variable, one series per group: the
