@@ -560,7 +560,7 @@ fn results_columns<'py>(
     use flscale::experiment::table::Column;
     let int_fields = integer_swept_fields(manifest);
     let position = |name: &str| table.names.iter().position(|n| n == name);
-    // The coordinates lie between `index` and `observable` (experiment::store::results_table).
+    // The coordinates lie between `index` and `observable` (experiment::results::results_table).
     let coords = match (position("index"), position("observable")) {
         (Some(a), Some(b)) if a < b => a + 1..b,
         _ => 0..0,
@@ -626,7 +626,7 @@ fn load_results<'py>(
         .detach(|| {
             let path = std::path::Path::new(&dir);
             let (table, notes) =
-                flscale::experiment::integrity::load_results_verified(path, skip_damaged)?;
+                flscale::experiment::results::load_results_verified(path, skip_damaged)?;
             let manifest = flscale::experiment::Store::open(path)?.manifest()?;
             Ok((table, notes, manifest))
         })

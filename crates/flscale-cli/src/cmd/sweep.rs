@@ -212,7 +212,7 @@ pub fn run(args: SweepArgs, ctx: &Ctx) -> Result<()> {
                 String::new()
             }
         );
-        // The count comes first; the listing is streamed (issue 21 item 3).
+        // The count comes first; the listing is streamed.
         let listing = shard_runs.into_iter().map(|r| {
             let c = &r.config;
             format!(
@@ -286,6 +286,7 @@ fn refine_pstar(
     ctx: &Ctx,
 ) -> Result<()> {
     use flscale::experiment::refine::{bisect, dense_grid_size, StoreSource};
+    use flscale::experiment::results::rebuild_aggregates;
     if !(factor.is_finite() && factor > 1.0) {
         return Err(Error::invalid(format!(
             "--refine-pstar {factor} is not allowed; give a bracket factor above 1, e.g. 1.1"
@@ -299,7 +300,7 @@ fn refine_pstar(
     };
     observer.bar.finish_and_clear();
     let report = report?;
-    flscale::experiment::results::rebuild_aggregates(&store, store.aggregate_format())?;
+    rebuild_aggregates(&store, store.aggregate_format())?;
     let t = &report.table;
     let xs: Vec<f64> = t
         .rows
@@ -376,7 +377,7 @@ fn check_grid_size(text: &str, source: &str) -> Result<()> {
     )
 }
 
-/// Checks `[analysis]` against the grid before any run starts (issue 21 item 5): the
+/// Checks `[analysis]` against the grid before any run starts: the
 /// observable, the variables `x` and `group` (coordinates of every grid point), the default fit
 /// and the engine prediction, so that a typo is not found only after the whole grid has run.
 fn validate_analysis(sweep: &Sweep) -> Result<()> {

@@ -82,8 +82,7 @@ pub fn fit_observable(
 /// What keeps an observable's power-law fit from carrying an exponent, one sentence saying
 /// what to run; empty when the fit stands on at least
 /// [`super::pstar::MIN_RESOLVED_FOR_FIT`] distinct values of `x`. The rule is P\*'s: two points
-/// fix a line and test nothing (issue 15: "refuse to claim an exponent from too few
-/// equilibrated points"). Runs left out as unequilibrated are named with their `x`, since
+/// fix a line and test nothing, so no exponent is claimed from fewer equilibrated points. Runs left out as unequilibrated are named with their `x`, since
 /// rerunning them longer is the cheapest way to a third point.
 pub fn observable_fit_readiness(
     fit: &ExponentFit,

@@ -1,6 +1,6 @@
 //! Atomic claims on runs, so that two sweeps writing into one directory (two identical
 //! commands, misconfigured shards, a requeued Slurm task beside its first attempt) never
-//! compute the same run (issue 19 "Faults", issue 21 item 4); and the cleaning of temporary
+//! compute the same run; and the cleaning of temporary
 //! files that killed processes left behind.
 //!
 //! A claim is the file `runs/.claim-<id>`, created with `O_CREAT | O_EXCL` (`create_new`),

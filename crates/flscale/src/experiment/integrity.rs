@@ -1,4 +1,4 @@
-//! Integrity of a results store (issue 21 item 4): per-run checksums, the verification every
+//! Integrity of a results store: per-run checksums, the verification every
 //! reader runs before it trusts a run, and the survey of a whole grid.
 //!
 //! Every run directory gets `checksums.json`, written last inside the partial directory and

@@ -127,8 +127,7 @@ mod tests {
         assert!(preset("fig9").unwrap_err().to_string().contains("fig2b"));
     }
 
-    /// Issue 17: "the fig2c and blog presets can opt in" to replica exchange by uncommenting
-    /// one line; that line must parse and give the adaptive ladder it documents.
+    /// The fig2c and blog presets opt in to replica exchange by uncommenting one line; that line must parse and give the adaptive ladder it documents.
     #[test]
     fn the_commented_tempering_line_of_fig2c_and_blog_opts_in() {
         for name in ["fig2c", "blog"] {

@@ -255,7 +255,7 @@ pub fn load_results(dir: &Path) -> Result<Table> {
     )))
 }
 
-/// Columns of `results` added after the first stores were written (issue 15): the hot/cold
+/// Columns of `results` added after the first stores were written: the hot/cold
 /// verdicts and the rule behind μ and M. A table without them still loads.
 const NEWER_RESULTS_COLUMNS: [&str; 6] = [
     "hot_value",
@@ -374,7 +374,7 @@ mod tests {
         super::super::integrity::tests::write_run(&dir.join("runs").join("run-00000"));
         let manifest = r#"{"format": "flscale-results/1", "runs": [{"id": "run-00000"}]}"#;
         std::fs::write(dir.join("manifest.json"), manifest).unwrap();
-        // The columns of a store written before issue 15.
+        // The columns of a store written before the hot/cold and μ-rule columns existed.
         std::fs::write(
             dir.join("results.csv"),
             "run,index,d,observable,value,err\nrun-00000,0,10,mu,1.5,0.125\n",

@@ -1,4 +1,4 @@
-//! The Slurm job array of a sweep (issue 19): the experiment file's `[slurm]` table and the
+//! The Slurm job array of a sweep: the experiment file's `[slurm]` table and the
 //! sbatch script `flscale sweep --emit-slurm N` writes.
 //!
 //! ```toml

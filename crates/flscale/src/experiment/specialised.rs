@@ -1,5 +1,4 @@
-//! Which rule identified the specialised neurons behind μ and M in the results store (issue 15
-//! item 4): the `results` table's `mu_classifier` column and the sentence the reports print
+//! Which rule identified the specialised neurons behind μ and M in the results store: the `results` table's `mu_classifier` column and the sentence the reports print
 //! about it. The rule itself is chosen per run by `sim::observe::probe_summary`: the side peak
 //! of the pooled |ρ^u| distribution (a half-normal bulk plus a Gaussian side peak fitted by EM
 //! and kept by BIC, `sim::observe::side_peak`), or, when no side peak is resolved, the

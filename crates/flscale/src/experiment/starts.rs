@@ -1,4 +1,4 @@
-//! The hot/cold verdicts in the results store and the analysis (issue 15 item 2): the
+//! The hot/cold verdicts in the results store and the analysis: the
 //! `results` table's columns for the hot start and the agreement of the two starts, which runs
 //! the analysis uses, and the sentence every report prints about it (`sim::equilibration`
 //! computes the verdicts).
@@ -8,11 +8,11 @@ use serde_json::Value as Json;
 use super::store::{RunData, StoreData, OBSERVABLES};
 use super::table::{Column, Table};
 
-/// The hot/cold columns of `results` (issue 15): per row, the hot start's value and error, the
+/// The hot/cold columns of `results`: per row, the hot start's value and error, the
 /// z-score of cold − hot and whether the two starts agree (`yes`/`no`, empty when the run had
 /// one start, coupled starts, or the observable no error bar); per run, `equilibrated` over all
 /// its fitted observables (`sim::equilibration`) and the seed of each start's noise streams,
-/// `seed_cold` and `seed_hot` (issue 36; empty for a start that did not run; floats, exact
+/// `seed_cold` and `seed_hot` (empty for a start that did not run; floats, exact
 /// below 2⁵³, which derived seeds are: `sim::driver::coupling::start_seed`).
 pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
     let per_run = OBSERVABLES.len() + 1;

@@ -1,4 +1,4 @@
-//! `flscale status DIR` (issue 19 item 4): where a sweep stands — every run done, running,
+//! `flscale status DIR`: where a sweep stands — every run done, running,
 //! failed or missing, per shard; the run time so far and an estimate of what remains; and the
 //! command that resubmits only what is missing.
 //!

@@ -18,11 +18,8 @@
 //!
 //! A run directory is first written under `runs/.partial-<id>-<pid>` and then renamed, so a
 //! kill leaves either a complete run or a partial directory that the next start removes.
-//! The aggregate tables are rebuilt from the finished run directories in grid order (never
-//! appended to: a Parquet file cannot be), at the end of every sweep and by every merge, so
-//! resuming, sharding and merging produce the same bytes as one uninterrupted sweep; a kill
-//! before the end leaves no table at all rather than a partial one. Everything that depends
-//! on the clock or the machine lives in the `timing.json` files.
+//! The aggregate tables are derived from the run directories by [`super::results`]. Everything
+//! that depends on the clock or the machine lives in the `timing.json` files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
