@@ -12,7 +12,7 @@ use flscale::patterns::arch::{
 };
 use flscale::patterns::phase::phase_map_until;
 use flscale::patterns::report::to_json;
-use flscale::Error;
+use flscale::{Error, ErrorKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -67,9 +67,9 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let status = match e {
-            Error::InvalidInput(_) => 400,
-            Error::Runtime(_) => 422,
+        let status = match e.kind() {
+            ErrorKind::InvalidInput => 400,
+            ErrorKind::Runtime => 422,
         };
         ApiError {
             status,
