@@ -9,7 +9,7 @@ use flscale::patterns::report::to_json;
 use flscale::scaling::report::EnergyProblem;
 use flscale::sim::config::ExperimentConfig;
 use flscale::sim::run::run_experiment_interruptible;
-use flscale::Error;
+use flscale::{Error, ErrorKind};
 use numpy::IntoPyArray;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -17,9 +17,9 @@ use pyo3::types::PyDict;
 
 /// The one map from library errors to Python exceptions.
 fn to_py_err(e: Error) -> PyErr {
-    match e {
-        Error::InvalidInput(m) => PyValueError::new_err(m),
-        Error::Runtime(m) => PyRuntimeError::new_err(m),
+    match e.kind() {
+        ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
+        ErrorKind::Runtime => PyRuntimeError::new_err(e.to_string()),
     }
 }
 

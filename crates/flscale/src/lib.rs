@@ -48,4 +48,4 @@ pub mod scalar;
 pub mod scaling;
 pub mod sim;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};

@@ -1,6 +1,6 @@
 //! The Langevin engine's measured R(P), read from a sweep's results store, for the overlay
 //! with the adaptive-kernel prediction (spec 04 `sweep-p`: "side by side with the Langevin
-//! engine's measurement on the same D, N, T, s_a², σ_w²"; issue 4, acceptance item 3).
+//! engine's measurement on the same D, N, T, s_a², σ_w²").
 //!
 //! Any results store written by `flscale sweep` / `flscale reproduce` (layout in
 //! [`crate::experiment::store`]) is accepted, whichever sampler filled it: each finished run's
@@ -153,8 +153,7 @@ pub fn load_langevin_r(dir: &Path, prm: &AdaptiveParams) -> Result<LangevinCurve
     let mut skipped = Vec::new();
     for run in &data.runs {
         let path = store.run_dir(&run.id).join("experiment.toml");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
         let cfg = ExperimentConfig::from_toml(&text, &path.display().to_string())?;
         if let Some(why) = mismatch(&cfg, prm) {
             skipped.push(format!("{}: {why}", run.id));

@@ -1,5 +1,5 @@
 //! The `flscale sample` experiment that simulates one cavity setting, for the Langevin overlay
-//! of the mixed phase (issue 18, item 4; docs/cavity.md "Langevin overlay at β = 1/8").
+//! of the mixed phase (docs/cavity.md "Langevin overlay at β = 1/8").
 //!
 //! The mapping is the one [`super::langevin`] checks when it reads a results store: a
 //! one-hidden-layer erf network, standard readout scaling, width N, d = D, κ = T at sampler

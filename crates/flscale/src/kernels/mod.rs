@@ -1,8 +1,8 @@
 //! NNGP kernels and kernel feature propagation (paper Sec. 5.2, App. C.3, C.5; spec 05 B).
 //!
-//! * [`nngp`]: closed-form kernels of erf (arcsine), ReLU (arc-cosine order 1) and
-//!   1 + z + z² layers, their dot-product (Hermite) expansions, and empirical finite-width
-//!   kernels that converge to them.
+//! * [`nngp`]: kernel matrices of one layer, in closed form (the kernels of
+//!   [`crate::activation::NngpActivation`]: erf arcsine, ReLU arc-cosine of order 1,
+//!   1 + z + z²) and empirical at finite width.
 //! * [`spectral`]: dense and low-rank (Gram / thin-SVD) spectra of K = φφᵀ/N on faer.
 //! * [`population`]: the same procedure at N₁, N₂ → ∞ from the closed forms, with and
 //!   without finite-P sampling noise — what the paper's procedure predicts at finite d.

@@ -1,5 +1,4 @@
-//! Architecture files, catalog files and presets (spec 01 §3, §6; issue "The workspace, the
-//! CLI, and the scaling engine").
+//! Architecture files, catalog files and presets (spec 01 §3, §6).
 //!
 //! An architecture is data: either an FCN described by activation, widths, parametrization
 //! and target (the rule engine derives its patterns), or a *catalog* entry whose patterns'
@@ -207,8 +206,7 @@ impl Architecture {
 
     /// Loads an architecture file.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::invalid(format!("cannot read {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::read(path, e))?;
         Self::from_toml(&text, &path.display().to_string(), path.parent())
     }
 

@@ -414,6 +414,28 @@ pub fn phase_map_until(
                 .map(|m| m.energy_symbolic.clone());
         }
     }
+    let boundaries = boundary_equations(base, axes, &coords, &cells, &energies, &winner_sets);
+    Ok(PhaseMap {
+        axes: (axes.0.to_string(), axes.1.to_string()),
+        grid: (coords.clone(), coords),
+        cells,
+        winner_sets,
+        p_star,
+        boundaries: boundaries.into_iter().collect(),
+    })
+}
+
+/// The equations of the boundaries between neighbouring cells of different winners: where
+/// the two winners' energies are equal, kept only where that line passes between the cells.
+fn boundary_equations(
+    base: &Regime,
+    axes: (&str, &str),
+    coords: &[Q],
+    cells: &[Vec<Option<usize>>],
+    energies: &[Vec<Option<Monomial>>],
+    winner_sets: &[Vec<String>],
+) -> BTreeSet<String> {
+    let n = coords.len();
     let mut boundaries = BTreeSet::new();
     for iy in 0..n {
         for ix in 0..n {
@@ -450,14 +472,7 @@ pub fn phase_map_until(
             }
         }
     }
-    Ok(PhaseMap {
-        axes: (axes.0.to_string(), axes.1.to_string()),
-        grid: (coords.clone(), coords),
-        cells,
-        winner_sets,
-        p_star,
-        boundaries: boundaries.into_iter().collect(),
-    })
+    boundaries
 }
 
 fn exponent_in(m: &Monomial, r: &Regime) -> Q {
@@ -724,8 +739,8 @@ mod tests {
         assert!(!map.boundaries.is_empty());
     }
 
-    /// Issue 40: `predict --preset fcn3-erf-he3 --phase N1,N2` drew GFL-GFL and GP-GP in the
-    /// same blue. On the default map every winner set gets its own colour and letter.
+    /// On the default map of `predict --preset fcn3-erf-he3 --phase N1,N2` every winner set
+    /// (GFL-GFL and GP-GP among them) gets its own colour and letter.
     #[test]
     fn no_two_phases_of_the_default_map_share_a_colour() {
         let arch = Architecture::from_preset("fcn3-erf-he3").unwrap();

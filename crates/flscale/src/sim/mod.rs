@@ -44,9 +44,9 @@
 //! Dependencies run one way at file level: no file of `sim/` imports, through non-test
 //! code, a file that imports it back (checked by resolving every `crate::sim::…`/`super::…`
 //! path to its file and searching the graph for cycles, `scripts/sim_import_cycles.py`).
-//! `mod.rs` files only declare and re-export. One folder-level loop remains, deliberately:
-//! `config` names `model::activation::Activation` (the activation is a config value shared
-//! with `kernels/`).
+//! `mod.rs` files only declare and re-export. The activation a config names is the
+//! crate-level [`crate::activation::Activation`], shared with `kernels/` and `patterns/`;
+//! `model::activation` adds the engine's matrix evaluation of it.
 //!
 //! One engine (issue 16, step 3): every model runs on the same chain layout, ensemble,
 //! kernels, collapsed posterior, replica exchange and loop; a model is a [`model::Model`]. The

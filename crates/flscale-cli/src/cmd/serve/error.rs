@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use flscale::Error;
+use flscale::{Error, ErrorKind};
 
 /// An API failure: an HTTP status and one sentence for the page.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,9 +34,9 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let status = match e {
-            Error::InvalidInput(_) => 400,
-            Error::Runtime(_) => 422,
+        let status = match e.kind() {
+            ErrorKind::InvalidInput => 400,
+            ErrorKind::Runtime => 422,
         };
         ApiError {
             status,

@@ -1,5 +1,5 @@
 //! Hot and cold starts compared on every observable that a fit, a P\* or a figure uses
-//! (spec 02 "hot/cold starts"; issue 15 item 1).
+//! (spec 02 "hot/cold starts").
 //!
 //! A first-order transition shows hysteresis: an ensemble started from the prior (cold) and
 //! one started aligned with the teacher (hot) stay in different states for longer than the run

@@ -1,4 +1,4 @@
-//! The mean predictor's components along He_k(Φ*) (issue 18 item 4: the H1/H3 content of the
+//! The mean predictor's components along He_k(Φ*) (the H1/H3 content of the
 //! learned function, compared with the solvable model's 1 − b and ε − c; blog §"Match the
 //! residual to the network's prediction", which projects onto the sampled H1, H3 the same way).
 //!

@@ -2,8 +2,8 @@
 //! with the teacher (spec 02 "Observables", `leading_direction_overlap`; paper §3: a
 //! specialised layer has a leading eigenvector along w*).
 //!
-//! One d × d sum is kept for the whole ensemble, not one per chain (issue 21 item 2: a
-//! per-chain matrix is 12.8 GB at d = 4000 with 100 chains). Rows are buffered and added by a
+//! One d × d sum is kept for the whole ensemble, not one per chain (a per-chain
+//! matrix would be 12.8 GB at d = 4000 with 100 chains). Rows are buffered and added by a
 //! GEMM, Σ += BᵀB, in chain order and on one thread, so the sum does not depend on the thread
 //! count. Unlike the other observables, which are combined at the end over the chains that
 //! survived, a chain contributes here until the step at which it diverged (its earlier,

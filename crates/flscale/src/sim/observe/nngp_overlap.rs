@@ -20,7 +20,7 @@
 //! Gaussian with zero mean and variance 1 … for measuring function overlaps"). The test-set
 //! variance above carries a diagonal term (1/n)·E[g² K_2(x, x)] that, for g = Ĥe3(Φ\*), is
 //! larger than the population term E[g(x) K_2(x, x′) g(x′)] = O(d^{−3}) at the test sizes used,
-//! so the threshold followed n_test (issue 15: 0.0041–0.0088). For isotropic Gaussian inputs
+//! so a threshold from it follows n_test (0.0041–0.0088 over the test sizes used). For isotropic Gaussian inputs
 //! and no layer normalisation the overlap of h²_i = Σ_j W²_ij σ(w_j·x) with g = Ĥe_k(Φ\*) has a
 //! closed form per neuron (Mehler's formula: E[He_m(y) He_k(z)] = δ_mk k! a^k for standard
 //! Gaussians of correlation a):

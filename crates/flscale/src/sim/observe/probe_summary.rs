@@ -13,7 +13,7 @@
 //! first-layer rule of App. F.0.1, |ρ^u| > 3σ1/√d, is the documented fallback. The rule used is
 //! reported per direction (`classifier`: "side_peak" or "cut_3sigma", with its `threshold`). The
 //! fixed cut lets in the prior's tail and weakly aligned neurons whose number grows with N and
-//! drags μ down (issue 15's fig7 audit); the side peak does not.
+//! drags μ down (as the fig7 runs show); the side peak does not.
 
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::num::real::Real;
