@@ -294,15 +294,24 @@ struct Evaluation {
 impl Evaluation {
     fn at(e: &ReducedEnergies, f: &[f64]) -> Evaluation {
         let k = f.len();
-        let d = log_denominators(e, f);
         let counts: Vec<f64> = e.counts().iter().map(|&c| c as f64).collect();
+        let ln_n: Vec<f64> = counts.iter().map(|c| c.ln()).collect();
+        let mut d = Vec::with_capacity(e.samples());
         let mut col = vec![0.0; k];
         let mut hessian = vec![vec![0.0; k]; k];
         let mut p = vec![0.0; k];
         for n in 0..e.samples() {
+            // p_i = N_i W_ni = N_i exp(f_i − u_i − ln D_n): one exponential per state.
             let row = e.row(n);
+            let m = (0..k).map(|i| ln_n[i] + f[i] - row[i]).fold(f64::NEG_INFINITY, f64::max);
+            let mut total = 0.0;
             for i in 0..k {
-                p[i] = counts[i] * (f[i] - row[i] - d[n]).exp();
+                p[i] = (ln_n[i] + f[i] - row[i] - m).exp();
+                total += p[i];
+            }
+            d.push(m + total.ln());
+            for i in 0..k {
+                p[i] /= total;
                 col[i] += p[i];
             }
             for i in 0..k {
