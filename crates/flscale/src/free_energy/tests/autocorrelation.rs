@@ -34,7 +34,10 @@ fn geyer_time_of_ar1_chains_matches_the_closed_form() {
     for (rho, seed) in [(0.0, 1), (0.5, 2), (0.8, 3), (0.95, 4)] {
         let tau = integrated_time(&ar1(rho, 100_000, seed)).unwrap();
         let want = (1.0 + rho) / (1.0 - rho);
-        assert!((tau / want - 1.0).abs() < 0.15, "ρ = {rho}: τ = {tau}, exact {want}");
+        assert!(
+            (tau / want - 1.0).abs() < 0.15,
+            "ρ = {rho}: τ = {tau}, exact {want}"
+        );
     }
     assert_eq!(integrated_time(&[2.0; 50]), None);
     assert_eq!(integrated_time(&[1.0, 2.0, 3.0]), None);
@@ -61,13 +64,19 @@ fn block_bootstrap_error_of_an_ar1_mean_matches_the_closed_form() {
     // One window with a negligible bias: the analysis reduces to a plain average whose
     // bootstrap error must be the AR(1) one, not the naive σ/√n (3× smaller).
     let u = Umbrella::new(vec![0.0], 1e-9).unwrap();
-    let windows = [WindowSeries { s: x.clone(), observables: vec![x] }];
+    let windows = [WindowSeries {
+        s: x.clone(),
+        observables: vec![x],
+    }];
     let mut opts = AnalysisOptions::new(Bins::new(-4.0, 4.0, 16).unwrap(), 2);
     opts.replicates = 300;
     let r = analyse(&u, &windows, &opts).unwrap();
     let got = r.observables[0].err.unwrap();
     let want = ar1_error_of_mean(rho, n);
-    assert!((got / want - 1.0).abs() < 0.25, "bootstrap error {got}, AR(1) closed form {want}");
+    assert!(
+        (got / want - 1.0).abs() < 0.25,
+        "bootstrap error {got}, AR(1) closed form {want}"
+    );
     let tau = r.diagnostics.tau[0];
     assert!((tau / 9.0 - 1.0).abs() < 0.15, "τ = {tau}");
     // Same seed, same numbers.

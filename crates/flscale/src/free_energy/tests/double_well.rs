@@ -47,7 +47,11 @@ fn basin_bins(r: &FreeEnergyReport, bins: &Bins) -> Vec<BasinBins> {
         .enumerate()
         .map(|(i, b)| BasinBins {
             first: if i == 0 { 0 } else { bin_of(b.lo) },
-            last: if i + 1 == n { bins.count - 1 } else { bin_of(b.hi) },
+            last: if i + 1 == n {
+                bins.count - 1
+            } else {
+                bin_of(b.hi)
+            },
             min: bin_of(b.min_s),
         })
         .collect()
@@ -91,7 +95,10 @@ fn exact_draws_recover_the_quadrature_profile_weights_and_barrier_within_their_e
             .iter()
             .map(|&c| {
                 let s = rejection_draws(g, c, u.kappa, 2000, &mut rng);
-                WindowSeries { observables: vec![s.iter().map(|x| f64::from(*x > 0.0)).collect()], s }
+                WindowSeries {
+                    observables: vec![s.iter().map(|x| f64::from(*x > 0.0)).collect()],
+                    s,
+                }
             })
             .collect();
         opts.seed = seed;
@@ -100,18 +107,27 @@ fn exact_draws_recover_the_quadrature_profile_weights_and_barrier_within_their_e
         assert!(r.basins[0].weight_err.unwrap() < 0.03, "{:?}", r.basins);
         // The observable 1[s > 0] averages to P(s > 0).
         let p = r.observables[0];
-        assert!((p.value - probability(0.0, 4.0)).abs() < 4.0 * p.err.unwrap(), "{p:?}");
+        assert!(
+            (p.value - probability(0.0, 4.0)).abs() < 4.0 * p.err.unwrap(),
+            "{p:?}"
+        );
         zw.push(w);
         zh.push(h);
         zf.extend(f);
     }
     let rms = |z: &[f64]| (z.iter().map(|x| x * x).sum::<f64>() / z.len() as f64).sqrt();
-    assert!(zw.iter().chain(&zh).all(|z| z.abs() < 3.5), "weight z {zw:?}, barrier z {zh:?}");
+    assert!(
+        zw.iter().chain(&zh).all(|z| z.abs() < 3.5),
+        "weight z {zw:?}, barrier z {zh:?}"
+    );
     assert!(zf.iter().all(|z| z.abs() < 4.5), "F z-scores {zf:?}");
     // Errors neither too small nor absurdly large: over 4 seeds × 28 bins the rms z-score of F
     // is ≈ 1, and that of the weight and barrier stays O(1).
     assert!(rms(&zf) > 0.6 && rms(&zf) < 1.5, "rms z of F {}", rms(&zf));
-    assert!(rms(&zw) > 0.15 && rms(&zw) < 2.0 && rms(&zh) < 2.0, "{zw:?} {zh:?}");
+    assert!(
+        rms(&zw) > 0.15 && rms(&zw) < 2.0 && rms(&zh) < 2.0,
+        "{zw:?} {zh:?}"
+    );
 }
 
 /// A random-walk Metropolis chain on exp(g(s) − ½κ(s − c)²), one kept sample per step.
@@ -142,13 +158,29 @@ fn correlated_chains_recover_the_quadrature_weights_within_three_sigma() {
     let windows: Vec<WindowSeries> = u
         .centres
         .iter()
-        .map(|&c| WindowSeries { s: metropolis(c, u.kappa, 12_000, &mut rng), observables: vec![] })
+        .map(|&c| WindowSeries {
+            s: metropolis(c, u.kappa, 12_000, &mut rng),
+            observables: vec![],
+        })
         .collect();
     let mut opts = AnalysisOptions::new(bins(), 1);
     opts.replicates = 100;
     let r = analyse(&u, &windows, &opts).unwrap();
-    assert!(r.diagnostics.tau.iter().all(|&t| t > 2.0), "the chains should be correlated: τ = {:?}", r.diagnostics.tau);
+    assert!(
+        r.diagnostics.tau.iter().all(|&t| t > 2.0),
+        "the chains should be correlated: τ = {:?}",
+        r.diagnostics.tau
+    );
     let (zw, zh, _) = z_scores(&r);
-    assert!(zw.abs() < 3.0 && zh.abs() < 3.0, "weight z {zw}, barrier z {zh}: {:?}", r.basins);
-    assert!(r.basins[0].weight_err.unwrap() < 0.05, "{:?}, τ = {:?}", r.basins, r.diagnostics.tau);
+    assert!(
+        zw.abs() < 3.0 && zh.abs() < 3.0,
+        "weight z {zw}, barrier z {zh}: {:?}",
+        r.basins
+    );
+    assert!(
+        r.basins[0].weight_err.unwrap() < 0.05,
+        "{:?}, τ = {:?}",
+        r.basins,
+        r.diagnostics.tau
+    );
 }

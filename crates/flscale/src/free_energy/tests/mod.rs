@@ -27,8 +27,17 @@ pub(super) fn simpson(g: impl Fn(f64) -> f64, a: f64, c: f64, n: usize) -> f64 {
 /// probability exp(g(s) − g_max). g_max is the maximum of g on a grid of step 1e−4 over
 /// [−3, 3] plus 1e−6, which bounds g everywhere for the double wells used here (|g''| ≤ 200 on
 /// the grid's range, so the grid misses the maximum by < 3e−7, and g → −∞ outside).
-pub(super) fn rejection_draws(g: impl Fn(f64) -> f64, centre: f64, kappa: f64, n: usize, rng: &mut impl Rng) -> Vec<f64> {
-    let g_max = (0..=60_000).map(|i| g(-3.0 + i as f64 * 1e-4)).fold(f64::NEG_INFINITY, f64::max) + 1e-6;
+pub(super) fn rejection_draws(
+    g: impl Fn(f64) -> f64,
+    centre: f64,
+    kappa: f64,
+    n: usize,
+    rng: &mut impl Rng,
+) -> Vec<f64> {
+    let g_max = (0..=60_000)
+        .map(|i| g(-3.0 + i as f64 * 1e-4))
+        .fold(f64::NEG_INFINITY, f64::max)
+        + 1e-6;
     let sd = 1.0 / kappa.sqrt();
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
