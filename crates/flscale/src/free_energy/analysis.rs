@@ -17,7 +17,9 @@ use serde::Serialize;
 
 use super::autocorr::{block_length, integrated_time, moving_blocks};
 use super::mbar::{kish_ess_of, Mbar, MbarOptions, ReducedEnergies};
-use super::overlap::{check_neighbours, neighbour_overlaps, order_by_centre, DEFAULT_OVERLAP_THRESHOLD};
+use super::overlap::{
+    check_neighbours, neighbour_overlaps, order_by_centre, DEFAULT_OVERLAP_THRESHOLD,
+};
 use super::profile::{barrier, deepest_pair, split_basins, BasinBins, Bins, Tally};
 use super::umbrella::Umbrella;
 use super::FreeEnergyError;
@@ -174,7 +176,11 @@ pub struct FreeEnergyReport {
 
 /// Analyses umbrella windows: `windows[k]` ran under `umbrella`'s window k at inverse
 /// temperature `opts.beta`.
-pub fn analyse(umbrella: &Umbrella, windows: &[WindowSeries], opts: &AnalysisOptions) -> Result<FreeEnergyReport, FreeEnergyError> {
+pub fn analyse(
+    umbrella: &Umbrella,
+    windows: &[WindowSeries],
+    opts: &AnalysisOptions,
+) -> Result<FreeEnergyReport, FreeEnergyError> {
     let s: Vec<&[f64]> = windows.iter().map(|w| w.s.as_slice()).collect();
     let e = umbrella.reduced_energies(&s, opts.beta)?;
     analyse_energies(&e, windows, &order_by_centre(&umbrella.centres), opts)
@@ -196,17 +202,27 @@ pub fn analyse_energies(
     let log_w = mbar.unbiased_log_weights();
     let point = Tally::new(&opts.bins, &data.s, &log_w, &data.obs);
     let tau: Vec<f64> = windows.iter().map(window_tau).collect();
-    let blocks: Vec<usize> = windows.iter().zip(&tau).map(|(w, &t)| block_length(t, opts.block_factor, w.s.len())).collect();
+    let blocks: Vec<usize> = windows
+        .iter()
+        .zip(&tau)
+        .map(|(w, &t)| block_length(t, opts.block_factor, w.s.len()))
+        .collect();
     let reps = bootstrap(e, &data, &blocks, &mbar.f, opts);
     let diagnostics = Diagnostics {
-        f_k_err: (0..mbar.f.len()).map(|k| spread(reps.iter().map(|r| r.f[k]), reps.len())).collect(),
+        f_k_err: (0..mbar.f.len())
+            .map(|k| spread(reps.iter().map(|r| r.f[k]), reps.len()))
+            .collect(),
         f_k: mbar.f.clone(),
         neighbour_overlap: neighbour_overlaps(&overlap, order),
         overlap,
         order: order.to_vec(),
         kish_ess: mbar.kish_ess(e),
         unbiased_kish_ess: kish_ess_of(&log_w),
-        ess: windows.iter().zip(&tau).map(|(w, t)| w.s.len() as f64 / t).collect(),
+        ess: windows
+            .iter()
+            .zip(&tau)
+            .map(|(w, t)| w.s.len() as f64 / t)
+            .collect(),
         tau,
         block_length: blocks,
         replicates_used: reps.len(),
@@ -214,28 +230,44 @@ pub fn analyse_energies(
     Ok(summarise(&point, &reps, opts, diagnostics))
 }
 
-fn validate(e: &ReducedEnergies, windows: &[WindowSeries], order: &[usize], opts: &AnalysisOptions) -> Result<(), FreeEnergyError> {
+fn validate(
+    e: &ReducedEnergies,
+    windows: &[WindowSeries],
+    order: &[usize],
+    opts: &AnalysisOptions,
+) -> Result<(), FreeEnergyError> {
     let bad = |m: String| Err(FreeEnergyError::InvalidInput(m));
     let counts: Vec<usize> = windows.iter().map(|w| w.s.len()).collect();
     if counts != e.counts() {
-        return bad(format!("window sample counts {counts:?} differ from the energies' {:?}", e.counts()));
+        return bad(format!(
+            "window sample counts {counts:?} differ from the energies' {:?}",
+            e.counts()
+        ));
     }
     let mut sorted = order.to_vec();
     sorted.sort_unstable();
     if sorted != (0..windows.len()).collect::<Vec<_>>() {
-        return bad(format!("the window order {order:?} is not a permutation of 0..{}", windows.len()));
+        return bad(format!(
+            "the window order {order:?} is not a permutation of 0..{}",
+            windows.len()
+        ));
     }
     let n_obs = windows[0].observables.len();
     for (k, w) in windows.iter().enumerate() {
         if w.observables.len() != n_obs || w.observables.iter().any(|o| o.len() != w.s.len()) {
-            return bad(format!("window {k}: every window needs the same {n_obs} observables, one value per sample"));
+            return bad(format!(
+                "window {k}: every window needs the same {n_obs} observables, one value per sample"
+            ));
         }
         if w.observables.iter().flatten().any(|v| !v.is_finite()) {
             return bad(format!("window {k}: an observable is not finite"));
         }
     }
     if !(opts.block_factor.is_finite() && opts.block_factor > 0.0 && opts.prominence >= 0.0) {
-        return bad(format!("block_factor must be > 0 and prominence ≥ 0, got {} and {}", opts.block_factor, opts.prominence));
+        return bad(format!(
+            "block_factor must be > 0 and prominence ≥ 0, got {} and {}",
+            opts.block_factor, opts.prominence
+        ));
     }
     Ok(())
 }
@@ -252,10 +284,29 @@ impl Pooled {
     fn new(windows: &[WindowSeries]) -> Pooled {
         let n_obs = windows[0].observables.len();
         let counts: Vec<usize> = windows.iter().map(|w| w.s.len()).collect();
-        let starts = counts.iter().scan(0, |acc, &c| { let s = *acc; *acc += c; Some(s) }).collect();
+        let starts = counts
+            .iter()
+            .scan(0, |acc, &c| {
+                let s = *acc;
+                *acc += c;
+                Some(s)
+            })
+            .collect();
         let s = windows.iter().flat_map(|w| w.s.iter().copied()).collect();
-        let obs = (0..n_obs).map(|j| windows.iter().flat_map(|w| w.observables[j].iter().copied()).collect()).collect();
-        Pooled { s, obs, starts, counts }
+        let obs = (0..n_obs)
+            .map(|j| {
+                windows
+                    .iter()
+                    .flat_map(|w| w.observables[j].iter().copied())
+                    .collect()
+            })
+            .collect();
+        Pooled {
+            s,
+            obs,
+            starts,
+            counts,
+        }
     }
 }
 
@@ -273,7 +324,13 @@ struct Replicate {
 }
 
 /// The block-bootstrap replicates whose MBAR solve succeeded, in replicate order.
-fn bootstrap(e: &ReducedEnergies, data: &Pooled, blocks: &[usize], f: &[f64], opts: &AnalysisOptions) -> Vec<Replicate> {
+fn bootstrap(
+    e: &ReducedEnergies,
+    data: &Pooled,
+    blocks: &[usize],
+    f: &[f64],
+    opts: &AnalysisOptions,
+) -> Vec<Replicate> {
     let mut mbar_opts = opts.mbar.clone();
     mbar_opts.initial = Some(f.to_vec());
     mbar_opts.self_consistent_iterations = 0;
@@ -287,7 +344,11 @@ fn bootstrap(e: &ReducedEnergies, data: &Pooled, blocks: &[usize], f: &[f64], op
         let er = e.gather(data.counts.clone(), &idx);
         let mbar = Mbar::solve(&er, &mbar_opts).ok()?;
         let s: Vec<f64> = idx.iter().map(|&i| data.s[i]).collect();
-        let obs: Vec<Vec<f64>> = data.obs.iter().map(|o| idx.iter().map(|&i| o[i]).collect()).collect();
+        let obs: Vec<Vec<f64>> = data
+            .obs
+            .iter()
+            .map(|o| idx.iter().map(|&i| o[i]).collect())
+            .collect();
         let tally = Tally::new(&opts.bins, &s, &mbar.unbiased_log_weights(), &obs);
         Some(Replicate { f: mbar.f, tally })
     };
@@ -307,36 +368,61 @@ fn spread(values: impl Iterator<Item = f64>, of: usize) -> Option<f64> {
 }
 
 fn estimate(value: f64, reps: &[Replicate], of: impl Fn(&Replicate) -> f64) -> Estimate {
-    Estimate { value, err: spread(reps.iter().map(of), reps.len()) }
+    Estimate {
+        value,
+        err: spread(reps.iter().map(of), reps.len()),
+    }
 }
 
-fn summarise(point: &Tally, reps: &[Replicate], opts: &AnalysisOptions, diagnostics: Diagnostics) -> FreeEnergyReport {
+fn summarise(
+    point: &Tally,
+    reps: &[Replicate],
+    opts: &AnalysisOptions,
+    diagnostics: Diagnostics,
+) -> FreeEnergyReport {
     let bins = &opts.bins;
     let f = point.profile(bins);
     let rep_f: Vec<Vec<f64>> = reps.iter().map(|r| r.tally.profile(bins)).collect();
-    let f_err: Vec<Option<f64>> = (0..bins.count).map(|i| spread(rep_f.iter().map(|x| x[i]), reps.len())).collect();
+    let f_err: Vec<Option<f64>> = (0..bins.count)
+        .map(|i| spread(rep_f.iter().map(|x| x[i]), reps.len()))
+        .collect();
     let sigma = |i: usize| f_err[i].unwrap_or(0.0);
     let threshold = |top: usize, a: usize, b: usize| {
         let higher = if f[a] >= f[b] { a } else { b };
-        opts.prominence.max(2.0 * (sigma(top).powi(2) + sigma(higher).powi(2)).sqrt())
+        opts.prominence
+            .max(2.0 * (sigma(top).powi(2) + sigma(higher).powi(2)).sqrt())
     };
     let split = split_basins(&f, &threshold);
     let n_obs = point.sums.len();
     let weights = point.basin_weights(&split);
     let rep_weights: Vec<Vec<f64>> = reps.iter().map(|r| r.tally.basin_weights(&split)).collect();
     let basin_obs: Vec<Vec<f64>> = (0..n_obs).map(|j| point.basin_means(j, &split)).collect();
-    let rep_basin_obs: Vec<Vec<Vec<f64>>> = reps.iter().map(|r| (0..n_obs).map(|j| r.tally.basin_means(j, &split)).collect()).collect();
+    let rep_basin_obs: Vec<Vec<Vec<f64>>> = reps
+        .iter()
+        .map(|r| (0..n_obs).map(|j| r.tally.basin_means(j, &split)).collect())
+        .collect();
     let basins = split
         .iter()
         .enumerate()
         .map(|(i, b)| Basin {
-            lo: if i == 0 { bins.lo } else { bins.centre(b.first) },
-            hi: if i + 1 == split.len() { bins.hi } else { bins.centre(b.last) },
+            lo: if i == 0 {
+                bins.lo
+            } else {
+                bins.centre(b.first)
+            },
+            hi: if i + 1 == split.len() {
+                bins.hi
+            } else {
+                bins.centre(b.last)
+            },
             min_s: bins.centre(b.min),
             weight: weights[i],
             weight_err: spread(rep_weights.iter().map(|w| w[i]), reps.len()),
             observables: (0..n_obs)
-                .map(|j| Estimate { value: basin_obs[j][i], err: spread(rep_basin_obs.iter().map(|o| o[j][i]), reps.len()) })
+                .map(|j| Estimate {
+                    value: basin_obs[j][i],
+                    err: spread(rep_basin_obs.iter().map(|o| o[j][i]), reps.len()),
+                })
                 .collect(),
         })
         .collect();
@@ -348,19 +434,33 @@ fn summarise(point: &Tally, reps: &[Replicate], opts: &AnalysisOptions, diagnost
         },
         barrier: barrier_estimate(&f, &rep_f, &split, bins, reps),
         basins,
-        observables: (0..n_obs).map(|j| estimate(point.mean(j), reps, |r| r.tally.mean(j))).collect(),
+        observables: (0..n_obs)
+            .map(|j| estimate(point.mean(j), reps, |r| r.tally.mean(j)))
+            .collect(),
         diagnostics,
     }
 }
 
-fn barrier_estimate(f: &[f64], rep_f: &[Vec<f64>], split: &[BasinBins], bins: &Bins, reps: &[Replicate]) -> Option<Barrier> {
+fn barrier_estimate(
+    f: &[f64],
+    rep_f: &[Vec<f64>],
+    split: &[BasinBins],
+    bins: &Bins,
+    reps: &[Replicate],
+) -> Option<Barrier> {
     let pair = deepest_pair(f, split)?;
     let (top, h, hs) = barrier(f, split, pair);
     let rep: Vec<(usize, f64, f64)> = rep_f.iter().map(|x| barrier(x, split, pair)).collect();
     Some(Barrier {
         basins: pair,
         top_s: bins.centre(top),
-        height: Estimate { value: h, err: spread(rep.iter().map(|r| r.1), reps.len()) },
-        height_from_shallower: Estimate { value: hs, err: spread(rep.iter().map(|r| r.2), reps.len()) },
+        height: Estimate {
+            value: h,
+            err: spread(rep.iter().map(|r| r.1), reps.len()),
+        },
+        height_from_shallower: Estimate {
+            value: hs,
+            err: spread(rep.iter().map(|r| r.2), reps.len()),
+        },
     })
 }

@@ -21,7 +21,14 @@ pub fn integrated_time(x: &[f64]) -> Option<f64> {
     }
     let mean = x.iter().sum::<f64>() / n as f64;
     let c: Vec<f64> = x.iter().map(|v| v - mean).collect();
-    let autocov = |lag: usize| -> f64 { c[..n - lag].iter().zip(&c[lag..]).map(|(a, b)| a * b).sum::<f64>() / n as f64 };
+    let autocov = |lag: usize| -> f64 {
+        c[..n - lag]
+            .iter()
+            .zip(&c[lag..])
+            .map(|(a, b)| a * b)
+            .sum::<f64>()
+            / n as f64
+    };
     let c0 = autocov(0);
     if c0 <= 0.0 || c0 <= 1e-28 * mean * mean {
         return None;

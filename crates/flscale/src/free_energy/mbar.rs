@@ -37,7 +37,9 @@ impl ReducedEnergies {
             return Err(invalid("MBAR needs at least one state, got none"));
         }
         if let Some(i) = counts.iter().position(|&c| c == 0) {
-            return Err(invalid(format!("window {i} has no samples; every window needs at least one")));
+            return Err(invalid(format!(
+                "window {i} has no samples; every window needs at least one"
+            )));
         }
         let n: usize = counts.iter().sum();
         if u.len() != n * k {
@@ -89,7 +91,10 @@ impl ReducedEnergies {
 
     /// The state that drew each sample, in sample order.
     pub fn sample_states(&self) -> impl Iterator<Item = usize> + '_ {
-        self.counts.iter().enumerate().flat_map(|(k, &c)| std::iter::repeat_n(k, c))
+        self.counts
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &c)| std::iter::repeat_n(k, c))
     }
 
     /// The energies of the samples `indices` (each an index into this set), as a new set whose
@@ -151,7 +156,12 @@ impl Mbar {
         let k = e.states();
         let mut f = match &opts.initial {
             Some(f0) if f0.len() == k && f0.iter().all(|x| x.is_finite()) => f0.clone(),
-            Some(f0) => return Err(invalid(format!("initial free energies: {} values for {k} states, all must be finite", f0.len()))),
+            Some(f0) => {
+                return Err(invalid(format!(
+                    "initial free energies: {} values for {k} states, all must be finite",
+                    f0.len()
+                )))
+            }
             None => vec![0.0; k],
         };
         gauge(&mut f);
@@ -163,7 +173,10 @@ impl Mbar {
         while state.residual > opts.tolerance && iterations < opts.max_iterations {
             iterations += 1;
             let step = newton_step(&state);
-            state = line_search(e, &f, &step, state);
+            match line_search(e, &f, &step, &state) {
+                Some(next) => state = next,
+                None => break,
+            }
             f.clone_from(&state.f);
         }
         let mbar = Mbar {
@@ -177,7 +190,10 @@ impl Mbar {
             return Err(FreeEnergyError::Disconnected { groups });
         }
         if mbar.residual > opts.tolerance {
-            return Err(FreeEnergyError::NotConverged { iterations, residual: mbar.residual });
+            return Err(FreeEnergyError::NotConverged {
+                iterations,
+                residual: mbar.residual,
+            });
         }
         Ok(mbar)
     }
@@ -240,7 +256,9 @@ impl Mbar {
     pub fn kish_ess(&self, e: &ReducedEnergies) -> Vec<f64> {
         (0..e.states())
             .map(|k| {
-                let s: f64 = (0..e.samples()).map(|n| (2.0 * self.log_weight(e, n, k)).exp()).sum();
+                let s: f64 = (0..e.samples())
+                    .map(|n| (2.0 * self.log_weight(e, n, k)).exp())
+                    .sum();
                 1.0 / s
             })
             .collect()
@@ -294,15 +312,26 @@ struct Evaluation {
 impl Evaluation {
     fn at(e: &ReducedEnergies, f: &[f64]) -> Evaluation {
         let k = f.len();
-        let d = log_denominators(e, f);
         let counts: Vec<f64> = e.counts().iter().map(|&c| c as f64).collect();
+        let ln_n: Vec<f64> = counts.iter().map(|c| c.ln()).collect();
+        let mut d = Vec::with_capacity(e.samples());
         let mut col = vec![0.0; k];
         let mut hessian = vec![vec![0.0; k]; k];
         let mut p = vec![0.0; k];
         for n in 0..e.samples() {
+            // p_i = N_i W_ni = N_i exp(f_i − u_i − ln D_n): one exponential per state.
             let row = e.row(n);
+            let m = (0..k)
+                .map(|i| ln_n[i] + f[i] - row[i])
+                .fold(f64::NEG_INFINITY, f64::max);
+            let mut total = 0.0;
             for i in 0..k {
-                p[i] = counts[i] * (f[i] - row[i] - d[n]).exp();
+                p[i] = (ln_n[i] + f[i] - row[i] - m).exp();
+                total += p[i];
+            }
+            d.push(m + total.ln());
+            for i in 0..k {
+                p[i] /= total;
                 col[i] += p[i];
             }
             for i in 0..k {
@@ -320,10 +349,22 @@ impl Evaluation {
                 hessian[j][i] = hessian[i][j];
             }
         }
-        let objective = d.iter().sum::<f64>() - counts.iter().zip(f).map(|(c, x)| c * x).sum::<f64>();
+        let objective =
+            d.iter().sum::<f64>() - counts.iter().zip(f).map(|(c, x)| c * x).sum::<f64>();
         let gradient: Vec<f64> = col.iter().zip(&counts).map(|(s, c)| s - c).collect();
-        let residual = gradient.iter().zip(&counts).map(|(g, c)| (g / c).abs()).fold(0.0, f64::max);
-        Evaluation { f: f.to_vec(), log_denominator: d, objective, gradient, hessian, residual }
+        let residual = gradient
+            .iter()
+            .zip(&counts)
+            .map(|(g, c)| (g / c).abs())
+            .fold(0.0, f64::max);
+        Evaluation {
+            f: f.to_vec(),
+            log_denominator: d,
+            objective,
+            gradient,
+            hessian,
+            residual,
+        }
     }
 }
 
@@ -378,18 +419,24 @@ fn cholesky_solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
 }
 
 /// Backtracking on the step length: accepts the first step that lowers the objective or the
-/// residual (near the solution the objective, a sum over all samples, is flat to rounding).
-fn line_search(e: &ReducedEnergies, f: &[f64], step: &[f64], current: Evaluation) -> Evaluation {
+/// residual (near the solution the objective, a sum over all samples, is flat to rounding);
+/// None when no step length helps, i.e. the solve has stalled at rounding level.
+fn line_search(
+    e: &ReducedEnergies,
+    f: &[f64],
+    step: &[f64],
+    current: &Evaluation,
+) -> Option<Evaluation> {
     let mut t = 1.0;
     for _ in 0..40 {
         let trial: Vec<f64> = f.iter().zip(step).map(|(x, d)| x + t * d).collect();
         let next = Evaluation::at(e, &trial);
         if next.objective < current.objective || next.residual < current.residual {
-            return next;
+            return Some(next);
         }
         t *= 0.5;
     }
-    current
+    None
 }
 
 /// Connected groups of states, linking i and j when O[i][j] + O[j][i] > 1e−12.

@@ -83,8 +83,10 @@ impl fmt::Display for FreeEnergyError {
                 )
             }
             FreeEnergyError::PoorOverlap { pairs, threshold } => {
-                let names: Vec<String> =
-                    pairs.iter().map(|(a, b, o)| format!("{a}–{b} ({o:.3})")).collect();
+                let names: Vec<String> = pairs
+                    .iter()
+                    .map(|(a, b, o)| format!("{a}–{b} ({o:.3})"))
+                    .collect();
                 write!(
                     f,
                     "neighbouring windows overlap less than {threshold} (windows {}), so the profile \
@@ -92,7 +94,10 @@ impl fmt::Display for FreeEnergyError {
                     names.join(", ")
                 )
             }
-            FreeEnergyError::NotConverged { iterations, residual } => write!(
+            FreeEnergyError::NotConverged {
+                iterations,
+                residual,
+            } => write!(
                 f,
                 "the MBAR equations did not converge in {iterations} iterations (weight \
                  normalisation off by {residual:.2e})"

@@ -15,11 +15,18 @@ pub const DEFAULT_OVERLAP_THRESHOLD: f64 = 0.03;
 /// min(O[a][b], O[b][a]) for each consecutive pair (a, b) of `order` (the windows sorted along
 /// s): the overlap of each pair of neighbours, the smaller direction.
 pub fn neighbour_overlaps(o: &[Vec<f64>], order: &[usize]) -> Vec<f64> {
-    order.windows(2).map(|p| o[p[0]][p[1]].min(o[p[1]][p[0]])).collect()
+    order
+        .windows(2)
+        .map(|p| o[p[0]][p[1]].min(o[p[1]][p[0]]))
+        .collect()
 }
 
 /// Refuses when some neighbouring windows overlap less than `threshold`, naming every such pair.
-pub fn check_neighbours(o: &[Vec<f64>], order: &[usize], threshold: f64) -> Result<(), FreeEnergyError> {
+pub fn check_neighbours(
+    o: &[Vec<f64>],
+    order: &[usize],
+    threshold: f64,
+) -> Result<(), FreeEnergyError> {
     let pairs: Vec<(usize, usize, f64)> = order
         .windows(2)
         .zip(neighbour_overlaps(o, order))

@@ -94,7 +94,9 @@ impl Tally {
     /// The weight of each basin: the samples between its boundaries, those below lo counted in
     /// the first basin and those above hi in the last.
     pub fn basin_weights(&self, basins: &[BasinBins]) -> Vec<f64> {
-        basin_half_ranges(basins, self.mass.len()).map(|(a, b)| self.mass_in(a, b)).collect()
+        basin_half_ranges(basins, self.mass.len())
+            .map(|(a, b)| self.mass_in(a, b))
+            .collect()
     }
 
     /// The reweighted average of observable j over all samples.
@@ -112,7 +114,10 @@ impl Tally {
 
 /// Half-bin ranges of each basin: the split at bin t's centre falls between half-bins 2t + 1
 /// and 2t + 2.
-fn basin_half_ranges(basins: &[BasinBins], halves: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+fn basin_half_ranges(
+    basins: &[BasinBins],
+    halves: usize,
+) -> impl Iterator<Item = (usize, usize)> + '_ {
     let last = basins.len().saturating_sub(1);
     basins.iter().enumerate().map(move |(i, b)| {
         let from = if i == 0 { 0 } else { 2 * b.first + 2 };
@@ -154,7 +159,11 @@ pub fn split_basins(f: &[f64], threshold: &dyn Fn(usize, usize, usize) -> f64) -
             .min_by(|x, y| x.1.total_cmp(&y.1));
         match weakest {
             Some((i, excess)) if excess < 0.0 => {
-                let drop = if f[mins[i]] <= f[mins[i + 1]] { i + 1 } else { i };
+                let drop = if f[mins[i]] <= f[mins[i + 1]] {
+                    i + 1
+                } else {
+                    i
+                };
                 mins.remove(drop);
             }
             _ => break,
@@ -163,8 +172,16 @@ pub fn split_basins(f: &[f64], threshold: &dyn Fn(usize, usize, usize) -> f64) -
     let last_bin = f.len() - 1;
     (0..mins.len())
         .map(|i| BasinBins {
-            first: if i == 0 { 0 } else { arg_max(f, mins[i - 1], mins[i]) },
-            last: if i + 1 == mins.len() { last_bin } else { arg_max(f, mins[i], mins[i + 1]) },
+            first: if i == 0 {
+                0
+            } else {
+                arg_max(f, mins[i - 1], mins[i])
+            },
+            last: if i + 1 == mins.len() {
+                last_bin
+            } else {
+                arg_max(f, mins[i], mins[i + 1])
+            },
             min: mins[i],
         })
         .collect()
@@ -173,7 +190,12 @@ pub fn split_basins(f: &[f64], threshold: &dyn Fn(usize, usize, usize) -> f64) -
 /// Local minima of the finite bins: f[i] ≤ its left neighbour and < its right one (a plateau
 /// counts once), neighbours outside or without weight counting as +∞.
 fn local_minima(f: &[f64]) -> Vec<usize> {
-    let at = |i: Option<usize>| i.and_then(|i| f.get(i)).copied().filter(|v| v.is_finite()).unwrap_or(f64::INFINITY);
+    let at = |i: Option<usize>| {
+        i.and_then(|i| f.get(i))
+            .copied()
+            .filter(|v| v.is_finite())
+            .unwrap_or(f64::INFINITY)
+    };
     (0..f.len())
         .filter(|&i| f[i].is_finite() && f[i] <= at(i.checked_sub(1)) && f[i] < at(Some(i + 1)))
         .collect()
@@ -192,7 +214,11 @@ fn arg_max(f: &[f64], a: usize, b: usize) -> usize {
 /// so the same definition applies to a bootstrap replicate's F with the basins held fixed.
 pub fn barrier(f: &[f64], basins: &[BasinBins], pair: (usize, usize)) -> (usize, f64, f64) {
     let (a, b) = (basins[pair.0], basins[pair.1]);
-    let min_over = |x: BasinBins| (x.first..=x.last).map(|i| f[i]).fold(f64::INFINITY, f64::min);
+    let min_over = |x: BasinBins| {
+        (x.first..=x.last)
+            .map(|i| f[i])
+            .fold(f64::INFINITY, f64::min)
+    };
     let (fa, fb) = (min_over(a), min_over(b));
     let top = arg_max(f, a.min, b.min);
     (top, f[top] - fa.min(fb), f[top] - fa.max(fb))
@@ -205,7 +231,11 @@ pub fn deepest_pair(f: &[f64], basins: &[BasinBins]) -> Option<(usize, usize)> {
         return None;
     }
     let mut idx: Vec<usize> = (0..basins.len()).collect();
-    idx.sort_by(|&x, &y| f[basins[x].min].total_cmp(&f[basins[y].min]).then(x.cmp(&y)));
+    idx.sort_by(|&x, &y| {
+        f[basins[x].min]
+            .total_cmp(&f[basins[y].min])
+            .then(x.cmp(&y))
+    });
     let (x, y) = (idx[0], idx[1]);
     Some((x.min(y), x.max(y)))
 }
@@ -247,9 +277,23 @@ mod tests {
         let s = [-1.0, 0.5, 1.2, 1.7, 2.5, 9.0];
         let log_w = vec![(1.0f64 / 6.0).ln(); 6];
         let t = Tally::new(&bins, &s, &log_w, &[s.to_vec()]);
-        let basins = [BasinBins { first: 0, last: 1, min: 0 }, BasinBins { first: 1, last: 2, min: 2 }];
+        let basins = [
+            BasinBins {
+                first: 0,
+                last: 1,
+                min: 0,
+            },
+            BasinBins {
+                first: 1,
+                last: 2,
+                min: 2,
+            },
+        ];
         let w = t.basin_weights(&basins);
-        assert!((w[0] - 0.5).abs() < 1e-12 && (w[1] - 0.5).abs() < 1e-12, "{w:?}");
+        assert!(
+            (w[0] - 0.5).abs() < 1e-12 && (w[1] - 0.5).abs() < 1e-12,
+            "{w:?}"
+        );
         let m = t.basin_means(0, &basins);
         assert!((m[0] - (-1.0 + 0.5 + 1.2) / 3.0).abs() < 1e-12);
         assert!((t.mean(0) - s.iter().sum::<f64>() / 6.0).abs() < 1e-12);

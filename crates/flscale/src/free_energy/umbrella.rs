@@ -16,19 +16,28 @@ pub struct Umbrella {
 impl Umbrella {
     /// `windows` centres spread evenly over [lo, hi], both ends included (one window sits at
     /// the midpoint).
-    pub fn spread(lo: f64, hi: f64, windows: usize, kappa: f64) -> Result<Umbrella, FreeEnergyError> {
+    pub fn spread(
+        lo: f64,
+        hi: f64,
+        windows: usize,
+        kappa: f64,
+    ) -> Result<Umbrella, FreeEnergyError> {
         if !(lo.is_finite() && hi.is_finite() && lo < hi) {
             return Err(FreeEnergyError::InvalidInput(format!(
                 "window range [{lo}, {hi}] must be finite with lo < hi"
             )));
         }
         if windows == 0 {
-            return Err(FreeEnergyError::InvalidInput("windows must be at least 1, got 0".into()));
+            return Err(FreeEnergyError::InvalidInput(
+                "windows must be at least 1, got 0".into(),
+            ));
         }
         let centres = if windows == 1 {
             vec![0.5 * (lo + hi)]
         } else {
-            (0..windows).map(|k| lo + (hi - lo) * k as f64 / (windows - 1) as f64).collect()
+            (0..windows)
+                .map(|k| lo + (hi - lo) * k as f64 / (windows - 1) as f64)
+                .collect()
         };
         Umbrella::new(centres, kappa)
     }
@@ -67,7 +76,11 @@ impl Umbrella {
     /// The reduced-energy matrix u_k(x_n) = β V_k(s_n) of every sample of every window
     /// (`s_by_window[j]` holds window j's samples of s), relative to the unbiased state, whose
     /// reduced energy is then 0. β = 1/kT of the runs.
-    pub fn reduced_energies(&self, s_by_window: &[&[f64]], beta: f64) -> Result<ReducedEnergies, FreeEnergyError> {
+    pub fn reduced_energies(
+        &self,
+        s_by_window: &[&[f64]],
+        beta: f64,
+    ) -> Result<ReducedEnergies, FreeEnergyError> {
         if s_by_window.len() != self.windows() {
             return Err(FreeEnergyError::InvalidInput(format!(
                 "{} windows of samples for {} umbrella windows",
@@ -76,7 +89,9 @@ impl Umbrella {
             )));
         }
         if !(beta.is_finite() && beta > 0.0) {
-            return Err(FreeEnergyError::InvalidInput(format!("beta must be finite and > 0, got {beta}")));
+            return Err(FreeEnergyError::InvalidInput(format!(
+                "beta must be finite and > 0, got {beta}"
+            )));
         }
         let counts: Vec<usize> = s_by_window.iter().map(|s| s.len()).collect();
         let mut u = Vec::with_capacity(counts.iter().sum::<usize>() * self.windows());
