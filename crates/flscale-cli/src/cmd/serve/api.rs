@@ -14,7 +14,7 @@ use flscale::patterns::arch::{
 };
 use flscale::patterns::phase::phase_map_until;
 use flscale::patterns::report::to_json;
-use flscale::{Error, ErrorKind};
+use flscale::Error;
 use serde::Deserialize;
 use serde_json::{json, Value};
 

@@ -5,7 +5,8 @@
 //! sizes are bounded so that one request takes a few seconds at most; the figures' sizes
 //! (d = 120, P = 6000) are for the CLI.
 
-use flscale::kernels::{self, Activation, DataKind, PropagateConfig};
+use flscale::activation::NngpActivation;
+use flscale::kernels::{self, DataKind, PropagateConfig};
 use serde_json::Value;
 
 use super::api::Params;
@@ -33,8 +34,8 @@ fn word<'a>(q: &'a Params, name: &str, default: &'a str) -> &'a str {
 pub fn kernel_view(q: &Params) -> ApiResult<Value> {
     let mut cfg = PropagateConfig::quick();
     cfg.data = word(q, "data", "gaussian").parse::<DataKind>()?;
-    cfg.activation = word(q, "activation", "relu").parse::<Activation>()?;
-    if cfg.activation == Activation::Erf {
+    cfg.activation = word(q, "activation", "relu").parse::<NngpActivation>()?;
+    if cfg.activation == NngpActivation::Erf {
         return Err(ApiError::bad(
             "activation = erf is not offered here; the paper's propagation figures use relu or poly",
         ));
