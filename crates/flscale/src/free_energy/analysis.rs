@@ -141,7 +141,7 @@ pub struct Diagnostics {
     pub f_k_err: Vec<Option<f64>>,
     /// The overlap matrix, row-major.
     pub overlap: Vec<Vec<f64>>,
-    /// The windows in order of s, and the overlap of each neighbouring pair in that order.
+    /// The windows in order of s (of their centres for umbrella windows).
     pub order: Vec<usize>,
     /// min(O[a][b], O[b][a]) of consecutive windows in `order`.
     pub neighbour_overlap: Vec<f64>,

@@ -175,7 +175,15 @@ impl Mbar {
             let step = newton_step(&state);
             match line_search(e, &f, &step, &state) {
                 Some(next) => state = next,
-                None => break,
+                None => {
+                    // Far from the solution (one state holding nearly all weight) the Hessian
+                    // is nearly singular; Eq. 11 is defined everywhere and moves f back.
+                    let next = Evaluation::at(e, &self_consistent_update(e, &f));
+                    if !(next.residual < state.residual) {
+                        break;
+                    }
+                    state = next;
+                }
             }
             f.clone_from(&state.f);
         }
@@ -368,6 +376,10 @@ impl Evaluation {
     }
 }
 
+/// Largest change of any f_k in one Newton step, in kT: beyond a few kT the weights change by
+/// orders of magnitude and the quadratic model of the objective no longer describes it.
+const MAX_STEP: f64 = 5.0;
+
 /// The Newton direction on f_1..f_{K−1} (f_0 = 0 fixed). A relative ridge of 1e−10 on the
 /// diagonal keeps the solve defined where states share no samples (the Hessian is then
 /// singular along their relative shift, and the gradient vanishes along it too).
@@ -380,7 +392,16 @@ fn newton_step(s: &Evaluation) -> Vec<f64> {
     }
     let b: Vec<f64> = s.gradient[1..].iter().map(|g| -g).collect();
     let x = cholesky_solve(a, b);
-    std::iter::once(0.0).chain(x).collect()
+    // Trust the quadratic model for moves of at most MAX_STEP kT in any f_k.
+    let largest = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let scale = if largest > MAX_STEP {
+        MAX_STEP / largest
+    } else {
+        1.0
+    };
+    std::iter::once(0.0)
+        .chain(x.into_iter().map(|v| v * scale))
+        .collect()
 }
 
 /// Solves A x = b for symmetric positive definite A (Cholesky, in place).

@@ -25,8 +25,8 @@ pub(super) fn simpson(g: impl Fn(f64) -> f64, a: f64, c: f64, n: usize) -> f64 {
 
 /// Exact draws from exp(g(s) − ½κ(s − c)²) by rejection from N(c, 1/κ): accept with
 /// probability exp(g(s) − g_max). g_max is the maximum of g on a grid of step 1e−4 over
-/// [−3, 3] plus 1e−6, which bounds g everywhere for the double wells used here (|g''| ≤ 200 on
-/// the grid's range, so the grid misses the maximum by < 3e−7, and g → −∞ outside).
+/// [−3, 3] plus 1e−6, which bounds g everywhere for the double wells used here (|g″| ≈ 8b ≤ 30
+/// at the maximum near s = ±1, so the grid misses it by < 1e−7; beyond |s| = 1/√3 g is concave).
 pub(super) fn rejection_draws(
     g: impl Fn(f64) -> f64,
     centre: f64,
