@@ -35,7 +35,7 @@ use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
 use crate::sim::model::activation::Activation;
 use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
-use crate::sim::model::interface::PreconditionedUnits;
+use crate::sim::model::interface::{DataTerm, PreconditionedUnits};
 use crate::sim::num::real::Real;
 
 /// A CNN with non-overlapping patches (no weights: those live in the chains).
@@ -243,14 +243,12 @@ impl<T: Real> FlatModel<T> for CnnModel {
     fn data_gradient_block(
         &self,
         thetas: &[&[T]],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
+        data: &DataTerm<'_, T>,
         grads: &mut [&mut [T]],
         sq: &mut [f64],
         sc: &mut CnnScratch<T>,
     ) {
+        let (x, y, n, inv_kappa) = (data.x, data.y, data.p, T::of(1.0 / data.kappa));
         let (s, nw, nc) = (self.patch, self.windows, self.channels);
         let (rows, bn) = (n * nw, thetas.len() * nc);
         self.forward_block(thetas, x, n, sc);
@@ -384,13 +382,11 @@ impl<T: Real> FlatModel<T> for CnnModel {
     fn data_gradient(
         &self,
         theta: &[T],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
+        data: &DataTerm<'_, T>,
         grad: &mut [T],
         sc: &mut CnnScratch<T>,
     ) -> f64 {
+        let (x, y, n, inv_kappa) = (data.x, data.y, data.p, T::of(1.0 / data.kappa));
         let (s, nw, nc) = (self.patch, self.windows, self.channels);
         self.forward(theta, x, n, sc);
         let rows = n * nw;

@@ -154,7 +154,7 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
 #[test]
 fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
     let (model, x, y, kappa) = super::fcn::frozen_first_layer_problem();
-    let (n, p, temperature) = (model.widths[0], y.len(), 0.8);
+    let (n, temperature) = (model.widths[0], 0.8);
     let chains = 16;
     let probe = Ensemble::<f64>::new(
         model.clone(),
@@ -179,16 +179,9 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
             .iter()
             .find(|b| k >= b.first && k < b.first + b.len)
             .unwrap();
-        let cond = crate::sim::model::collapsed::readout_conditional(
-            b,
-            &model,
-            &probe.x,
-            &probe.y,
-            p,
-            kappa,
-            k - b.first,
-        )
-        .unwrap();
+        let cond =
+            crate::sim::model::collapsed::readout_conditional(b, &model, &probe.data(), k - b.first)
+                .unwrap();
         // cond.chol factors A = ΦᵀΦ + (κ/v)·I, so the curvature of U is eig(A)/κ.
         lambda_top = lambda_top.max(top_eigenvalue(&cond.chol, n, 300) / kappa);
         exact.push(cond);

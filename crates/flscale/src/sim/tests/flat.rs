@@ -18,7 +18,7 @@ use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::{cholesky, cholesky_solve};
 use crate::sim::model::flat::{FlatData, FlatModel};
-use crate::sim::model::interface::Model;
+use crate::sim::model::interface::{DataTerm, Model};
 use crate::sim::num::real::Real;
 use crate::sim::tests::chains::{collapsed_energy, Chains};
 use crate::sim::tests::exact::{linear_readout_posterior, WhitenedMoments};
@@ -106,7 +106,13 @@ fn cnn_block_gradient_equals_the_one_chain_path() {
         let n = FlatModel::<T>::n_params(&model);
         let to_t = |v: &[f64]| -> Vec<T> { v.iter().map(|&a| T::of(a)).collect() };
         let (x, y) = (to_t(&data.x_train), to_t(&data.y_train));
-        let inv_kappa = T::of(2.0);
+        let data = DataTerm {
+            x: &x,
+            y: &y,
+            p: 23,
+            kappa: 0.5,
+            likelihood: crate::sim::config::Likelihood::Gaussian,
+        };
         for chains in [1, 3, 5] {
             let thetas: Vec<Vec<T>> = random_thetas(n, chains, 0.7, 3)
                 .iter()
@@ -118,14 +124,12 @@ fn cnn_block_gradient_equals_the_one_chain_path() {
             let mut sc = Default::default();
             {
                 let mut g: Vec<&mut [T]> = grads.iter_mut().map(|g| &mut g[..]).collect();
-                model.data_gradient_block(&refs, &x, &y, 23, inv_kappa, &mut g, &mut sq, &mut sc);
+                model.data_gradient_block(&refs, &data, &mut g, &mut sq, &mut sc);
             }
             for c in 0..chains {
                 let mut want = vec![T::zero(); n];
                 let mut sc1 = Default::default();
-                let s = FlatModel::data_gradient(
-                    &model, &thetas[c], &x, &y, 23, inv_kappa, &mut want, &mut sc1,
-                );
+                let s = FlatModel::data_gradient(&model, &thetas[c], &data, &mut want, &mut sc1);
                 assert!((sq[c] - s).abs() <= tolerance * s, "sq {} vs {s}", sq[c]);
                 let scale = want.iter().map(|g| g.f64().abs()).fold(0.0, f64::max);
                 for (a, b) in grads[c].iter().zip(&want) {
