@@ -10,6 +10,7 @@ use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
+use crate::sim::kernel::transition::Transition;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 use crate::sim::observe::observables::finite;
@@ -29,20 +30,21 @@ pub(crate) struct MeasurementTime {
 
 /// What a run records at every measurement time.
 pub(crate) trait Observer<T: Real, M: Model<T>> {
-    /// Records the chains of `ens` at `at`; `kernel` is the run's, for the collapsed
+    /// Records the chains of `ens` at `at`; `transition` is the run's, for the collapsed
     /// posterior's readout draws and conditional means.
     fn observe(
         &mut self,
         ens: &mut Ensemble<T, M>,
-        kernel: &mut Option<Kernel<T>>,
+        transition: &mut Transition<T>,
         at: MeasurementTime,
     );
 }
 
-/// A finished loop: the β = 1 ensemble and its kernel, and what the summary reports of them.
+/// A finished loop: the β = 1 ensemble and its transition, and what the summary reports of
+/// them.
 pub(crate) struct Sampled<T: Real, M: Model<T>> {
     pub ens: Ensemble<T, M>,
-    pub kernel: Option<Kernel<T>>,
+    pub transition: Transition<T>,
     /// The largest λ_max over the chains at the end.
     pub lambda: f64,
     /// Replica exchange's diagnostics (`sampler.tempering`).
@@ -70,8 +72,11 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
     // plain ULA keeps the ensemble's fused step.
     let tempered = s.tempering().is_some();
-    let mut kernel =
-        (s.method == SamplerMethod::Collapsed || s.mala || tempered).then(|| new_kernel(&ens, s));
+    let mut transition = if s.method == SamplerMethod::Collapsed || s.mala || tempered {
+        Transition::Cached(new_kernel(&ens, s))
+    } else {
+        Transition::FusedUla
+    };
     let mut replicas = s.tempering().map(|t| {
         Replicas::new(
             t,
@@ -91,10 +96,10 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     progress(0, s.steps);
     while t < s.steps {
         if t <= s.burn_in && t % adapt_every == 0 {
-            adapt_in_burn_in(&mut ens, &mut kernel, &mut replicas, &mut steering, s, t);
+            adapt_in_burn_in(&mut ens, &mut transition, &mut replicas, &mut steering, s, t);
         }
         let before = t;
-        t = advance_block(&mut ens, &mut kernel, &mut replicas, s, t);
+        t = advance_block(&mut ens, &mut transition, &mut replicas, s, t);
         if let (Some(r), true) = (&mut replicas, before < s.burn_in && t >= s.burn_in) {
             r.start_window();
         }
@@ -103,7 +108,7 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
                 t,
                 sampling: t > s.burn_in,
             };
-            observer.observe(&mut ens, &mut kernel, at);
+            observer.observe(&mut ens, &mut transition, at);
             if sketching {
                 sketches.steps.push(t);
                 sketches.chains.push(chain_sketches(&ens));
@@ -122,11 +127,11 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     }
     let seconds = started.elapsed().as_secs_f64();
     let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
-    let lambda = max_lambda(&mut ens, &mut kernel, 20);
+    let lambda = max_lambda(&mut ens, &mut transition, 20);
     let tempering = replicas.as_ref().map(|r| r.finish(&mut ens));
     Ok(Sampled {
         ens,
-        kernel,
+        transition,
         lambda,
         tempering,
         seconds,
@@ -190,24 +195,23 @@ fn new_kernel<T: Real, M: Model<T>>(ens: &Ensemble<T, M>, s: &SamplerConfig) -> 
 }
 
 /// Moves every chain from step `t` to the next measurement time (or, under replica exchange,
-/// swap round), with the kernel where there is one; returns the new step.
+/// swap round); returns the new step.
 fn advance_block<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     replicas: &mut Option<Replicas<T, M>>,
     s: &SamplerConfig,
     t: usize,
 ) -> usize {
     let mut next = ((t / s.thin + 1) * s.thin).min(s.steps);
-    match (kernel, replicas) {
-        (Some(k), Some(r)) => {
+    match (transition, replicas) {
+        (Transition::Cached(k), Some(r)) => {
             // Swap rounds fall on multiples of swap_every.
             let every = s.tempering().map_or(1, |c| c.swap_every);
             next = next.min((t / every + 1) * every);
             r.advance(ens, k, next - t, next, t >= s.burn_in);
         }
-        (Some(k), None) => k.advance(ens, next - t),
-        _ => ens.advance(next - t),
+        (transition, _) => transition.advance(ens, next - t),
     }
     next
 }
@@ -216,14 +220,14 @@ fn advance_block<T: Real, M: Model<T>>(
 /// preconditioner) from the stiffest chain where `adapt_step` is set, and the replica ladder.
 fn adapt_in_burn_in<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     replicas: &mut Option<Replicas<T, M>>,
     steering: &mut StepSteering,
     s: &SamplerConfig,
     t: usize,
 ) {
     if s.adapt_step {
-        adapt_step_size(ens, kernel, steering, s, t);
+        adapt_step_size(ens, transition, steering, s, t);
         if let Some(r) = replicas {
             r.adapt(ens, t, s.burn_in, |e, k, st| {
                 adapt_step_size(e, k, st, s, t)
@@ -234,17 +238,13 @@ fn adapt_in_burn_in<T: Real, M: Model<T>>(
     }
 }
 
-/// The largest λ_max over the chains, of the kernel's energy (the fused plain step's without
-/// a kernel).
+/// The largest λ_max over the chains, of the energy the transition samples.
 fn max_lambda<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     iters: usize,
 ) -> f64 {
-    let per_chain = match kernel {
-        Some(k) => k.lambda_max(ens, iters),
-        None => ens.lambda_max(iters),
-    };
+    let per_chain = transition.lambda_max(ens, iters);
     per_chain.into_iter().fold(0.0, f64::max)
 }
 
@@ -252,17 +252,17 @@ fn max_lambda<T: Real, M: Model<T>>(
 /// after its per-unit preconditioner, also frozen afterwards).
 fn adapt_step_size<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     steering: &mut StepSteering,
     s: &SamplerConfig,
     t: usize,
 ) {
-    if let Some(k) = kernel.as_mut() {
+    if let Some(k) = transition.kernel_mut() {
         k.adapt_preconditioner(ens, 2 * t >= s.burn_in);
     }
-    let lambda = max_lambda(ens, kernel, 10);
+    let lambda = max_lambda(ens, transition, 10);
     if lambda > 0.0 {
-        let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(ens));
+        let counts = transition.acceptance(ens);
         let last = t + adaptation_interval(s.thin, s.burn_in) > s.burn_in;
         ens.dynamics.step = s.step.min(steering.fraction(counts, last) / lambda);
     }
@@ -280,11 +280,7 @@ pub(crate) fn record_health<T: Real, M: Model<T>>(
     dg.step = ens.dynamics.step;
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
-    dg.acceptance_rate = sampled
-        .kernel
-        .as_ref()
-        .and_then(|k| k.acceptance_rate(ens))
-        .and_then(finite);
+    dg.acceptance_rate = sampled.transition.acceptance_rate(ens).and_then(finite);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
     let seeds = &mut result.summary.start_seeds;
     *(if hot { &mut seeds.hot } else { &mut seeds.cold }) = Some(sampled.seed);

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::sim::config::{ExperimentConfig, SamplerConfig};
 use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::Ensemble;
-use crate::sim::kernel::mala::Kernel;
+use crate::sim::kernel::transition::Transition;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::flat::ParamGroup;
 use crate::sim::num::real::Real;
@@ -115,15 +115,15 @@ impl<T: Real> Observer<T, FcnModel> for FcnObserver<'_, T> {
     fn observe(
         &mut self,
         ens: &mut Ensemble<T>,
-        kernel: &mut Option<Kernel<T>>,
+        transition: &mut Transition<T>,
         at: MeasurementTime,
     ) {
         // Collapsed: predictions also with the readouts' conditional means (Rao–
         // Blackwellised alignment and mean predictor; observables.rs).
-        if let Some(k) = kernel.as_mut() {
+        if let Some(k) = transition.kernel_mut() {
             k.prepare_measurement(ens);
         }
-        let means = kernel.as_ref().and_then(|k| k.conditional_means(ens));
+        let means = transition.kernel().and_then(|k| k.conditional_means(ens));
         let (preds, mean_preds) =
             self.probe
                 .predict_with_readouts(ens, &self.x_test, self.n_test, means.as_deref());

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::sim::config::{ExperimentConfig, ModelKind, SamplerConfig};
 use crate::sim::ensemble::fcn::{predict, Ensemble};
-use crate::sim::kernel::mala::Kernel;
+use crate::sim::kernel::transition::Transition;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::flat::{FlatData, FlatModel};
@@ -149,14 +149,14 @@ impl<T: Real, M: FlatModel<T> + Model<T>> Observer<T, M> for FlatObserver<'_, T>
     fn observe(
         &mut self,
         ens: &mut Ensemble<T, M>,
-        kernel: &mut Option<Kernel<T>>,
+        transition: &mut Transition<T>,
         at: MeasurementTime,
     ) {
-        if let Some(k) = kernel.as_mut() {
+        if let Some(k) = transition.kernel_mut() {
             k.prepare_measurement(ens);
         }
-        let mean_preds = kernel
-            .as_ref()
+        let mean_preds = transition
+            .kernel()
             .and_then(|k| k.conditional_means(ens))
             .map(|means| means.iter().map(|m| m.to_vec()).collect::<Vec<_>>())
             .map(|mut means| {
