@@ -430,7 +430,7 @@ pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
     // RNG stream, divergence record, energies and per-chain result row (about 1 kB).
     e.add(
         "histograms and bookkeeping of every chain",
-        chains * (crate::sim::observables::HIST_BINS as f64 * 8.0 + 1024.0),
+        chains * (crate::sim::observe::observables::HIST_BINS as f64 * 8.0 + 1024.0),
         "sampler.chains",
     );
     e.add(

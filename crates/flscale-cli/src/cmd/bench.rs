@@ -3,7 +3,7 @@
 
 use flscale::sim::bench::{bench_case, gemm_peak, BenchSize};
 use flscale::sim::config::{Preconditioner, TemperingConfig};
-use flscale::sim::sampling_bench::{
+use flscale::sim::bench::sampling::{
     compare, compare_tempered, SamplerEfficiency, SamplingComparison, SamplingSetting,
     DEFAULT_COLLAPSED_THIN, DEFAULT_HMC_STEPS,
 };

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 use super::adaptive::AdaptiveParams;
 use crate::error::{Error, Result};
 use crate::experiment::store::{Store, StoreData};
-use crate::sim::activation::Activation;
+use crate::sim::model::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Likelihood, ModelKind, Parametrization};
 
 /// One Langevin run's R.

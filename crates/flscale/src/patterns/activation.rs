@@ -11,7 +11,7 @@ use crate::hermite::{he_normalized, GaussHermite};
 
 /// Pointwise activation σ: the same type the Langevin engine samples with, so that a
 /// prediction and a measurement cannot disagree about what "erf" or "poly" means.
-pub use crate::sim::activation::Activation;
+pub use crate::sim::model::activation::Activation;
 
 /// Parses `erf | relu | tanh | linear | poly`.
 pub fn parse_activation(s: &str) -> Result<Activation> {

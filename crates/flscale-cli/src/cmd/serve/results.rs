@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use flscale::experiment::analysis::{self, coordinate};
 use flscale::experiment::StoreData;
-use flscale::sim::observables::mean_and_error;
+use flscale::sim::observe::observables::mean_and_error;
 use serde_json::{json, Value};
 
 use super::api::{ApiError, ApiResult};

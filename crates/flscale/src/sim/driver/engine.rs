@@ -1,10 +1,9 @@
-//! The one sampling loop of every model (issue 16): burn-in with step-size and preconditioner
-//! adaptation, the replica ladder, advancing the chains with the kernel the sampler settings
-//! ask for, a measurement every `thin` steps, progress and interruption. What a measurement
-//! records is the model's [`Observer`] (the FCN's in [`super::fcn`], the CNN's and
-//! attention's in [`super::flat`]).
+//! The one sampling loop of every model: burn-in with step-size and preconditioner
+//! adaptation, the replica ladder, advancing the chains with the transition the sampler
+//! settings ask for, a measurement every `thin` steps, progress and interruption. What a
+//! measurement records is the model's [`Recorder`] (the FCN's in [`super::fcn`], the CNN's and
+//! attention's in [`super::flat`]); progress goes to the front end's [`RunObserver`].
 
-use crate::error::{Error, Result};
 use crate::sim::adapt::{adaptation_interval, StepSteering};
 use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
@@ -16,6 +15,7 @@ use crate::sim::num::real::Real;
 use crate::sim::observe::observables::finite;
 
 use super::coupling::{records_sketches, sketch, ParameterSketches};
+use super::outcome::{Outcome, RunObserver};
 use super::result::RunResult;
 use super::tempered::{slot_seed, Replicas, TemperingDiagnostics};
 
@@ -29,10 +29,10 @@ pub(crate) struct MeasurementTime {
 }
 
 /// What a run records at every measurement time.
-pub(crate) trait Observer<T: Real, M: Model<T>> {
+pub(crate) trait Recorder<T: Real, M: Model<T>> {
     /// Records the chains of `ens` at `at`; `transition` is the run's, for the collapsed
     /// posterior's readout draws and conditional means.
-    fn observe(
+    fn record(
         &mut self,
         ens: &mut Ensemble<T, M>,
         transition: &mut Transition<T>,
@@ -59,15 +59,15 @@ pub(crate) struct Sampled<T: Real, M: Model<T>> {
 }
 
 /// Runs `s.steps` steps of the ensemble `start(seed)` (every replica of a tempered run is
-/// `start` with its own noise streams, [`slot_seed`]), with `observer` called every `thin`
-/// steps.
+/// `start` with its own noise streams, [`slot_seed`]), with `recorder` called every `thin`
+/// steps, progress reported to `observer` after every block of steps and the run stopped where
+/// it asks.
 pub(crate) fn sample<T: Real, M: Model<T>>(
     s: &SamplerConfig,
     start: impl Fn(u64) -> Ensemble<T, M>,
-    observer: &mut dyn Observer<T, M>,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<Sampled<T, M>> {
+    recorder: &mut dyn Recorder<T, M>,
+    observer: &mut dyn RunObserver,
+) -> Outcome<Sampled<T, M>> {
     let mut ens = start(s.seed);
     // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
     // plain ULA keeps the ensemble's fused step.
@@ -93,7 +93,7 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     let mut window_start = (s.burn_in == 0).then_some(started);
     let mut t = 0;
     let adapt_every = adaptation_interval(s.thin, s.burn_in);
-    progress(0, s.steps);
+    observer.progress(0, s.steps);
     while t < s.steps {
         if t <= s.burn_in && t % adapt_every == 0 {
             adapt_in_burn_in(&mut ens, &mut transition, &mut replicas, &mut steering, s, t);
@@ -108,7 +108,7 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
                 t,
                 sampling: t > s.burn_in,
             };
-            observer.observe(&mut ens, &mut transition, at);
+            recorder.record(&mut ens, &mut transition, at);
             if sketching {
                 sketches.steps.push(t);
                 sketches.chains.push(chain_sketches(&ens));
@@ -117,19 +117,19 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
         if t >= s.burn_in && window_start.is_none() {
             window_start = Some(std::time::Instant::now());
         }
-        progress(t, s.steps);
-        if interrupted() {
-            return Err(Error::runtime(format!(
-                "interrupted at step {t} of {}",
-                s.steps
-            )));
+        observer.progress(t, s.steps);
+        if observer.should_stop() {
+            return Outcome::Interrupted {
+                at: t,
+                steps: s.steps,
+            };
         }
     }
     let seconds = started.elapsed().as_secs_f64();
     let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
     let lambda = max_lambda(&mut ens, &mut transition, 20);
     let tempering = replicas.as_ref().map(|r| r.finish(&mut ens));
-    Ok(Sampled {
+    Outcome::Completed(Sampled {
         ens,
         transition,
         lambda,

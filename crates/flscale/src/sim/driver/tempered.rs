@@ -1,4 +1,4 @@
-//! Replica exchange in the FCN run (`sampler.tempering`, issue 17): the replicas at β < 1 of
+//! Replica exchange in the FCN run (`sampler.tempering`): the replicas at β < 1 of
 //! every chain, their swaps with the observed β = 1 ensemble, the ladder's adaptation during
 //! burn-in and the diagnostics (the swap moves and statistics are in
 //! [`crate::sim::kernel::tempering`]).

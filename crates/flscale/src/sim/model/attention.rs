@@ -505,7 +505,7 @@ impl<T: Real> FlatModel<T> for AttentionModel {
 mod tests {
     use super::*;
     use crate::sim::config::ExperimentConfig;
-    use crate::sim::driver::run::run_experiment;
+    use crate::sim::driver::run::Run;
     use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
@@ -799,7 +799,7 @@ precision = "f64"
             .replace("chains = 3", "chains = 24")
             + "[priors]\nsigma2 = [0.5, 2.0]\n";
         let cfg = config(&text);
-        let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+        let r = Run::new(&cfg).run().unwrap();
         for (stats, v) in r
             .summary
             .diagnostics

@@ -521,7 +521,7 @@ impl<T: Real> FlatModel<T> for CnnModel {
 mod tests {
     use super::*;
     use crate::sim::config::ExperimentConfig;
-    use crate::sim::driver::run::run_experiment;
+    use crate::sim::driver::run::Run;
     use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
@@ -621,8 +621,8 @@ precision = "f64"
                 .replace("kind = \"cnn\"", "kind = \"fcn\"")
                 .replace("patch = 6\n", "");
             let fcn = config(&fcn_text);
-            let a = run_experiment(&cnn, &mut |_, _| {}).unwrap().summary;
-            let b = run_experiment(&fcn, &mut |_, _| {}).unwrap().summary;
+            let a = Run::new(&cnn).run().unwrap().summary;
+            let b = Run::new(&fcn).run().unwrap().summary;
             // Both engines' λ_max probes are `num::power` from the same start vector in the
             // same layout, so also the adapted runs agree to rounding.
             let tolerance = 1e-8;
@@ -717,7 +717,7 @@ precision = "f64"
                 )
                 + "[priors]\nsigma2 = [0.02, 0.5]\n";
             let cfg = config(&text);
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+            let r = Run::new(&cfg).run().unwrap();
             // η/(2v) ≤ 1.5 % ULA bias; correlation times v/η ≤ 100 steps.
             let want = [
                 0.02 / 2.0,

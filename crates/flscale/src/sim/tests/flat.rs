@@ -1,5 +1,5 @@
 //! The chain-batched evaluation and the collapsed sampler of the flat-parameter models (CNN,
-//! softmax attention; issue 3): the block path against the one-chain reference, independence
+//! softmax attention): the block path against the one-chain reference, independence
 //! of thread count and blocking, the collapsed energy against the brute-force marginal
 //! likelihood, its gradient against finite differences, the one-patch CNN against the FCN's
 //! collapsed sampler, exact readout draws against Bayesian linear regression, and agreement
@@ -11,7 +11,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use crate::sim::config::ExperimentConfig;
 use crate::sim::driver::result::Summary;
-use crate::sim::driver::run::run_experiment;
+use crate::sim::driver::run::Run;
 use crate::sim::ensemble::fcn::Dynamics;
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::model::attention::AttentionModel;
@@ -427,8 +427,8 @@ fn one_patch_collapsed_cnn_reproduces_the_fcn_collapsed_sampler() {
                 .replace("kind = \"cnn\"", "kind = \"fcn\"")
                 .replace("patch = 6\n", ""),
         );
-        let a = run_experiment(&cnn, &mut |_, _| {}).unwrap().summary;
-        let b = run_experiment(&fcn, &mut |_, _| {}).unwrap().summary;
+        let a = Run::new(&cnn).run().unwrap().summary;
+        let b = Run::new(&fcn).run().unwrap().summary;
         let close = |x: Option<f64>, y: Option<f64>, what: &str| {
             let (x, y) = (x.unwrap(), y.unwrap());
             assert!(
@@ -613,7 +613,7 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
                     "seed = ",
                     &format!("method = \"{m}\"\nmala = true\nseed = "),
                 );
-                run_experiment(&config(&text), &mut |_, _| {})
+                Run::new(&config(&text)).run()
                     .unwrap()
                     .summary
             })
@@ -705,7 +705,7 @@ fn preconditioned_attention_sampler_agrees_with_the_plain_one() {
     let text = equilibrating_attention_toml();
     let run = |extra: &str| {
         let text = text.replace("seed = ", &format!("mala = true\n{extra}\nseed = "));
-        let s = run_experiment(&config(&text), &mut |_, _| {})
+        let s = Run::new(&config(&text)).run()
             .unwrap()
             .summary;
         assert!(
