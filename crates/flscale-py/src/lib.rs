@@ -267,8 +267,9 @@ fn sample<'py>(
         .map_err(|e| PyRuntimeError::new_err(format!("cannot encode the summary: {e}")))?;
     let arrays = PyDict::new(py);
     let t = &result.traces;
-    let col =
-        |f: &dyn Fn(&flscale::sim::driver::run::TraceRow) -> f64| t.iter().map(f).collect::<Vec<f64>>();
+    let col = |f: &dyn Fn(&flscale::sim::driver::run::TraceRow) -> f64| {
+        t.iter().map(f).collect::<Vec<f64>>()
+    };
     arrays.set_item("trace_step", col(&|r| r.step as f64).into_pyarray(py))?;
     arrays.set_item(
         "trace_burn_in",

@@ -2,13 +2,13 @@
 //! collapsed sampler at the paper's Fig. 2 size (two-layer erf, d = N = 40, P = 1600, E = 30,
 //! f32; spec 02, "Performance bar"). Measured numbers go to BENCHMARKS.md with the command.
 
-use flscale::sim::model::activation::Activation;
 use flscale::sim::config::{Covariance, DataConfig, SamplerMethod, TargetConfig, Teacher};
 use flscale::sim::data::Dataset;
+use flscale::sim::ensemble::fcn::{Dynamics, Ensemble};
 use flscale::sim::kernel::langevin::Proposal;
 use flscale::sim::kernel::mala::Kernel;
+use flscale::sim::model::activation::Activation;
 use flscale::sim::model::FcnModel;
-use flscale::sim::ensemble::fcn::{Dynamics, Ensemble};
 
 const CHAINS: usize = 30;
 

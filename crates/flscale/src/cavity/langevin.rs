@@ -19,8 +19,8 @@ use serde_json::Value as Json;
 use super::adaptive::AdaptiveParams;
 use crate::error::{Error, Result};
 use crate::experiment::store::{Store, StoreData};
-use crate::sim::model::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Likelihood, ModelKind, Parametrization};
+use crate::sim::model::activation::Activation;
 
 /// One Langevin run's R.
 #[derive(Debug, Clone, PartialEq, Serialize)]

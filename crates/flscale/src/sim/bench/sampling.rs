@@ -446,7 +446,9 @@ pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
     };
     plain_cfg.sampler.steps = plain_burn_in + window;
     plain_cfg.sampler.burn_in = plain_burn_in;
-    let plain_run = Run::new(&plain_cfg).start_from(&collapsed_run.final_state).run()?;
+    let plain_run = Run::new(&plain_cfg)
+        .start_from(&collapsed_run.final_state)
+        .run()?;
     let plain = efficiency(&plain_run, plain_burn_in, setting.thin, 1);
     let samplers_agree = samplers_agree(&plain, &collapsed);
     Ok(SamplingComparison {

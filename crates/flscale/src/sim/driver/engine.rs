@@ -96,7 +96,14 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     observer.progress(0, s.steps);
     while t < s.steps {
         if t <= s.burn_in && t % adapt_every == 0 {
-            adapt_in_burn_in(&mut ens, &mut transition, &mut replicas, &mut steering, s, t);
+            adapt_in_burn_in(
+                &mut ens,
+                &mut transition,
+                &mut replicas,
+                &mut steering,
+                s,
+                t,
+            );
         }
         let before = t;
         t = advance_block(&mut ens, &mut transition, &mut replicas, s, t);

@@ -21,7 +21,10 @@ use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
 
 /// Runs a validated FCN experiment in precision T: the ensemble(s) of `sampler.start`.
-pub(crate) fn run_typed<T: Real>(cfg: &ExperimentConfig, observer: &mut dyn RunObserver) -> Outcome {
+pub(crate) fn run_typed<T: Real>(
+    cfg: &ExperimentConfig,
+    observer: &mut dyn RunObserver,
+) -> Outcome {
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
     run_starts(s, observer, &mut |hot, seed, observer| {

@@ -15,14 +15,17 @@ use crate::sim::num::real::Real;
 use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{ChainAccumulator, ChainSnapshot};
 
-use super::outcome::{Outcome, RunObserver};
 use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Recorder};
+use super::outcome::{Outcome, RunObserver};
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
 
 /// Runs a validated CNN or attention experiment in precision T (the dispatch of
 /// [`crate::sim::driver::run::Run`] for `model.kind` other than "fcn").
-pub fn run_model<T: Real>(cfg: &ExperimentConfig, observer: &mut dyn RunObserver) -> Result<Outcome> {
+pub fn run_model<T: Real>(
+    cfg: &ExperimentConfig,
+    observer: &mut dyn RunObserver,
+) -> Result<Outcome> {
     match cfg.model.kind {
         ModelKind::Cnn => {
             let model = CnnModel::from_config(cfg);

@@ -32,7 +32,10 @@ impl<'a> Run<'a> {
     }
 
     /// Reports progress to `observer` after every block of steps and stops when it asks.
-    pub fn observe<'o>(self, observer: &'o mut dyn RunObserver) -> Run<'a, &'o mut dyn RunObserver> {
+    pub fn observe<'o>(
+        self,
+        observer: &'o mut dyn RunObserver,
+    ) -> Run<'a, &'o mut dyn RunObserver> {
         Run {
             cfg: self.cfg,
             initial: self.initial,

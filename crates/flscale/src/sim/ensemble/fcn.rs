@@ -189,7 +189,13 @@ impl<T: Real, M: Model<T>> Ensemble<T, M> {
     /// `iters` power iterations on finite-difference Hessian–vector products.
     pub fn lambda_max(&mut self, iters: usize) -> Vec<f64> {
         let model = &self.model;
-        let data = data_term(&self.x, &self.y, self.p, self.dynamics.kappa, self.likelihood);
+        let data = data_term(
+            &self.x,
+            &self.y,
+            self.p,
+            self.dynamics.kappa,
+            self.likelihood,
+        );
         let per_block: Vec<Vec<f64>> = self
             .blocks
             .par_iter_mut()
@@ -227,13 +233,25 @@ impl<T: Real, M: Model<T>> Ensemble<T, M> {
 
     /// The data term of the training set at the ensemble's κ and likelihood.
     pub fn data(&self) -> DataTerm<'_, T> {
-        data_term(&self.x, &self.y, self.p, self.dynamics.kappa, self.likelihood)
+        data_term(
+            &self.x,
+            &self.y,
+            self.p,
+            self.dynamics.kappa,
+            self.likelihood,
+        )
     }
 
     /// The model and the data term beside the blocks, borrowed apart so that the blocks can
     /// be moved while both are read.
     pub(crate) fn split_blocks(&mut self) -> (&M, DataTerm<'_, T>, &mut [ChainBlock<T>]) {
-        let data = data_term(&self.x, &self.y, self.p, self.dynamics.kappa, self.likelihood);
+        let data = data_term(
+            &self.x,
+            &self.y,
+            self.p,
+            self.dynamics.kappa,
+            self.likelihood,
+        );
         (&self.model, data, &mut self.blocks)
     }
 
@@ -496,9 +514,7 @@ impl<T: Real> ChainBlock<T> {
         crate::sim::num::simd::vectorized_if(
             M::VECTOR_BUILD,
             #[inline(always)]
-            || {
-                self.step_body(model, data, dynamics, threshold, global_step, scratch)
-            },
+            || self.step_body(model, data, dynamics, threshold, global_step, scratch),
         )
     }
 

@@ -385,8 +385,7 @@ impl<T: Real> Kernel<T> {
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(M::Scratch::default, |scratch, (block, state)| {
-                let Some(curvature) = model.unit_curvature(kind, block, &data, scratch)
-                else {
+                let Some(curvature) = model.unit_curvature(kind, block, &data, scratch) else {
                     state.metric = Metric::default();
                     return;
                 };
@@ -551,12 +550,7 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
 
     /// Divergence check after an unadjusted evaluation.
     #[inline(always)]
-    pub(super) fn check(
-        &self,
-        block: &mut ChainBlock<T>,
-        work: &CollapsedWork<T>,
-        step: usize,
-    ) {
+    pub(super) fn check(&self, block: &mut ChainBlock<T>, work: &CollapsedWork<T>, step: usize) {
         let threshold = self.threshold;
         for c in 0..block.len {
             if block.diverged[c].is_some() {

@@ -203,9 +203,7 @@ pub fn data_gradient<T: Real, M: Model<T>>(
     // gets the vectorised lanes of Cholesky factors (BENCHMARKS.md, "One engine").
     crate::sim::num::simd::vectorized(
         #[inline(always)]
-        || {
-            conditionals_and_feature_gradients(block, model, &terms, scratch, work)
-        },
+        || conditionals_and_feature_gradients(block, model, &terms, scratch, work),
     );
     // The model's back-propagation of ∂U_c/∂Φ (for the FCN the plain sampler's, from δ^{L−1}).
     model.feature_backward(block, data, &work.dphi, &work.zero[..b], scratch);
@@ -568,9 +566,7 @@ fn gauss_newton_of_neurons<T: Real, const DIAGONAL: bool>(
     }
     let mut z = vec![0.0; n_in];
     for c in 0..b {
-        if block.diverged[c].is_some()
-            || conditional(model, scratch, data, b, c, work).is_none()
-        {
+        if block.diverged[c].is_some() || conditional(model, scratch, data, b, c, work).is_none() {
             continue;
         }
         let der = &scratch.der[g];

@@ -29,8 +29,8 @@ use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::ensemble::chains::ChainBlock;
-use crate::sim::model::interface::DataTerm;
 use crate::sim::model::activation::Activation;
+use crate::sim::model::interface::DataTerm;
 use crate::sim::num::real::Real;
 
 /// The architecture and prior of an FCN (no weights: those live in the sampler's blocks).
@@ -731,7 +731,15 @@ mod tests {
                     &mut sq,
                     &mut loss,
                 );
-                backward(&model, &params, block, &data, &residual, &mut scratch, &mut grads);
+                backward(
+                    &model,
+                    &params,
+                    block,
+                    &data,
+                    &residual,
+                    &mut scratch,
+                    &mut grads,
+                );
                 let mut fused_scratch = Scratch::default();
                 let mut fused = ChainBlock {
                     first: 0,
@@ -747,12 +755,8 @@ mod tests {
                     virial: vec![vec![0.0; 2]; block],
                 };
                 two_layer_gaussian_gradient(&model, &mut fused, &data, &mut fused_scratch);
-                let (fused_residual, fused_sq, fused_loss, fused_grads) = (
-                    fused.residual,
-                    fused.sq_error,
-                    fused.data_loss,
-                    fused.grads,
-                );
+                let (fused_residual, fused_sq, fused_loss, fused_grads) =
+                    (fused.residual, fused.sq_error, fused.data_loss, fused.grads);
                 let bits = |v: &[T]| v.iter().map(|a| a.f64().to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&fused_residual), bits(&residual), "{act:?} residual");
                 assert_eq!(fused_sq, sq, "{act:?} squared error");
@@ -828,7 +832,15 @@ mod tests {
                 kappa,
                 likelihood: crate::sim::config::Likelihood::Gaussian,
             };
-            backward(&model, &params, block, &data, &residual, &mut scratch, &mut grads);
+            backward(
+                &model,
+                &params,
+                block,
+                &data,
+                &residual,
+                &mut scratch,
+                &mut grads,
+            );
             for g in 0..model.n_groups() {
                 for idx in 0..params[g].len() {
                     let c = idx / model.group_len(g);

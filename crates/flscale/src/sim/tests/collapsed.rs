@@ -179,9 +179,13 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
             .iter()
             .find(|b| k >= b.first && k < b.first + b.len)
             .unwrap();
-        let cond =
-            crate::sim::model::collapsed::readout_conditional(b, &model, &probe.data(), k - b.first)
-                .unwrap();
+        let cond = crate::sim::model::collapsed::readout_conditional(
+            b,
+            &model,
+            &probe.data(),
+            k - b.first,
+        )
+        .unwrap();
         // cond.chol factors A = ΦᵀΦ + (κ/v)·I, so the curvature of U is eig(A)/κ.
         lambda_top = lambda_top.max(top_eigenvalue(&cond.chol, n, 300) / kappa);
         exact.push(cond);
@@ -720,9 +724,10 @@ fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
     frozen.sampler.frozen_layers = vec![1];
     frozen.sampler.adapt_step = false;
     frozen.sampler.step = 1e-4;
-    let next =
-        Run::new(&frozen).start_from(&first.final_state).run()
-            .unwrap();
+    let next = Run::new(&frozen)
+        .start_from(&first.final_state)
+        .run()
+        .unwrap();
     for (a, b) in first.final_state.iter().zip(&next.final_state) {
         assert_eq!(a[0], b[0], "the frozen first layer moved");
         assert_ne!(a[1], b[1], "the readout did not move");
@@ -732,8 +737,7 @@ fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
     let mut nan = first.final_state.clone();
     nan[0][0][0] = f64::NAN;
     for bad in [short, nan] {
-        let e =
-            Run::new(&cfg).start_from(&bad).run().unwrap_err();
+        let e = Run::new(&cfg).start_from(&bad).run().unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         assert!(e.to_string().contains("initial state"), "{e}");
     }

@@ -613,9 +613,7 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
                     "seed = ",
                     &format!("method = \"{m}\"\nmala = true\nseed = "),
                 );
-                Run::new(&config(&text)).run()
-                    .unwrap()
-                    .summary
+                Run::new(&config(&text)).run().unwrap().summary
             })
             .collect();
         let (plain, collapsed) = (&runs[0], &runs[1]);
@@ -705,9 +703,7 @@ fn preconditioned_attention_sampler_agrees_with_the_plain_one() {
     let text = equilibrating_attention_toml();
     let run = |extra: &str| {
         let text = text.replace("seed = ", &format!("mala = true\n{extra}\nseed = "));
-        let s = Run::new(&config(&text)).run()
-            .unwrap()
-            .summary;
+        let s = Run::new(&config(&text)).run().unwrap().summary;
         assert!(
             s.diverged_chains.is_empty(),
             "{extra}: {:?}",

@@ -368,9 +368,7 @@ fn adapt_step_with_hmc_steers_the_acceptance() {
             .replace("step = 1e-3", "step = 1.0")
             .replace("steps = 200", "steps = 600")
             .replace("burn_in = 100", "burn_in = 400");
-        let r = Run::new(&config(&text)).run()
-            .unwrap()
-            .summary;
+        let r = Run::new(&config(&text)).run().unwrap().summary;
         assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
         let dg = &r.diagnostics;
         let rate = dg.acceptance_rate.unwrap();
