@@ -8,7 +8,7 @@ use flscale::patterns::arch::{preset_text, Architecture, PRESETS};
 use flscale::patterns::report::to_json;
 use flscale::scaling::report::EnergyProblem;
 use flscale::sim::config::ExperimentConfig;
-use flscale::sim::run::run_experiment_interruptible;
+use flscale::sim::driver::run::{Outcome, Run, RunObserver};
 use flscale::{Error, ErrorKind};
 use numpy::IntoPyArray;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -196,6 +196,25 @@ fn check_memory(cfg: &ExperimentConfig, max_memory: Option<&str>) -> flscale::Re
     flscale::sim::memory::sample(cfg).check_memory("this experiment", limit, source)
 }
 
+/// A run's observer that stops it on a pending signal (Ctrl-C), keeping the exception.
+struct Signals<'a> {
+    pending: &'a std::sync::Mutex<Option<PyErr>>,
+}
+
+impl RunObserver for Signals<'_> {
+    fn should_stop(&mut self) -> bool {
+        Python::attach(|py| match py.check_signals() {
+            Ok(()) => false,
+            Err(e) => {
+                if let Ok(mut slot) = self.pending.lock() {
+                    *slot = Some(e);
+                }
+                true
+            }
+        })
+    }
+}
+
 /// sample(source, kind, max_memory) -> (summary JSON text, dict of numpy arrays).
 ///
 /// `kind` is "toml" (experiment TOML text) or "json" (a dict with the TOML file's structure).
@@ -215,17 +234,6 @@ fn sample<'py>(
     // Ctrl-C: the sampler asks after every block of steps; the check briefly re-attaches to
     // the interpreter, and the KeyboardInterrupt it raises is handed back to the caller.
     let pending: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
-    let interrupted = || {
-        Python::attach(|py| match py.check_signals() {
-            Ok(()) => false,
-            Err(e) => {
-                if let Ok(mut slot) = pending.lock() {
-                    *slot = Some(e);
-                }
-                true
-            }
-        })
-    };
     let outcome = py.detach(|| {
         let cfg = match kind.as_str() {
             "json" => {
@@ -236,12 +244,13 @@ fn sample<'py>(
             _ => ExperimentConfig::from_toml(&source, "experiment")?,
         };
         check_memory(&cfg, max_memory.as_deref())?;
-        run_experiment_interruptible(&cfg, &mut |_, _| {}, &interrupted)
+        let mut signals = Signals { pending: &pending };
+        Run::new(&cfg).observe(&mut signals).run()
     });
     if let Some(e) = pending.lock().ok().and_then(|mut slot| slot.take()) {
         return Err(e);
     }
-    let result = outcome.map_err(to_py_err)?;
+    let result = outcome.and_then(Outcome::into_result).map_err(to_py_err)?;
     if result.all_diverged() {
         let chains: Vec<String> = result
             .summary
@@ -258,8 +267,9 @@ fn sample<'py>(
         .map_err(|e| PyRuntimeError::new_err(format!("cannot encode the summary: {e}")))?;
     let arrays = PyDict::new(py);
     let t = &result.traces;
-    let col =
-        |f: &dyn Fn(&flscale::sim::run::TraceRow) -> f64| t.iter().map(f).collect::<Vec<f64>>();
+    let col = |f: &dyn Fn(&flscale::sim::driver::run::TraceRow) -> f64| {
+        t.iter().map(f).collect::<Vec<f64>>()
+    };
     arrays.set_item("trace_step", col(&|r| r.step as f64).into_pyarray(py))?;
     arrays.set_item(
         "trace_burn_in",

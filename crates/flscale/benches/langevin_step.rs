@@ -5,10 +5,10 @@
 use flscale::activation::Activation;
 use flscale::sim::config::{Covariance, DataConfig, SamplerMethod, TargetConfig, Teacher};
 use flscale::sim::data::Dataset;
+use flscale::sim::ensemble::fcn::{Dynamics, Ensemble};
 use flscale::sim::kernel::langevin::Proposal;
-use flscale::sim::mala::Kernel;
+use flscale::sim::kernel::mala::Kernel;
 use flscale::sim::model::FcnModel;
-use flscale::sim::sampler::{Dynamics, Ensemble};
 
 const CHAINS: usize = 30;
 

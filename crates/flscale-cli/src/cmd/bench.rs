@@ -1,12 +1,12 @@
 //! `flscale bench [--json]`: ensemble-steps per second and effective GFLOP/s of the Langevin
 //! engine in the paper's Fig. 2 setting (spec 02, "Performance bar").
 
-use flscale::sim::bench::{bench_case, gemm_peak, BenchSize};
-use flscale::sim::config::{Preconditioner, TemperingConfig};
-use flscale::sim::sampling_bench::{
+use flscale::sim::bench::sampling::{
     compare, compare_tempered, SamplerEfficiency, SamplingComparison, SamplingSetting,
     DEFAULT_COLLAPSED_THIN, DEFAULT_HMC_STEPS,
 };
+use flscale::sim::bench::{bench_case, gemm_peak, BenchSize};
+use flscale::sim::config::{Preconditioner, TemperingConfig};
 use flscale::{Error, Result};
 
 use super::{out, out_json, Ctx};

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use flscale::experiment::io::num;
 use flscale::sim::driver::coupling::CouplingCertificate;
-use flscale::sim::run::{RunResult, Summary};
-use flscale::sim::{run_experiment, ExperimentConfig};
+use flscale::sim::driver::run::{Run, RunObserver, RunResult, Summary};
+use flscale::sim::ExperimentConfig;
 use flscale::{Error, Result};
 
 use super::{out, out_json, read_file, Ctx};
@@ -77,7 +77,10 @@ pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
         );
         bar
     };
-    let result = run_experiment(&cfg, &mut |done, _| bar.set_position(done as u64))?;
+    let result = Run::new(&cfg)
+        .observe(&mut Bar(&bar))
+        .run()?
+        .into_result()?;
     bar.finish_and_clear();
     let steps_per_second = result.steps as f64 / result.seconds.max(1e-9);
     write_outputs(&args.out, &text, &result, steps_per_second)?;
@@ -91,6 +94,15 @@ pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
         out(&human(&summary, &args.out, cfg.sampler.temperature))?;
     }
     report_divergence(&cfg, &result, ctx)
+}
+
+/// The terminal's progress bar as a run's observer.
+struct Bar<'a>(&'a indicatif::ProgressBar);
+
+impl RunObserver for Bar<'_> {
+    fn progress(&mut self, done: usize, _total: usize) {
+        self.0.set_position(done as u64);
+    }
 }
 
 fn report_divergence(cfg: &ExperimentConfig, result: &RunResult, ctx: &Ctx) -> Result<()> {

@@ -184,9 +184,7 @@ mod tests {
         };
         for hot in [false, true] {
             let cfg = overlay_experiment(&prm, &runs, hot).unwrap();
-            let s = crate::sim::run_experiment(&cfg, &mut |_, _| {})
-                .unwrap()
-                .summary;
+            let s = crate::sim::Run::new(&cfg).run().unwrap().summary;
             let (r, err) = (s.r_overlap2.unwrap(), s.r_overlap2_err.unwrap());
             assert!(
                 (r - cav.r).abs() < 4.0 * err + 0.03 * prior,

@@ -14,7 +14,7 @@ use super::store::{self, Store};
 use super::sweep::{show_value, RunPlan, Sweep};
 use super::table::ResultsFormat;
 use crate::error::{Error, Result};
-use crate::sim::run::run_experiment_interruptible;
+use crate::sim::driver::run::{Outcome, Run, RunObserver};
 
 /// What a sweep did.
 #[derive(Debug, Clone, Serialize)]
@@ -89,7 +89,7 @@ pub fn run_plans(
     for (k, plan) in todo.iter().enumerate() {
         // The claim makes this process the only one computing the run; a finished run found
         // after claiming was written by another process in between.
-        let Some(claim) = Claim::acquire(&runs_dir, &plan.id)? else {
+        let Some(mut claim) = Claim::acquire(&runs_dir, &plan.id)? else {
             out.busy.push(plan.id.clone());
             continue;
         };
@@ -97,7 +97,6 @@ pub fn run_plans(
             out.finished_meanwhile.push(plan.id.clone());
             continue;
         }
-        let claim = std::cell::RefCell::new(claim);
         let label = plan
             .point
             .iter()
@@ -105,19 +104,18 @@ pub fn run_plans(
             .collect::<Vec<_>>()
             .join(" ");
         observer.run_started(k, &plan.id, &label);
-        let result = {
-            let obs = std::cell::RefCell::new(&mut *observer);
-            run_experiment_interruptible(
-                &plan.config,
-                &mut |done, total| {
-                    claim.borrow_mut().heartbeat();
-                    obs.borrow_mut()
-                        .run_progress(k, &plan.id, &label, done, total)
-                },
-                &|| obs.borrow().interrupted(),
-            )
-        }
-        .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
+        let mut watch = PlanObserver {
+            claim: &mut claim,
+            sweep: &mut *observer,
+            k,
+            id: &plan.id,
+            label: &label,
+        };
+        let result = Run::new(&plan.config)
+            .observe(&mut watch)
+            .run()
+            .and_then(Outcome::into_result)
+            .map_err(|e| e.context(format!("{} ({label})", plan.id)))?;
         if result.all_diverged() {
             out.all_diverged.push(plan.id.clone());
         }
@@ -127,6 +125,28 @@ pub fn run_plans(
         observer.run_finished(k, &plan.id, &label, result.all_diverged());
     }
     Ok(out)
+}
+
+/// One run of a sweep as its [`RunObserver`]: progress keeps the run's claim alive and goes
+/// to the sweep's observer, which also says when to stop.
+struct PlanObserver<'a> {
+    claim: &'a mut Claim,
+    sweep: &'a mut dyn SweepObserver,
+    k: usize,
+    id: &'a str,
+    label: &'a str,
+}
+
+impl RunObserver for PlanObserver<'_> {
+    fn progress(&mut self, done: usize, total: usize) {
+        self.claim.heartbeat();
+        self.sweep
+            .run_progress(self.k, self.id, self.label, done, total);
+    }
+
+    fn should_stop(&mut self) -> bool {
+        self.sweep.interrupted()
+    }
 }
 
 /// Runs `sweep` (or shard `shard` = (i, n)) into `dir`, writing the aggregate tables in

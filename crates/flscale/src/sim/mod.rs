@@ -1,7 +1,7 @@
 //! Bayesian networks sampled by Langevin dynamics (spec 02; paper App. A.1, F.0.1, F.1; blog
 //! "A Bayesian description of learning").
 //!
-//! Module map (one folder per role; the issue-16 layout):
+//! Module map (one folder per role):
 //!
 //! * [`config`]: the experiment TOML (`[model]`, `[data]`, `[target]`, `[sampler]`, `[priors]`);
 //!   the types in `config/mod.rs`, parsing and the cross-field checks in `config/validate.rs`.
@@ -21,20 +21,22 @@
 //! * [`ensemble`]: the one chain layout ([`ensemble::chains::ChainBlock`]: per parameter
 //!   group, a block's chains one after the other), per-chain RNG streams, block sizes and
 //!   divergence records ([`ensemble::chains`]); the ensemble of any model and its fused
-//!   unadjusted Langevin step ([`ensemble::fcn`], named before it was generic).
+//!   unadjusted Langevin step ([`ensemble::fcn`]).
 //! * [`kernel`]: the typed choice of proposal ([`kernel::langevin::Proposal`]: ULA, MALA,
 //!   HMC), the Langevin move, the MALA ratio and HMC's jittered step and ratio
 //!   ([`kernel::langevin`]); MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or
 //!   the collapsed posterior of any model, with an optional preconditioner
 //!   ([`kernel::metric`]); replica exchange's swap moves, statistics and ladder
-//!   ([`kernel::tempering`]).
+//!   ([`kernel::tempering`]); which of the fused unadjusted step and the cached-gradient
+//!   kernel moves a run's chains ([`kernel::transition`]).
 //! * [`adapt`]: burn-in step-size adaptation (η·λ_max target, acceptance steering).
-//! * [`driver`]: one experiment from configuration to summary — entry points
-//!   ([`driver::run`], [`run_experiment`]), the one sampling loop ([`driver::engine`]: burn-in,
-//!   adaptation, the kernel, replica exchange, a measurement every `thin` steps through the
-//!   model family's [`driver::engine::Observer`]), the FCN's and the CNN/attention models'
-//!   ensembles, starts and observers ([`driver::fcn`], [`driver::flat`]), cold/hot starts,
-//!   the summary and the result types, the replicas of a tempered run ([`driver::tempered`]).
+//! * [`driver`]: one experiment from configuration to summary — the entry point [`Run`]
+//!   ([`driver::run`]), a front end's observer of a run and how a run ends
+//!   ([`driver::outcome`]), the one sampling loop ([`driver::engine`]: burn-in, adaptation,
+//!   the transition, replica exchange, a measurement every `thin` steps through the model
+//!   family's recorder), the FCN's and the CNN/attention models' ensembles, starts and
+//!   measurements ([`driver::fcn`], [`driver::flat`]), cold/hot starts, the summary and the
+//!   result types, the replicas of a tempered run ([`driver::tempered`]).
 //! * [`observe`]: alignment, MSE, overlaps, outliers, R, histograms, autocorrelation times
 //!   ([`observe::observables`]); deeper-layer overlaps with Φ* and Ĥe3(Φ*), parity directions,
 //!   test accuracy ([`observe::overlaps`]).
@@ -48,15 +50,15 @@
 //! crate-level [`crate::activation::Activation`], shared with `kernels/` and `patterns/`;
 //! `model::activation` adds the engine's matrix evaluation of it.
 //!
-//! One engine (issue 16, step 3): every model runs on the same chain layout, ensemble,
-//! kernels, collapsed posterior, replica exchange and loop; a model is a [`model::Model`]. The
-//! FCN implements it on its blocked GEMMs, so its hot path is unchanged (its results are
-//! bit-identical to those of the two-engine build, BENCHMARKS.md); the CNN and attention
-//! models keep their per-chain code ([`model::flat::FlatModel`]) behind an adapter that
-//! gathers each chain's groups and scatters its gradient, two passes over the parameters
-//! against the P-fold work of an evaluation. Against the issue's sketch: `adapt` is one
-//! file (two small items); `observe` has no trait, the loop's [`driver::engine::Observer`]
-//! is the seam; the preconditioner needs a model's per-unit curvature
+//! One engine: every model runs on the same chain layout, ensemble, kernels, collapsed
+//! posterior, replica exchange and loop; a model is a [`model::Model`], whose evaluations take
+//! the training set as a [`model::interface::DataTerm`]. The FCN implements it on its blocked
+//! GEMMs (BENCHMARKS.md, "One engine"); the CNN and attention models keep their per-chain
+//! code ([`model::flat::FlatModel`]) behind an adapter that gathers each chain's groups and
+//! scatters its gradient, two passes over the parameters against the P-fold work of an
+//! evaluation. `adapt` is one file (two small items); `observe` has no trait, each model
+//! family's recorder in the loop is the seam; the preconditioner needs a model's per-unit
+//! curvature
 //! ([`model::interface::Model::unit_curvature`]): the FCN's neurons, the CNN's filters and
 //! attention's heads each give theirs.
 //!
@@ -83,13 +85,4 @@ pub mod observe;
 mod tests;
 
 pub use config::ExperimentConfig;
-pub use driver::run::{run_experiment, RunResult, Summary};
-
-// Paths of the flat layout before the role folders, kept for the CLI, the Python bindings,
-// `experiment/`, `cavity/`, `patterns/` and the benches.
-pub use bench::sampling as sampling_bench;
-pub use driver::run;
-pub use ensemble::fcn as sampler;
-pub use kernel::mala;
-pub use model::activation;
-pub use observe::observables;
+pub use driver::run::{Run, RunResult, Summary};

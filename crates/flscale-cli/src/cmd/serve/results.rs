@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 use flscale::experiment::analysis;
 use flscale::experiment::stats::{cells, coordinate};
 use flscale::experiment::{integrity, pstar, Bootstrap, StoreData};
-use flscale::sim::observables::mean_and_error;
+use flscale::sim::observe::observables::mean_and_error;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};

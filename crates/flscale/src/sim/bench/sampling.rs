@@ -43,7 +43,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start, TemperingConfig};
-use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
+use crate::sim::driver::run::{Run, RunResult};
 use crate::sim::driver::tempered::TemperingDiagnostics;
 
 /// Leapfrog steps per HMC proposal of the collapsed sampler by default (chosen by measurement,
@@ -374,7 +374,7 @@ pub struct TemperedComparison {
 /// The collapsed sampler of `setting` (from the prior, `steps` gradient evaluations of
 /// which half burn-in) and the same with replica exchange `tempering` (R replicas per chain),
 /// measured over the same number of proposals: the tempered run costs about R times as much
-/// per proposal and its ESS/s says whether that is repaid (issue 17).
+/// per proposal and its ESS/s says whether that is repaid.
 pub fn compare_tempered(
     setting: SamplingSetting,
     tempering: TemperingConfig,
@@ -383,12 +383,12 @@ pub fn compare_tempered(
     let leapfrog = gradient_evaluations_per_step(setting, SamplerMethod::Collapsed);
     let collapsed_cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Cold)?;
     let (burn_in, thin) = (collapsed_cfg.sampler.burn_in, collapsed_cfg.sampler.thin);
-    let collapsed_run = run_experiment(&collapsed_cfg, &mut |_, _| {})?;
+    let collapsed_run = Run::new(&collapsed_cfg).run()?;
     let collapsed = efficiency(&collapsed_run, burn_in, thin, leapfrog);
     let mut tempered_cfg = collapsed_cfg.clone();
     tempered_cfg.sampler.tempering = tempering;
     tempered_cfg.validate()?;
-    let tempered_run = run_experiment(&tempered_cfg, &mut |_, _| {})?;
+    let tempered_run = Run::new(&tempered_cfg).run()?;
     // R of the sampling window: the adapted one where `max_replicas` let it change.
     let replicas = tempered_run
         .summary
@@ -429,7 +429,7 @@ pub fn compare_tempered(
 /// Plain and collapsed at the same setting, by the protocol of the module doc.
 pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
     let collapsed_cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Cold)?;
-    let collapsed_run = run_experiment(&collapsed_cfg, &mut |_, _| {})?;
+    let collapsed_run = Run::new(&collapsed_cfg).run()?;
     let collapsed = efficiency(
         &collapsed_run,
         collapsed_cfg.sampler.burn_in,
@@ -446,7 +446,9 @@ pub fn compare(setting: SamplingSetting) -> Result<SamplingComparison> {
     };
     plain_cfg.sampler.steps = plain_burn_in + window;
     plain_cfg.sampler.burn_in = plain_burn_in;
-    let plain_run = run_experiment_from(&plain_cfg, &collapsed_run.final_state, &mut |_, _| {})?;
+    let plain_run = Run::new(&plain_cfg)
+        .start_from(&collapsed_run.final_state)
+        .run()?;
     let plain = efficiency(&plain_run, plain_burn_in, setting.thin, 1);
     let samplers_agree = samplers_agree(&plain, &collapsed);
     Ok(SamplingComparison {

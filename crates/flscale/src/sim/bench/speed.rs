@@ -130,8 +130,8 @@ pub fn bench_case(size: BenchSize, chains: usize, steps: usize, repeats: usize) 
 }
 
 /// The machine's dense f32 GEMM rate, measured with the library the engine's GEMMs use (faer),
-/// so that the effective GFLOP/s of a case can be read against it (issue 3: "the effective
-/// GFLOP/s against the machine's measured f32 GEMM peak").
+/// so that the effective GFLOP/s of a case can be read against the machine's measured f32
+/// GEMM peak.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GemmPeak {
     /// Matrix size n of the n × n × n product C = A·B.

@@ -373,8 +373,7 @@ impl ExperimentConfig {
             // Every kernel (ULA, MALA, HMC), the collapsed posterior, replica exchange and the
             // preconditioner (the inverse Gauss–Newton curvature of each unit a model names,
             // `Model::preconditioned_units`: the FCN's last-layer neurons, the CNN's filters,
-            // the attention matrices A_h; kernel/metric.rs) run on every model (one engine,
-            // issue 16).
+            // the attention matrices A_h; kernel/metric.rs) run on every model (one engine).
             if s.likelihood != Likelihood::Gaussian {
                 return Err(Error::invalid(format!(
                     "sampler.likelihood = \"cross-entropy\" is not allowed with model.kind = \"{kind}\"; the cross-entropy likelihood is that of ±1 labels (target.parity, App. E.2), and the {kind} targets are real-valued (target.parity is for \"fcn\"): use \"gaussian\""

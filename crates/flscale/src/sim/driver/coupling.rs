@@ -1,5 +1,5 @@
 //! The noise streams of the cold and the hot start, and the coupling certificate of coupled
-//! starts (issue 36).
+//! starts.
 //!
 //! By default the two starts are independent: the cold ensemble runs on the streams of
 //! `sampler.seed` (chain k on stream k, as a single-start run always has), the hot one on those
@@ -16,8 +16,6 @@
 use serde::Serialize;
 
 use crate::sim::config::{Start, StartsCoupling};
-
-use super::result::RunResult;
 
 /// Derived seeds stay below 2⁵³ so that JSON readers and the results store's float columns
 /// hold them exactly.
@@ -94,7 +92,7 @@ pub(crate) fn sketch(params: impl Iterator<Item = f64>) -> [f64; SKETCH_ROWS] {
 }
 
 /// ‖a − b‖/‖b‖ of two sketches (0 when both vanish).
-fn sketched_relative_distance(a: &[f64; SKETCH_ROWS], b: &[f64; SKETCH_ROWS]) -> f64 {
+pub(crate) fn sketched_relative_distance(a: &[f64; SKETCH_ROWS], b: &[f64; SKETCH_ROWS]) -> f64 {
     let diff: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();
     let norm: f64 = b.iter().map(|y| y * y).sum();
     if diff == 0.0 {
@@ -136,61 +134,6 @@ pub struct CouplingCertificate {
     pub last_meeting_step: Option<usize>,
     /// Per chain.
     pub chains: Vec<ChainMeeting>,
-}
-
-/// The certificate of the coupled runs `cold` and `hot` (same seed, same chains).
-pub(crate) fn certificate(cold: &RunResult, hot: &RunResult) -> CouplingCertificate {
-    let (sc, sh) = (&cold.parameter_sketches, &hot.parameter_sketches);
-    let chains: Vec<ChainMeeting> = (0..cold.chains.len())
-        .map(|k| {
-            let running = |r: &RunResult| r.chains.get(k).is_some_and(|c| c.status == "ok");
-            if !running(cold) || !running(hot) {
-                return ChainMeeting {
-                    chain: k,
-                    status: "diverged".into(),
-                    meeting_step: None,
-                    stayed_met: None,
-                    final_relative_distance: None,
-                };
-            }
-            let within: Vec<(usize, bool)> = sc
-                .steps
-                .iter()
-                .zip(sc.chains.iter().zip(&sh.chains))
-                .filter_map(|(&t, (c, h))| match (&c[k], &h[k]) {
-                    (Some(c), Some(h)) => {
-                        Some((t, sketched_relative_distance(h, c) <= MEETING_TOLERANCE))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let first = within.iter().position(|&(_, met)| met);
-            ChainMeeting {
-                chain: k,
-                status: if first.is_some() { "met" } else { "not met" }.into(),
-                meeting_step: first.map(|i| within[i].0),
-                stayed_met: first.map(|i| within[i..].iter().all(|&(_, met)| met)),
-                final_relative_distance: final_relative_distance(cold, hot, k),
-            }
-        })
-        .collect();
-    let met: Vec<usize> = chains.iter().filter_map(|c| c.meeting_step).collect();
-    CouplingCertificate {
-        tolerance: MEETING_TOLERANCE,
-        met: met.len(),
-        compared: chains.iter().filter(|c| c.status != "diverged").count(),
-        last_meeting_step: met.into_iter().max(),
-        chains,
-    }
-}
-
-/// ‖θ_hot − θ_cold‖/‖θ_cold‖ of chain k's final states.
-fn final_relative_distance(cold: &RunResult, hot: &RunResult, k: usize) -> Option<f64> {
-    let flat = |r: &RunResult| -> Option<Vec<f64>> { r.final_state.get(k).map(|g| g.concat()) };
-    let (c, h) = (flat(cold)?, flat(hot)?);
-    let diff: f64 = h.iter().zip(&c).map(|(a, b)| (a - b).powi(2)).sum();
-    let norm: f64 = c.iter().map(|b| b * b).sum();
-    (norm > 0.0).then(|| (diff / norm).sqrt())
 }
 
 #[cfg(test)]

@@ -1,20 +1,21 @@
-//! The one sampling loop of every model (issue 16): burn-in with step-size and preconditioner
-//! adaptation, the replica ladder, advancing the chains with the kernel the sampler settings
-//! ask for, a measurement every `thin` steps, progress and interruption. What a measurement
-//! records is the model's [`Observer`] (the FCN's in [`super::fcn`], the CNN's and
-//! attention's in [`super::flat`]).
+//! The one sampling loop of every model: burn-in with step-size and preconditioner
+//! adaptation, the replica ladder, advancing the chains with the transition the sampler
+//! settings ask for, a measurement every `thin` steps, progress and interruption. What a
+//! measurement records is the model's [`Recorder`] (the FCN's in [`super::fcn`], the CNN's and
+//! attention's in [`super::flat`]); progress goes to the front end's [`RunObserver`].
 
-use crate::error::{Error, Result};
 use crate::sim::adapt::{adaptation_interval, StepSteering};
 use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
+use crate::sim::kernel::transition::Transition;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 use crate::sim::observe::observables::finite;
 
 use super::coupling::{records_sketches, sketch, ParameterSketches};
+use super::outcome::{Outcome, RunObserver};
 use super::result::RunResult;
 use super::tempered::{slot_seed, Replicas, TemperingDiagnostics};
 
@@ -28,21 +29,22 @@ pub(crate) struct MeasurementTime {
 }
 
 /// What a run records at every measurement time.
-pub(crate) trait Observer<T: Real, M: Model<T>> {
-    /// Records the chains of `ens` at `at`; `kernel` is the run's, for the collapsed
+pub(crate) trait Recorder<T: Real, M: Model<T>> {
+    /// Records the chains of `ens` at `at`; `transition` is the run's, for the collapsed
     /// posterior's readout draws and conditional means.
-    fn observe(
+    fn record(
         &mut self,
         ens: &mut Ensemble<T, M>,
-        kernel: &mut Option<Kernel<T>>,
+        transition: &mut Transition<T>,
         at: MeasurementTime,
     );
 }
 
-/// A finished loop: the β = 1 ensemble and its kernel, and what the summary reports of them.
+/// A finished loop: the β = 1 ensemble and its transition, and what the summary reports of
+/// them.
 pub(crate) struct Sampled<T: Real, M: Model<T>> {
     pub ens: Ensemble<T, M>,
-    pub kernel: Option<Kernel<T>>,
+    pub transition: Transition<T>,
     /// The largest λ_max over the chains at the end.
     pub lambda: f64,
     /// Replica exchange's diagnostics (`sampler.tempering`).
@@ -57,21 +59,24 @@ pub(crate) struct Sampled<T: Real, M: Model<T>> {
 }
 
 /// Runs `s.steps` steps of the ensemble `start(seed)` (every replica of a tempered run is
-/// `start` with its own noise streams, [`slot_seed`]), with `observer` called every `thin`
-/// steps.
+/// `start` with its own noise streams, [`slot_seed`]), with `recorder` called every `thin`
+/// steps, progress reported to `observer` after every block of steps and the run stopped where
+/// it asks.
 pub(crate) fn sample<T: Real, M: Model<T>>(
     s: &SamplerConfig,
     start: impl Fn(u64) -> Ensemble<T, M>,
-    observer: &mut dyn Observer<T, M>,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<Sampled<T, M>> {
+    recorder: &mut dyn Recorder<T, M>,
+    observer: &mut dyn RunObserver,
+) -> Outcome<Sampled<T, M>> {
     let mut ens = start(s.seed);
     // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
     // plain ULA keeps the ensemble's fused step.
     let tempered = s.tempering().is_some();
-    let mut kernel =
-        (s.method == SamplerMethod::Collapsed || s.mala || tempered).then(|| new_kernel(&ens, s));
+    let mut transition = if s.method == SamplerMethod::Collapsed || s.mala || tempered {
+        Transition::Cached(new_kernel(&ens, s))
+    } else {
+        Transition::FusedUla
+    };
     let mut replicas = s.tempering().map(|t| {
         Replicas::new(
             t,
@@ -88,13 +93,20 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     let mut window_start = (s.burn_in == 0).then_some(started);
     let mut t = 0;
     let adapt_every = adaptation_interval(s.thin, s.burn_in);
-    progress(0, s.steps);
+    observer.progress(0, s.steps);
     while t < s.steps {
         if t <= s.burn_in && t % adapt_every == 0 {
-            adapt_in_burn_in(&mut ens, &mut kernel, &mut replicas, &mut steering, s, t);
+            adapt_in_burn_in(
+                &mut ens,
+                &mut transition,
+                &mut replicas,
+                &mut steering,
+                s,
+                t,
+            );
         }
         let before = t;
-        t = advance_block(&mut ens, &mut kernel, &mut replicas, s, t);
+        t = advance_block(&mut ens, &mut transition, &mut replicas, s, t);
         if let (Some(r), true) = (&mut replicas, before < s.burn_in && t >= s.burn_in) {
             r.start_window();
         }
@@ -103,7 +115,7 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
                 t,
                 sampling: t > s.burn_in,
             };
-            observer.observe(&mut ens, &mut kernel, at);
+            recorder.record(&mut ens, &mut transition, at);
             if sketching {
                 sketches.steps.push(t);
                 sketches.chains.push(chain_sketches(&ens));
@@ -112,21 +124,21 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
         if t >= s.burn_in && window_start.is_none() {
             window_start = Some(std::time::Instant::now());
         }
-        progress(t, s.steps);
-        if interrupted() {
-            return Err(Error::runtime(format!(
-                "interrupted at step {t} of {}",
-                s.steps
-            )));
+        observer.progress(t, s.steps);
+        if observer.should_stop() {
+            return Outcome::Interrupted {
+                at: t,
+                steps: s.steps,
+            };
         }
     }
     let seconds = started.elapsed().as_secs_f64();
     let sampling_seconds = window_start.map_or(0.0, |w| w.elapsed().as_secs_f64());
-    let lambda = max_lambda(&mut ens, &mut kernel, 20);
+    let lambda = max_lambda(&mut ens, &mut transition, 20);
     let tempering = replicas.as_ref().map(|r| r.finish(&mut ens));
-    Ok(Sampled {
+    Outcome::Completed(Sampled {
         ens,
-        kernel,
+        transition,
         lambda,
         tempering,
         seconds,
@@ -190,24 +202,23 @@ fn new_kernel<T: Real, M: Model<T>>(ens: &Ensemble<T, M>, s: &SamplerConfig) -> 
 }
 
 /// Moves every chain from step `t` to the next measurement time (or, under replica exchange,
-/// swap round), with the kernel where there is one; returns the new step.
+/// swap round); returns the new step.
 fn advance_block<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     replicas: &mut Option<Replicas<T, M>>,
     s: &SamplerConfig,
     t: usize,
 ) -> usize {
     let mut next = ((t / s.thin + 1) * s.thin).min(s.steps);
-    match (kernel, replicas) {
-        (Some(k), Some(r)) => {
+    match (transition, replicas) {
+        (Transition::Cached(k), Some(r)) => {
             // Swap rounds fall on multiples of swap_every.
             let every = s.tempering().map_or(1, |c| c.swap_every);
             next = next.min((t / every + 1) * every);
             r.advance(ens, k, next - t, next, t >= s.burn_in);
         }
-        (Some(k), None) => k.advance(ens, next - t),
-        _ => ens.advance(next - t),
+        (transition, _) => transition.advance(ens, next - t),
     }
     next
 }
@@ -216,14 +227,14 @@ fn advance_block<T: Real, M: Model<T>>(
 /// preconditioner) from the stiffest chain where `adapt_step` is set, and the replica ladder.
 fn adapt_in_burn_in<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     replicas: &mut Option<Replicas<T, M>>,
     steering: &mut StepSteering,
     s: &SamplerConfig,
     t: usize,
 ) {
     if s.adapt_step {
-        adapt_step_size(ens, kernel, steering, s, t);
+        adapt_step_size(ens, transition, steering, s, t);
         if let Some(r) = replicas {
             r.adapt(ens, t, s.burn_in, |e, k, st| {
                 adapt_step_size(e, k, st, s, t)
@@ -234,17 +245,13 @@ fn adapt_in_burn_in<T: Real, M: Model<T>>(
     }
 }
 
-/// The largest λ_max over the chains, of the kernel's energy (the fused plain step's without
-/// a kernel).
+/// The largest λ_max over the chains, of the energy the transition samples.
 fn max_lambda<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     iters: usize,
 ) -> f64 {
-    let per_chain = match kernel {
-        Some(k) => k.lambda_max(ens, iters),
-        None => ens.lambda_max(iters),
-    };
+    let per_chain = transition.lambda_max(ens, iters);
     per_chain.into_iter().fold(0.0, f64::max)
 }
 
@@ -252,17 +259,17 @@ fn max_lambda<T: Real, M: Model<T>>(
 /// after its per-unit preconditioner, also frozen afterwards).
 fn adapt_step_size<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
-    kernel: &mut Option<Kernel<T>>,
+    transition: &mut Transition<T>,
     steering: &mut StepSteering,
     s: &SamplerConfig,
     t: usize,
 ) {
-    if let Some(k) = kernel.as_mut() {
+    if let Some(k) = transition.kernel_mut() {
         k.adapt_preconditioner(ens, 2 * t >= s.burn_in);
     }
-    let lambda = max_lambda(ens, kernel, 10);
+    let lambda = max_lambda(ens, transition, 10);
     if lambda > 0.0 {
-        let counts = kernel.as_ref().and_then(|k| k.acceptance_counts(ens));
+        let counts = transition.acceptance(ens);
         let last = t + adaptation_interval(s.thin, s.burn_in) > s.burn_in;
         ens.dynamics.step = s.step.min(steering.fraction(counts, last) / lambda);
     }
@@ -280,11 +287,7 @@ pub(crate) fn record_health<T: Real, M: Model<T>>(
     dg.step = ens.dynamics.step;
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
-    dg.acceptance_rate = sampled
-        .kernel
-        .as_ref()
-        .and_then(|k| k.acceptance_rate(ens))
-        .and_then(finite);
+    dg.acceptance_rate = sampled.transition.acceptance_rate(ens).and_then(finite);
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
     let seeds = &mut result.summary.start_seeds;
     *(if hot { &mut seeds.hot } else { &mut seeds.cold }) = Some(sampled.seed);

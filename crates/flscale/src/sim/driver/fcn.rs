@@ -1,11 +1,10 @@
 //! The run of an FCN experiment: data, ensemble, optional MALA/HMC kernel, burn-in
 //! adaptation, the sampling loop and its measurements (spec 02).
 
-use crate::error::Result;
 use crate::sim::config::{ExperimentConfig, SamplerConfig};
 use crate::sim::data::Dataset;
 use crate::sim::ensemble::fcn::Ensemble;
-use crate::sim::kernel::mala::Kernel;
+use crate::sim::kernel::transition::Transition;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::flat::ParamGroup;
 use crate::sim::num::real::Real;
@@ -15,34 +14,34 @@ use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, Cha
 use crate::sim::observe::overlaps::{ChainProbe, Probe};
 use crate::sim::observe::probe_summary::{summarise, ProbeAccumulator};
 
-use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Observer};
+use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Recorder};
+use super::outcome::{Outcome, RunObserver};
 use super::result::RunResult;
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
 
+/// Runs a validated FCN experiment in precision T: the ensemble(s) of `sampler.start`.
 pub(crate) fn run_typed<T: Real>(
     cfg: &ExperimentConfig,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
+    observer: &mut dyn RunObserver,
+) -> Outcome {
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
-    run_starts(s, progress, &mut |hot, seed, progress| {
-        run_once::<T>(cfg, &data, hot, seed, None, progress, interrupted)
+    run_starts(s, observer, &mut |hot, seed, observer| {
+        run_once::<T>(cfg, &data, hot, seed, None, observer)
     })
 }
 
 /// One ensemble from a cold (prior) or hot (teacher-aligned) start, or from `initial`
-/// ([`super::run::run_experiment_from`]), its chains on the noise streams of `seed`.
+/// ([`super::run::Run::start_from`]), its chains on the noise streams of `seed`.
 pub(crate) fn run_once<T: Real>(
     cfg: &ExperimentConfig,
     data: &Dataset,
     hot: bool,
     seed: u64,
     initial: Option<&[Vec<Vec<f64>>]>,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
+    observer: &mut dyn RunObserver,
+) -> Outcome {
     let sampler = SamplerConfig {
         seed,
         ..cfg.sampler.clone()
@@ -55,7 +54,7 @@ pub(crate) fn run_once<T: Real>(
     let probe = Probe::new(&model, data, cfg.target.parity, isotropic);
     let n_test = data.n_test();
     let sigma1 = cfg.sigma2()[0];
-    let mut observer = FcnObserver {
+    let mut recorder = FcnRecorder {
         probe_acc: (0..s.chains)
             .map(|_| ProbeAccumulator::new(&probe))
             .collect(),
@@ -73,15 +72,18 @@ pub(crate) fn run_once<T: Real>(
         second_moment: PooledSecondMoment::new(d),
     };
     let start = |seed: u64| start_ensemble::<T>(cfg, &model, data, seed, hot, initial);
-    let sampled = sample(s, start, &mut observer, progress, interrupted)?;
-    let FcnObserver {
+    let sampled = match sample(s, start, &mut recorder, observer) {
+        Outcome::Completed(sampled) => sampled,
+        Outcome::Interrupted { at, steps } => return Outcome::Interrupted { at, steps },
+    };
+    let FcnRecorder {
         acc,
         second_moment,
         probe_acc,
         threshold,
         range,
         ..
-    } = observer;
+    } = recorder;
     let ens = &sampled.ens;
     let outcome = ensemble_outcome(&model, ens, data, second_moment);
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, sampled.seconds);
@@ -91,13 +93,13 @@ pub(crate) fn run_once<T: Real>(
     result.final_state = final_state(ens);
     attach_probe(&mut result, &probe, &model, &probe_acc, ens, data);
     record_health(&mut result, &sampled, hot);
-    Ok(result)
+    Outcome::Completed(result)
 }
 
 /// What an FCN run records at every measurement: the first-layer observables
 /// ([`ChainAccumulator`]), the pooled second moment of the first-layer rows, and the
 /// deeper-layer probes ([`Probe`]).
-struct FcnObserver<'a, T> {
+struct FcnRecorder<'a, T> {
     probe: &'a Probe,
     probe_acc: Vec<ProbeAccumulator>,
     x_test: Vec<T>,
@@ -111,19 +113,19 @@ struct FcnObserver<'a, T> {
     second_moment: PooledSecondMoment,
 }
 
-impl<T: Real> Observer<T, FcnModel> for FcnObserver<'_, T> {
-    fn observe(
+impl<T: Real> Recorder<T, FcnModel> for FcnRecorder<'_, T> {
+    fn record(
         &mut self,
         ens: &mut Ensemble<T>,
-        kernel: &mut Option<Kernel<T>>,
+        transition: &mut Transition<T>,
         at: MeasurementTime,
     ) {
         // Collapsed: predictions also with the readouts' conditional means (Rao–
         // Blackwellised alignment and mean predictor; observables.rs).
-        if let Some(k) = kernel.as_mut() {
+        if let Some(k) = transition.kernel_mut() {
             k.prepare_measurement(ens);
         }
-        let means = kernel.as_ref().and_then(|k| k.conditional_means(ens));
+        let means = transition.kernel().and_then(|k| k.conditional_means(ens));
         let (preds, mean_preds) =
             self.probe
                 .predict_with_readouts(ens, &self.x_test, self.n_test, means.as_deref());
@@ -227,7 +229,7 @@ fn start_ensemble<T: Real>(
     ens
 }
 
-impl<T: Real> FcnObserver<'_, T> {
+impl<T: Real> FcnRecorder<'_, T> {
     /// Measures every live chain at `at`.
     fn measure(
         &mut self,

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::sim::config::{ExperimentConfig, ModelKind, SamplerConfig};
 use crate::sim::ensemble::fcn::{predict, Ensemble};
-use crate::sim::kernel::mala::Kernel;
+use crate::sim::kernel::transition::Transition;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::flat::{FlatData, FlatModel};
@@ -15,28 +15,27 @@ use crate::sim::num::real::Real;
 use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{ChainAccumulator, ChainSnapshot};
 
-use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Observer};
-use super::result::RunResult;
+use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Recorder};
+use super::outcome::{Outcome, RunObserver};
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
 
 /// Runs a validated CNN or attention experiment in precision T (the dispatch of
-/// [`crate::sim::driver::run::run_experiment`] for `model.kind` other than "fcn").
+/// [`crate::sim::driver::run::Run`] for `model.kind` other than "fcn").
 pub fn run_model<T: Real>(
     cfg: &ExperimentConfig,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
+    observer: &mut dyn RunObserver,
+) -> Result<Outcome> {
     match cfg.model.kind {
         ModelKind::Cnn => {
             let model = CnnModel::from_config(cfg);
             let data = model.dataset(cfg);
-            run_flat::<T, _>(cfg, model, &data, progress, interrupted)
+            Ok(run_flat::<T, _>(cfg, model, &data, observer))
         }
         ModelKind::Attention => {
             let model = AttentionModel::from_config(cfg);
             let data = model.dataset(cfg);
-            run_flat::<T, _>(cfg, model, &data, progress, interrupted)
+            Ok(run_flat::<T, _>(cfg, model, &data, observer))
         }
         ModelKind::Fcn => Err(Error::runtime(
             "driver::flat runs the cnn and attention models; fcn runs in driver::fcn",
@@ -46,18 +45,17 @@ pub fn run_model<T: Real>(
 
 /// Runs a flat model's experiment: the ensemble(s) of `sampler.start` (cold, hot, or both
 /// compared, as for the FCN: [`run_starts`]), each with the sampling loop, observables at
-/// every `thin` steps and the summary of [`crate::sim::driver::run::run_experiment`] (same keys; fields
-/// that do not apply are null).
+/// every `thin` steps and the summary of an FCN run (same keys; fields that do not apply are
+/// null).
 pub fn run_flat<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     cfg: &ExperimentConfig,
     model: M,
     data: &FlatData,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
+    observer: &mut dyn RunObserver,
+) -> Outcome {
     let s = &cfg.sampler;
-    run_starts(s, progress, &mut |hot, seed, progress| {
-        run_flat_once::<T, M>(cfg, model.clone(), data, hot, seed, progress, interrupted)
+    run_starts(s, observer, &mut |hot, seed, observer| {
+        run_flat_once::<T, M>(cfg, model.clone(), data, hot, seed, observer)
     })
 }
 
@@ -69,9 +67,8 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     data: &FlatData,
     hot: bool,
     seed: u64,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
+    observer: &mut dyn RunObserver,
+) -> Outcome {
     let sampler = SamplerConfig {
         seed,
         ..cfg.sampler.clone()
@@ -94,7 +91,7 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     };
     let theta0: Vec<T> = vec![T::zero(); Model::<T>::n_params(&model)];
     let filter_dim = model.filters(&theta0).map(|(_, k)| k).unwrap_or(0);
-    let mut observer = FlatObserver {
+    let mut recorder = FlatRecorder {
         data,
         x_test: data.x_test.iter().map(|&v| T::of(v)).collect(),
         n_test,
@@ -107,14 +104,17 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
             .collect(),
         second_moment: PooledSecondMoment::new(filter_dim),
     };
-    let sampled = sample(s, start, &mut observer, progress, interrupted)?;
-    let FlatObserver {
+    let sampled = match sample(s, start, &mut recorder, observer) {
+        Outcome::Completed(sampled) => sampled,
+        Outcome::Interrupted { at, steps } => return Outcome::Interrupted { at, steps },
+    };
+    let FlatRecorder {
         acc,
         second_moment,
         threshold,
         range,
         ..
-    } = observer;
+    } = recorder;
     let ens = &sampled.ens;
     let outcome = EnsembleOutcome {
         divergences: ens.divergences(),
@@ -128,11 +128,11 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, sampled.seconds);
     result.final_state = final_state(ens);
     record_health(&mut result, &sampled, hot);
-    Ok(result)
+    Outcome::Completed(result)
 }
 
 /// The test set and cuts every measurement of a flat run uses, and what it accumulates.
-struct FlatObserver<'a, T> {
+struct FlatRecorder<'a, T> {
     data: &'a FlatData,
     x_test: Vec<T>,
     n_test: usize,
@@ -143,20 +143,20 @@ struct FlatObserver<'a, T> {
     second_moment: PooledSecondMoment,
 }
 
-impl<T: Real, M: FlatModel<T> + Model<T>> Observer<T, M> for FlatObserver<'_, T> {
+impl<T: Real, M: FlatModel<T> + Model<T>> Recorder<T, M> for FlatRecorder<'_, T> {
     /// Measures every live chain; collapsed runs also with the readouts' conditional means
     /// (Rao–Blackwellised alignment and mean predictor, as for the FCN; observables.rs).
-    fn observe(
+    fn record(
         &mut self,
         ens: &mut Ensemble<T, M>,
-        kernel: &mut Option<Kernel<T>>,
+        transition: &mut Transition<T>,
         at: MeasurementTime,
     ) {
-        if let Some(k) = kernel.as_mut() {
+        if let Some(k) = transition.kernel_mut() {
             k.prepare_measurement(ens);
         }
-        let mean_preds = kernel
-            .as_ref()
+        let mean_preds = transition
+            .kernel()
             .and_then(|k| k.conditional_means(ens))
             .map(|means| means.iter().map(|m| m.to_vec()).collect::<Vec<_>>())
             .map(|mut means| {
@@ -188,7 +188,7 @@ impl<T: Real, M: FlatModel<T> + Model<T>> Observer<T, M> for FlatObserver<'_, T>
     }
 }
 
-impl<T: Real> FlatObserver<'_, T> {
+impl<T: Real> FlatRecorder<'_, T> {
     /// Records chain k's measurement ([`ChainAccumulator::record`]); `theta` is its parameters.
     fn measure_chain<M: FlatModel<T> + Model<T>>(
         &mut self,
@@ -234,7 +234,7 @@ impl<T: Real> FlatObserver<'_, T> {
 #[cfg(test)]
 mod tests {
     use crate::sim::config::{ExperimentConfig, ModelKind, Start};
-    use crate::sim::driver::run::{run_experiment, Summary};
+    use crate::sim::driver::run::{Run, Summary};
     use crate::sim::model::cnn::CnnModel;
 
     const MALA_STEP: f64 = 0.4;
@@ -311,7 +311,7 @@ seed = 3
                     .num_threads(threads)
                     .build()
                     .unwrap()
-                    .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap())
+                    .install(|| Run::new(&cfg).run().unwrap())
             };
             let (a, b) = (run(1), run(2));
             assert_eq!(a.summary, b.summary);
@@ -347,7 +347,7 @@ seed = 3
                 .replace("step = 0.002", "step = 1e-10")
                 .replace("step = 1e-3", "step = 1e-10");
             let cfg = ExperimentConfig::from_toml(&frozen, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+            let r = Run::new(&cfg).run().unwrap().summary;
             let hot = r.hot_start.clone().unwrap();
             // Hot: every unit has |ρ| = σ1 (CNN, σ1² = 1) or d·σ_A (attention, d = 4, σ_A = 1),
             // so R is that squared; cold: the prior value σ1²/S = 1/3, σ_A² = 1.
@@ -366,7 +366,7 @@ seed = 3
                 .replace("steps = 200", "steps = 3000")
                 .replace("burn_in = 100", "burn_in = 1000");
             let cfg = ExperimentConfig::from_toml(&relaxed, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+            let r = Run::new(&cfg).run().unwrap().summary;
             let hot = r.hot_start.unwrap();
             assert_eq!(r.equilibrated, Some(true), "{:?} vs {hot:?}", r.r_overlap2);
         }
@@ -383,7 +383,7 @@ seed = 3
                     .replace("step = 1e-3", "step = 1.0")
                     .replace("seed = 3", &format!("seed = 3\nadapt_step = true{extra}"));
                 let cfg = ExperimentConfig::from_toml(&text, "test.toml").unwrap();
-                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+                let r = Run::new(&cfg).run().unwrap().summary;
                 assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
                 r
             })
@@ -492,7 +492,7 @@ adapt_step = false
             let exact = [m1 / z, m2 / z];
             let moments = |mala: bool| -> (Vec<f64>, Option<f64>) {
                 let cfg = ExperimentConfig::from_toml(&text(temperature, mala), "t.toml").unwrap();
-                let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+                let r = Run::new(&cfg).run().unwrap().summary;
                 assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
                 let m = r.diagnostics.groups.iter();
                 let m = m.map(|g| g.second_moment.unwrap()).collect();
@@ -526,7 +526,7 @@ adapt_step = false
             // adapts the step and rejects).
             let bad = text.replace("step = ", "mala = false\nadapt_step = false\nstep = 1e3 #");
             let cfg = ExperimentConfig::from_toml(&bad, "test.toml").unwrap();
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+            let r = Run::new(&cfg).run().unwrap();
             assert!(r.all_diverged());
             assert_eq!(r.summary.diverged_chains.len(), 7);
             assert_eq!(r.summary.alignment, None);

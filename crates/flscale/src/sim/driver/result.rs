@@ -282,7 +282,7 @@ pub struct RunResult {
     /// Total steps taken.
     pub steps: usize,
     /// FCN runs: every chain's parameters at the end, per chain and group (f64), the state
-    /// [`run_experiment_from`] can continue from; empty for the other models.
+    /// [`super::run::Run::start_from`] can continue from; empty for the other models.
     pub final_state: Vec<Vec<Vec<f64>>>,
     /// Coupled starts ([`crate::sim::driver::coupling`]): every chain's parameter sketch at
     /// every measurement, from which the coupling certificate places the meetings.

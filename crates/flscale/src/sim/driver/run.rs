@@ -1,34 +1,103 @@
-//! One experiment from configuration to summary (spec 02). The CLI's `flscale sample` is a
-//! thin wrapper around [`run_experiment`], which hands the FCN to [`super::fcn`] and the CNN
-//! and attention models to [`super::flat`].
+//! One experiment from configuration to summary (spec 02): the one entry point [`Run`], which
+//! hands the FCN to [`super::fcn`] and the CNN and attention models to [`super::flat`]. The
+//! CLI's `flscale sample`, the sweeps and the Python bindings are thin wrappers around it.
 
 use crate::error::{Error, Result};
 use crate::sim::config::{ExperimentConfig, ModelKind, Precision, Start};
 use crate::sim::data::Dataset;
 use crate::sim::model::fcn::FcnModel;
 
+pub use super::outcome::{Outcome, RunObserver, Unobserved};
 pub use super::result::{
     ChainRow, Diagnostics, DivergedChain, Histogram, RunResult, StartResults, Summary, TraceRow,
 };
 
-/// Runs an experiment. `progress(done, total)` is called after every block of steps.
-pub fn run_experiment(
-    cfg: &ExperimentConfig,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<RunResult> {
-    run_experiment_interruptible(cfg, progress, &|| false)
+/// An experiment to run: `Run::new(&cfg)`, optionally `.start_from(state)` and
+/// `.observe(&mut observer)`, then `.run()`. Without an observer nothing can stop the run and
+/// `run` returns its result; with one it returns an [`Outcome`].
+pub struct Run<'a, O = Unobserved> {
+    cfg: &'a ExperimentConfig,
+    initial: Option<&'a [Vec<Vec<f64>>]>,
+    observer: O,
 }
 
-/// [`run_experiment`] for an FCN whose chains start from `initial` (per chain and parameter
-/// group, the layout of [`RunResult::final_state`]) instead of the prior draw — e.g. from the
-/// equilibrated state of another run, so that a sampler can be measured without burn-in
-/// bias (`sampling_bench`). `sampler.start` must be "cold" (the hot start would overwrite it).
-pub fn run_experiment_from(
+impl<'a> Run<'a> {
+    /// The experiment `cfg`, its chains drawn from the start `sampler.start` asks for.
+    pub fn new(cfg: &'a ExperimentConfig) -> Self {
+        Run {
+            cfg,
+            initial: None,
+            observer: Unobserved,
+        }
+    }
+
+    /// Reports progress to `observer` after every block of steps and stops when it asks.
+    pub fn observe<'o>(
+        self,
+        observer: &'o mut dyn RunObserver,
+    ) -> Run<'a, &'o mut dyn RunObserver> {
+        Run {
+            cfg: self.cfg,
+            initial: self.initial,
+            observer,
+        }
+    }
+
+    /// Runs the experiment to the end.
+    pub fn run(self) -> Result<RunResult> {
+        let mut observer = Unobserved;
+        execute(self.cfg, self.initial, &mut observer)?.into_result()
+    }
+}
+
+impl<'a, O> Run<'a, O> {
+    /// Starts an FCN's chains from `initial` (per chain and parameter group, the layout of
+    /// [`RunResult::final_state`]) instead of the prior draw — e.g. from the equilibrated
+    /// state of another run, so that a sampler can be measured without burn-in bias
+    /// (`sampling_bench`). `sampler.start` must be "cold" (the hot start would overwrite it).
+    pub fn start_from(self, initial: &'a [Vec<Vec<f64>>]) -> Self {
+        Run {
+            initial: Some(initial),
+            ..self
+        }
+    }
+}
+
+impl Run<'_, &mut dyn RunObserver> {
+    /// Runs the experiment until its last step or until the observer asks to stop.
+    pub fn run(self) -> Result<Outcome> {
+        execute(self.cfg, self.initial, self.observer)
+    }
+}
+
+/// Validates `cfg` and runs it in its model's driver and precision.
+fn execute(
+    cfg: &ExperimentConfig,
+    initial: Option<&[Vec<Vec<f64>>]>,
+    observer: &mut dyn RunObserver,
+) -> Result<Outcome> {
+    cfg.validate()?;
+    let outcome = match initial {
+        Some(initial) => run_from(cfg, initial, observer)?,
+        None => match (cfg.model.kind, cfg.sampler.precision) {
+            (ModelKind::Fcn, Precision::F32) => super::fcn::run_typed::<f32>(cfg, observer),
+            (ModelKind::Fcn, Precision::F64) => super::fcn::run_typed::<f64>(cfg, observer),
+            (_, Precision::F32) => super::flat::run_model::<f32>(cfg, observer)?,
+            (_, Precision::F64) => super::flat::run_model::<f64>(cfg, observer)?,
+        },
+    };
+    Ok(match outcome {
+        Outcome::Completed(result) => Outcome::Completed(with_warnings(cfg, result)),
+        interrupted => interrupted,
+    })
+}
+
+/// An FCN run from `initial` ([`Run::start_from`]), after checking its shape.
+fn run_from(
     cfg: &ExperimentConfig,
     initial: &[Vec<Vec<f64>>],
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<RunResult> {
-    cfg.validate()?;
+    observer: &mut dyn RunObserver,
+) -> Result<Outcome> {
     let model = FcnModel::from_config(cfg);
     let shape_ok = cfg.model.kind == ModelKind::Fcn
         && cfg.sampler.start == Start::Cold
@@ -49,29 +118,14 @@ pub fn run_experiment_from(
     }
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
-    let never = || false;
-    let mut progress = |d: usize, _: usize| progress(d, s.steps);
-    let result = match s.precision {
-        Precision::F32 => super::fcn::run_once::<f32>(
-            cfg,
-            &data,
-            false,
-            s.seed,
-            Some(initial),
-            &mut progress,
-            &never,
-        ),
-        Precision::F64 => super::fcn::run_once::<f64>(
-            cfg,
-            &data,
-            false,
-            s.seed,
-            Some(initial),
-            &mut progress,
-            &never,
-        ),
-    };
-    result.map(|r| with_warnings(cfg, r))
+    Ok(match s.precision {
+        Precision::F32 => {
+            super::fcn::run_once::<f32>(cfg, &data, false, s.seed, Some(initial), observer)
+        }
+        Precision::F64 => {
+            super::fcn::run_once::<f64>(cfg, &data, false, s.seed, Some(initial), observer)
+        }
+    })
 }
 
 /// The run's [`Summary::warnings`].
@@ -79,26 +133,4 @@ fn with_warnings(cfg: &ExperimentConfig, mut result: RunResult) -> RunResult {
     result.summary.warnings =
         super::summary::step_warnings(&cfg.sampler, &result.summary.diagnostics);
     result
-}
-
-/// [`run_experiment`] that asks `interrupted()` after every block of steps and stops with a
-/// runtime error ("interrupted") when it answers true — how the Python bindings honour
-/// Ctrl-C during a long run.
-pub fn run_experiment_interruptible(
-    cfg: &ExperimentConfig,
-    progress: &mut dyn FnMut(usize, usize),
-    interrupted: &dyn Fn() -> bool,
-) -> Result<RunResult> {
-    cfg.validate()?;
-    let result = match (cfg.model.kind, cfg.sampler.precision) {
-        (ModelKind::Fcn, Precision::F32) => {
-            super::fcn::run_typed::<f32>(cfg, progress, interrupted)
-        }
-        (ModelKind::Fcn, Precision::F64) => {
-            super::fcn::run_typed::<f64>(cfg, progress, interrupted)
-        }
-        (_, Precision::F32) => super::flat::run_model::<f32>(cfg, progress, interrupted),
-        (_, Precision::F64) => super::flat::run_model::<f64>(cfg, progress, interrupted),
-    };
-    result.map(|r| with_warnings(cfg, r))
 }

@@ -1,20 +1,21 @@
 //! Cold, hot or compared starts (spec 02): the one- or two-ensemble run of every model.
 
-use crate::error::Result;
 use crate::sim::config::{SamplerConfig, Start, StartsCoupling};
 
 use crate::sim::observe::equilibration::{compare_estimates, named, Equilibration, NamedEstimate};
 
-use super::coupling::{certificate, start_seed};
+use super::coupling::{
+    sketched_relative_distance, start_seed, ChainMeeting, CouplingCertificate, MEETING_TOLERANCE,
+};
+use super::outcome::{Offset, Outcome, RunObserver};
 use super::result::{RunResult, StartResults, Summary};
 
-/// Runs one ensemble: `(hot, seed, progress)` → its results, from a hot start when `hot`, with
+/// Runs one ensemble: `(hot, seed, observer)` → how it ended, from a hot start when `hot`, with
 /// `seed` as the seed of its chains' noise streams and initial draws (the data's stays
 /// `sampler.seed`).
-pub(crate) type RunOneStart<'a> =
-    dyn FnMut(bool, u64, &mut dyn FnMut(usize, usize)) -> Result<RunResult> + 'a;
+pub(crate) type RunOneStart<'a> = dyn FnMut(bool, u64, &mut dyn RunObserver) -> Outcome + 'a;
 
-/// Runs the ensemble(s) that `s.start` asks for — `run_one(hot, seed, progress)` runs one
+/// Runs the ensemble(s) that `s.start` asks for — `run_one(hot, seed, observer)` runs one
 /// from a cold or a hot start, on the streams of [`start_seed`] — and, for "both", reports the
 /// hot one beside the cold one: with independent starts with the "not equilibrated" verdict
 /// of the two-sample z-test (spec 02: hysteresis of a first-order transition is reported, not
@@ -22,18 +23,34 @@ pub(crate) type RunOneStart<'a> =
 /// ([`super::coupling`]). Shared by every model.
 pub(crate) fn run_starts(
     s: &SamplerConfig,
-    progress: &mut dyn FnMut(usize, usize),
+    observer: &mut dyn RunObserver,
     run_one: &mut RunOneStart<'_>,
-) -> Result<RunResult> {
+) -> Outcome {
     let steps = s.steps;
     let seed = |hot: bool| start_seed(s.seed, hot, s.starts_coupling);
     match s.start {
-        Start::Cold => run_one(false, seed(false), &mut |d, _| progress(d, steps)),
-        Start::Hot => run_one(true, seed(true), &mut |d, _| progress(d, steps)),
+        Start::Cold => run_one(false, seed(false), observer),
+        Start::Hot => run_one(true, seed(true), observer),
         Start::Both => {
             let total = 2 * steps;
-            let mut cold = run_one(false, seed(false), &mut |d, _| progress(d, total))?;
-            let hot = run_one(true, seed(true), &mut |d, _| progress(steps + d, total))?;
+            let mut first = Offset {
+                inner: &mut *observer,
+                offset: 0,
+                total,
+            };
+            let mut cold = match run_one(false, seed(false), &mut first) {
+                Outcome::Completed(cold) => cold,
+                interrupted => return interrupted,
+            };
+            let mut second = Offset {
+                inner: observer,
+                offset: steps,
+                total,
+            };
+            let hot = match run_one(true, seed(true), &mut second) {
+                Outcome::Completed(hot) => hot,
+                interrupted => return interrupted,
+            };
             cold.summary.hot_start = Some(StartResults::of(&hot.summary));
             cold.summary.start_seeds.hot = hot.summary.start_seeds.hot;
             match s.starts_coupling {
@@ -49,7 +66,7 @@ pub(crate) fn run_starts(
             cold.parameter_sketches = Default::default();
             cold.seconds += hot.seconds;
             cold.steps += hot.steps;
-            Ok(cold)
+            Outcome::Completed(cold)
         }
     }
 }
@@ -92,6 +109,61 @@ pub fn fitted_observables(s: &Summary) -> Vec<NamedEstimate> {
 /// ([`crate::sim::observe::equilibration`]): a two-sample z-test, valid for independent starts.
 pub fn compare_starts(cold: &Summary, hot: &Summary) -> Equilibration {
     compare_estimates(&fitted_observables(cold), &fitted_observables(hot))
+}
+
+/// The certificate of the coupled runs `cold` and `hot` (same seed, same chains).
+pub(crate) fn certificate(cold: &RunResult, hot: &RunResult) -> CouplingCertificate {
+    let (sc, sh) = (&cold.parameter_sketches, &hot.parameter_sketches);
+    let chains: Vec<ChainMeeting> = (0..cold.chains.len())
+        .map(|k| {
+            let running = |r: &RunResult| r.chains.get(k).is_some_and(|c| c.status == "ok");
+            if !running(cold) || !running(hot) {
+                return ChainMeeting {
+                    chain: k,
+                    status: "diverged".into(),
+                    meeting_step: None,
+                    stayed_met: None,
+                    final_relative_distance: None,
+                };
+            }
+            let within: Vec<(usize, bool)> = sc
+                .steps
+                .iter()
+                .zip(sc.chains.iter().zip(&sh.chains))
+                .filter_map(|(&t, (c, h))| match (&c[k], &h[k]) {
+                    (Some(c), Some(h)) => {
+                        Some((t, sketched_relative_distance(h, c) <= MEETING_TOLERANCE))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let first = within.iter().position(|&(_, met)| met);
+            ChainMeeting {
+                chain: k,
+                status: if first.is_some() { "met" } else { "not met" }.into(),
+                meeting_step: first.map(|i| within[i].0),
+                stayed_met: first.map(|i| within[i..].iter().all(|&(_, met)| met)),
+                final_relative_distance: final_relative_distance(cold, hot, k),
+            }
+        })
+        .collect();
+    let met: Vec<usize> = chains.iter().filter_map(|c| c.meeting_step).collect();
+    CouplingCertificate {
+        tolerance: MEETING_TOLERANCE,
+        met: met.len(),
+        compared: chains.iter().filter(|c| c.status != "diverged").count(),
+        last_meeting_step: met.into_iter().max(),
+        chains,
+    }
+}
+
+/// ‖θ_hot − θ_cold‖/‖θ_cold‖ of chain k's final states.
+fn final_relative_distance(cold: &RunResult, hot: &RunResult, k: usize) -> Option<f64> {
+    let flat = |r: &RunResult| -> Option<Vec<f64>> { r.final_state.get(k).map(|g| g.concat()) };
+    let (c, h) = (flat(cold)?, flat(hot)?);
+    let diff: f64 = h.iter().zip(&c).map(|(a, b)| (a - b).powi(2)).sum();
+    let norm: f64 = c.iter().map(|b| b * b).sum();
+    (norm > 0.0).then(|| (diff / norm).sqrt())
 }
 
 #[cfg(test)]

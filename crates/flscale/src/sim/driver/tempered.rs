@@ -1,4 +1,4 @@
-//! Replica exchange in the FCN run (`sampler.tempering`, issue 17): the replicas at β < 1 of
+//! Replica exchange in the FCN run (`sampler.tempering`): the replicas at β < 1 of
 //! every chain, their swaps with the observed β = 1 ensemble, the ladder's adaptation during
 //! burn-in and the diagnostics (the swap moves and statistics are in
 //! [`crate::sim::kernel::tempering`]).
@@ -32,6 +32,7 @@ use crate::sim::ensemble::chains::Divergence;
 use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::tempering::{log_swap_ratio, Ladder, ReplicaSet, SwapStats};
+use crate::sim::kernel::transition::Transition;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
@@ -92,7 +93,8 @@ pub struct LadderResize {
 /// One slot of the ladder at β < 1.
 struct Slot<T: Real, M: Model<T>> {
     ens: Ensemble<T, M>,
-    kernel: Option<Kernel<T>>,
+    /// Always the cached-gradient kernel: replica exchange needs its cached energies.
+    kernel: Transition<T>,
     steering: StepSteering,
 }
 
@@ -120,7 +122,7 @@ impl<T: Real, M: Model<T>> SlotFactory<'_, T, M> {
         let kernel = (self.kernel)(&ens);
         Slot {
             ens,
-            kernel: Some(kernel),
+            kernel: Transition::Cached(kernel),
             steering: steering.map_or_else(
                 || StepSteering::new(self.steering.0, self.steering.1),
                 StepSteering::restarted,
@@ -195,7 +197,7 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
         let slots = (1..config.replicas)
             .map(|j| {
                 let mut slot = factory.slot(None);
-                if let Some(k) = &mut slot.kernel {
+                if let Some(k) = slot.kernel.kernel_mut() {
                     k.data_scale = ladder.betas()[j];
                 }
                 slot
@@ -232,7 +234,7 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
         ens0: &Ensemble<T, M>,
         t: usize,
         burn_in: usize,
-        mut adapt: impl FnMut(&mut Ensemble<T, M>, &mut Option<Kernel<T>>, &mut StepSteering),
+        mut adapt: impl FnMut(&mut Ensemble<T, M>, &mut Transition<T>, &mut StepSteering),
     ) {
         if self.config.adapt && 2 * t <= burn_in && self.round > 0 {
             self.equalise_ladder(ens0, t, burn_in);
@@ -255,7 +257,7 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
         if to == from {
             self.ladder = ladder;
             for (j, slot) in self.slots.iter_mut().enumerate() {
-                if let Some(k) = &mut slot.kernel {
+                if let Some(k) = slot.kernel.kernel_mut() {
                     k.data_scale = self.ladder.betas()[j + 1];
                     k.invalidate();
                 }
@@ -317,7 +319,7 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
             };
             let mut slot = self.factory.slot(steering);
             copy_states(source, &mut slot.ens);
-            if let Some(k) = &mut slot.kernel {
+            if let Some(k) = slot.kernel.kernel_mut() {
                 k.data_scale = beta;
             }
             self.slots.push(slot);
@@ -341,7 +343,7 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
     ) {
         kernel0.advance(ens0, n);
         for slot in &mut self.slots {
-            if let Some(k) = &mut slot.kernel {
+            if let Some(k) = slot.kernel.kernel_mut() {
                 k.advance(&mut slot.ens, n);
             }
         }
@@ -400,7 +402,7 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
         }
         for (j, slot) in self.slots.iter_mut().enumerate() {
             if touched[j + 1] {
-                if let Some(k) = &mut slot.kernel {
+                if let Some(k) = slot.kernel.kernel_mut() {
                     k.invalidate();
                 }
             }

@@ -4,7 +4,7 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-/// The one chain layout of the engine (issue 16): B consecutive chains advanced together,
+/// The one chain layout of the engine: B consecutive chains advanced together,
 /// every parameter group stored for the whole block, chain after chain, so that a model can
 /// evaluate the block's chains at once (the FCN's first layer is one GEMM over them,
 /// [`crate::sim::model::fcn`]); per chain its RNG stream, divergence record and the values of

@@ -23,7 +23,7 @@ use crate::sim::config::Likelihood;
 pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, ChainBlock, Divergence};
 use crate::sim::kernel::langevin::langevin_move;
 use crate::sim::model::fcn::FcnModel;
-use crate::sim::model::interface::Model;
+use crate::sim::model::interface::{DataTerm, Model};
 use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::power::largest_positive_eigenvalues;
 use crate::sim::num::real::Real;
@@ -87,6 +87,23 @@ impl<S: Default> Drop for PooledScratch<'_, S> {
         if let Ok(mut p) = self.pool.lock() {
             p.push(std::mem::take(&mut self.scratch));
         }
+    }
+}
+
+/// The data term of training inputs `x`, targets `y` (P of them), ridge κ and `likelihood`.
+fn data_term<'a, T>(
+    x: &'a [T],
+    y: &'a [T],
+    p: usize,
+    kappa: f64,
+    likelihood: Likelihood,
+) -> DataTerm<'a, T> {
+    DataTerm {
+        x,
+        y,
+        p,
+        kappa,
+        likelihood,
     }
 }
 
@@ -172,14 +189,18 @@ impl<T: Real, M: Model<T>> Ensemble<T, M> {
     /// `iters` power iterations on finite-difference Hessian–vector products.
     pub fn lambda_max(&mut self, iters: usize) -> Vec<f64> {
         let model = &self.model;
-        let (x, y, p) = (&self.x[..], &self.y[..], self.p);
-        let kappa = self.dynamics.kappa;
-        let likelihood = self.likelihood;
+        let data = data_term(
+            &self.x,
+            &self.y,
+            self.p,
+            self.dynamics.kappa,
+            self.likelihood,
+        );
         let per_block: Vec<Vec<f64>> = self
             .blocks
             .par_iter_mut()
             .map_init(M::Scratch::default, |scratch, block| {
-                block.lambda_max(model, x, y, p, kappa, likelihood, iters, scratch)
+                block.lambda_max(model, &data, iters, scratch)
             })
             .collect();
         per_block.into_iter().flatten().collect()
@@ -193,10 +214,9 @@ impl<T: Real, M: Model<T>> Ensemble<T, M> {
     /// Advances every chain by `n` steps, blocks in parallel.
     pub fn advance(&mut self, n: usize) {
         let model = &self.model;
-        let (x, y, p) = (&self.x[..], &self.y[..], self.p);
         let dynamics = self.dynamics;
+        let data = data_term(&self.x, &self.y, self.p, dynamics.kappa, self.likelihood);
         let threshold = self.divergence_threshold;
-        let likelihood = self.likelihood;
         let start = self.steps_done;
         let pool = &self.scratch_pool;
         self.blocks.par_iter_mut().for_each_init(
@@ -204,21 +224,35 @@ impl<T: Real, M: Model<T>> Ensemble<T, M> {
             |pooled, block| {
                 let scratch = &mut pooled.scratch;
                 for s in 0..n {
-                    block.step(
-                        model,
-                        x,
-                        y,
-                        p,
-                        dynamics,
-                        likelihood,
-                        threshold,
-                        start + s + 1,
-                        scratch,
-                    );
+                    block.step(model, &data, dynamics, threshold, start + s + 1, scratch);
                 }
             },
         );
         self.steps_done += n;
+    }
+
+    /// The data term of the training set at the ensemble's κ and likelihood.
+    pub fn data(&self) -> DataTerm<'_, T> {
+        data_term(
+            &self.x,
+            &self.y,
+            self.p,
+            self.dynamics.kappa,
+            self.likelihood,
+        )
+    }
+
+    /// The model and the data term beside the blocks, borrowed apart so that the blocks can
+    /// be moved while both are read.
+    pub(crate) fn split_blocks(&mut self) -> (&M, DataTerm<'_, T>, &mut [ChainBlock<T>]) {
+        let data = data_term(
+            &self.x,
+            &self.y,
+            self.p,
+            self.dynamics.kappa,
+            self.likelihood,
+        );
+        (&self.model, data, &mut self.blocks)
     }
 
     /// Whether chain k is still running.
@@ -317,19 +351,14 @@ pub(crate) type MetricFactor<'a> = dyn Fn(&mut [Vec<f64>], bool) + 'a;
 impl<T: Real> ChainBlock<T> {
     /// Data-term gradient ∇L of every chain of the block into `self.grads`; L and the training
     /// squared error go to `self.data_loss` and `self.sq_error` ([`Model::data_gradient`]).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn data_gradient<M: Model<T>>(
         &mut self,
         model: &M,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        likelihood: Likelihood,
+        data: &DataTerm<'_, T>,
         scratch: &mut M::Scratch,
     ) {
-        model.data_gradient(self, x, y, p, kappa, likelihood, scratch);
+        model.data_gradient(self, data, scratch);
     }
 
     /// Largest Hessian eigenvalue of U per chain (spec 02, "Stiffness is the enemy"), by
@@ -338,21 +367,16 @@ impl<T: Real> ChainBlock<T> {
     /// with ε = 10⁻³·(‖θ‖ + 10⁻³) (v unit); the prior's is exact, v_g/v_prior. Frozen groups
     /// are left out (they are not sampled). The parameters are restored exactly afterwards.
     /// Diverged chains get 0.
-    #[allow(clippy::too_many_arguments)]
     fn lambda_max<M: Model<T>>(
         &mut self,
         model: &M,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        likelihood: Likelihood,
+        data: &DataTerm<'_, T>,
         iters: usize,
         scratch: &mut M::Scratch,
     ) -> Vec<f64> {
         let frozen: Vec<bool> = (0..model.n_groups()).map(|g| model.is_frozen(g)).collect();
         self.lambda_max_of(model, iters, &frozen, None, &mut |block| {
-            block.data_gradient(model, x, y, p, kappa, likelihood, scratch)
+            block.data_gradient(model, data, scratch)
         })
     }
 
@@ -475,15 +499,11 @@ impl<T: Real> ChainBlock<T> {
     /// run time; without `-C target-cpu=native` the baseline build only has SSE2. No fast-math:
     /// the vector builds perform the same operations in the same order, so the numbers do not
     /// depend on which one runs.
-    #[allow(clippy::too_many_arguments)]
     fn step<M: Model<T>>(
         &mut self,
         model: &M,
-        x: &[T],
-        y: &[T],
-        p: usize,
+        data: &DataTerm<'_, T>,
         dynamics: Dynamics,
-        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut M::Scratch,
@@ -494,38 +514,22 @@ impl<T: Real> ChainBlock<T> {
         crate::sim::num::simd::vectorized_if(
             M::VECTOR_BUILD,
             #[inline(always)]
-            || {
-                self.step_body(
-                    model,
-                    x,
-                    y,
-                    p,
-                    dynamics,
-                    likelihood,
-                    threshold,
-                    global_step,
-                    scratch,
-                )
-            },
+            || self.step_body(model, data, dynamics, threshold, global_step, scratch),
         )
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn step_body<M: Model<T>>(
         &mut self,
         model: &M,
-        x: &[T],
-        y: &[T],
-        p: usize,
+        data: &DataTerm<'_, T>,
         dynamics: Dynamics,
-        likelihood: Likelihood,
         threshold: f64,
         global_step: usize,
         scratch: &mut M::Scratch,
     ) {
         let b = self.len;
-        model.data_gradient_fused(self, x, y, p, dynamics.kappa, likelihood, scratch);
+        model.data_gradient_fused(self, data, scratch);
         let eta = T::of(dynamics.step);
         let noise = T::of((2.0 * dynamics.step * dynamics.temperature).sqrt());
         for c in 0..b {

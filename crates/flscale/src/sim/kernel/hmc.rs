@@ -14,6 +14,13 @@ use crate::sim::kernel::metric::Metric;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 
+/// A leapfrog trajectory: per chain its step size ε_c, and the number of steps.
+#[derive(Clone, Copy)]
+pub(super) struct Trajectory<'a> {
+    pub(super) eps: &'a [f64],
+    pub(super) steps: usize,
+}
+
 impl<T: Real, M: Model<T>> Context<'_, T, M> {
     /// u ← u − scale·ε_c·Kᵀ∇U for the sampled groups of every chain in `moving` (module doc).
     #[inline(always)]
@@ -103,18 +110,17 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
     /// `state.momentum` (module doc), for the chains in `moving`; a chain whose energy cannot
     /// be evaluated or is not finite is put back at its saved point and dropped from
     /// `moving` (its proposal is then rejected). Needs the gradient at the current point.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn leapfrog(
         &self,
         block: &mut ChainBlock<T>,
         state: &mut BlockState<T>,
         metric: &Metric,
-        eps: &[f64],
-        steps: usize,
+        path: Trajectory<'_>,
         moving: &mut [bool],
         scratch: &mut M::Scratch,
     ) {
+        let (eps, steps) = (path.eps, path.steps);
         self.kick(block, state, metric, eps, 0.5, moving);
         for l in 0..steps {
             self.drift(block, state, metric, eps, moving);
@@ -133,7 +139,6 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
 
     /// One HMC proposal of `steps` leapfrog steps per chain and its Metropolis test (module
     /// doc).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn hmc_step(
         &self,
@@ -141,13 +146,12 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
         state: &mut BlockState<T>,
         metric: &Metric,
         steps: usize,
-        threshold: f64,
         global_step: usize,
         scratch: &mut M::Scratch,
     ) {
         let model = self.model;
         let b = block.len;
-        self.ensure_evaluated(block, state, scratch, threshold, global_step);
+        self.ensure_evaluated(block, state, scratch, global_step);
         self.save(block, state);
         if state.momentum.len() != model.n_groups() {
             state.momentum = block.params.iter().map(|g| vec![0.0; g.len()]).collect();
@@ -180,7 +184,8 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
                 }
             }
         }
-        self.leapfrog(block, state, metric, &eps, steps, &mut moving, scratch);
+        let path = Trajectory { eps: &eps, steps };
+        self.leapfrog(block, state, metric, path, &mut moving, scratch);
         for c in 0..b {
             if block.diverged[c].is_some() {
                 continue;
@@ -221,18 +226,18 @@ impl<T: Real> Kernel<T> {
         steps: usize,
     ) -> Vec<f64> {
         let sampled = self.sampled(&ens.model);
+        let (dynamics, threshold) = (ens.dynamics, ens.divergence_threshold);
+        let (model, data, blocks) = ens.split_blocks();
         let ctx = Context {
-            model: &ens.model,
-            x: &ens.x,
-            y: &ens.y,
-            p: ens.p,
-            dynamics: ens.dynamics,
+            model,
+            data,
+            dynamics,
             method: self.method,
-            likelihood: ens.likelihood,
             sampled: &sampled,
             data_scale: self.data_scale,
+            threshold,
         };
-        let block = &mut ens.blocks[0];
+        let block = &mut blocks[0];
         let state = &mut self.states[0];
         let metric = std::mem::take(&mut state.metric);
         let mut scratch = M::Scratch::default();
@@ -243,15 +248,8 @@ impl<T: Real> Kernel<T> {
         state.kick = state.momentum.clone();
         let eps = vec![eps; block.len];
         let mut moving: Vec<bool> = block.diverged.iter().map(Option::is_none).collect();
-        ctx.leapfrog(
-            block,
-            state,
-            &metric,
-            &eps,
-            steps,
-            &mut moving,
-            &mut scratch,
-        );
+        let path = Trajectory { eps: &eps, steps };
+        ctx.leapfrog(block, state, &metric, path, &mut moving, &mut scratch);
         *momentum = std::mem::take(&mut state.momentum);
         state.metric = metric;
         block.energy.clone()

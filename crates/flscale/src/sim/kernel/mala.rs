@@ -46,7 +46,7 @@
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::sim::config::{Likelihood, Preconditioner, SamplerMethod};
+use crate::sim::config::{Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
 use crate::sim::kernel::langevin::{
     add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts, Proposal,
@@ -55,7 +55,7 @@ use crate::sim::kernel::metric::{
     lower_times_by_columns, lower_transposed_times, Metric, MetricLayout,
 };
 use crate::sim::model::collapsed::{self, CollapsedWork};
-use crate::sim::model::interface::Model;
+use crate::sim::model::interface::{DataTerm, Model};
 use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::real::Real;
 
@@ -154,29 +154,24 @@ impl<T: Real> Kernel<T> {
 
     /// Advances every chain by `n` steps, blocks in parallel.
     pub fn advance<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>, n: usize) {
-        let model = &ens.model;
-        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
-        let dynamics = ens.dynamics;
-        let threshold = ens.divergence_threshold;
+        let (dynamics, threshold) = (ens.dynamics, ens.divergence_threshold);
         let start = ens.steps_done;
+        let (model, data, blocks) = ens.split_blocks();
         let sampled = self.sampled(model);
         let (method, proposal) = (self.method, self.proposal);
-        let likelihood = ens.likelihood;
         let data_scale = self.data_scale;
-        ens.blocks
+        blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(M::Scratch::default, |scratch, (block, state)| {
                 let ctx = Context {
                     model,
-                    x,
-                    y,
-                    p,
+                    data,
                     dynamics,
                     method,
-                    likelihood,
                     sampled: &sampled,
                     data_scale,
+                    threshold,
                 };
                 let metric = std::mem::take(&mut state.metric);
                 // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
@@ -192,7 +187,6 @@ impl<T: Real> Kernel<T> {
                                     state,
                                     &metric,
                                     leapfrog_steps,
-                                    threshold,
                                     step,
                                     scratch,
                                 ),
@@ -201,7 +195,6 @@ impl<T: Real> Kernel<T> {
                                     state,
                                     &metric,
                                     proposal.is_metropolis(),
-                                    threshold,
                                     step,
                                     scratch,
                                 ),
@@ -228,28 +221,25 @@ impl<T: Real> Kernel<T> {
     /// values), with the divergence check.
     pub fn refresh<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>) {
         self.invalidate();
-        let model = &ens.model;
-        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
-        let (dynamics, likelihood) = (ens.dynamics, ens.likelihood);
+        let dynamics = ens.dynamics;
         let (threshold, step) = (ens.divergence_threshold, ens.steps_done);
+        let (model, data, blocks) = ens.split_blocks();
         let sampled = self.sampled(model);
         let (method, data_scale) = (self.method, self.data_scale);
-        ens.blocks
+        blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(M::Scratch::default, |scratch, (block, state)| {
                 let ctx = Context {
                     model,
-                    x,
-                    y,
-                    p,
+                    data,
                     dynamics,
                     method,
-                    likelihood,
                     sampled: &sampled,
                     data_scale,
+                    threshold,
                 };
-                ctx.ensure_evaluated(block, state, scratch, threshold, step);
+                ctx.ensure_evaluated(block, state, scratch, step);
             });
     }
 
@@ -260,10 +250,9 @@ impl<T: Real> Kernel<T> {
         if self.method != SamplerMethod::Collapsed {
             return;
         }
-        let model = &ens.model;
-        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
         let dynamics = ens.dynamics;
-        ens.blocks
+        let (model, data, blocks) = ens.split_blocks();
+        blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(M::Scratch::default, |scratch, (block, state)| {
@@ -274,10 +263,7 @@ impl<T: Real> Kernel<T> {
                         collapsed::draw_readouts(
                             block,
                             model,
-                            x,
-                            y,
-                            p,
-                            dynamics.kappa,
+                            &data,
                             dynamics.temperature,
                             scratch,
                             &mut state.work,
@@ -330,12 +316,10 @@ impl<T: Real> Kernel<T> {
             return lambda;
         }
         let (tempered, beta) = (self.data_scale != 1.0, T::of(self.data_scale));
-        let model = &ens.model;
-        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
         let dynamics = ens.dynamics;
+        let (model, data, blocks) = ens.split_blocks();
         let skip: Vec<bool> = self.sampled(model).iter().map(|s| !s).collect();
-        let per_block: Vec<Vec<f64>> = ens
-            .blocks
+        let per_block: Vec<Vec<f64>> = blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .map_init(M::Scratch::default, |scratch, (block, state)| {
@@ -350,10 +334,7 @@ impl<T: Real> Kernel<T> {
                             collapsed::data_gradient(
                                 b,
                                 model,
-                                x,
-                                y,
-                                p,
-                                dynamics.kappa,
+                                &data,
                                 dynamics.temperature,
                                 scratch,
                                 &mut state.work,
@@ -394,20 +375,17 @@ impl<T: Real> Kernel<T> {
             return;
         }
         let kind = self.preconditioner;
-        let model = &ens.model;
-        let (x, y, p) = (&ens.x[..], &ens.y[..], ens.p);
-        let kappa = ens.dynamics.kappa;
+        let (model, data, blocks) = ens.split_blocks();
         let Some(units) = model.preconditioned_units() else {
             return;
         };
         let n_in = units.fan_in;
         let inv_v = 1.0 / model.prior_var(units.group);
-        ens.blocks
+        blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
             .for_each_init(M::Scratch::default, |scratch, (block, state)| {
-                let Some(curvature) = model.unit_curvature(kind, block, x, y, p, kappa, scratch)
-                else {
+                let Some(curvature) = model.unit_curvature(kind, block, &data, scratch) else {
                     state.metric = Metric::default();
                     return;
                 };
@@ -479,15 +457,15 @@ impl<T: Real> Kernel<T> {
 /// What a block step needs besides the block.
 pub(super) struct Context<'a, T, M> {
     pub(super) model: &'a M,
-    pub(super) x: &'a [T],
-    pub(super) y: &'a [T],
-    pub(super) p: usize,
+    /// The training set, κ and the likelihood.
+    pub(super) data: DataTerm<'a, T>,
     pub(super) dynamics: Dynamics,
     pub(super) method: SamplerMethod,
-    pub(super) likelihood: Likelihood,
     pub(super) sampled: &'a [bool],
     /// β of [`Kernel::data_scale`].
     pub(super) data_scale: f64,
+    /// The energy above which a chain is stopped ([`Ensemble::divergence_threshold`]).
+    pub(super) threshold: f64,
 }
 
 impl<T: Real, M: Model<T>> Context<'_, T, M> {
@@ -500,19 +478,11 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
         scratch: &mut M::Scratch,
         work: &mut CollapsedWork<T>,
     ) {
-        let (model, kappa) = (self.model, self.dynamics.kappa);
+        let model = self.model;
         let b = block.len;
         match self.method {
             SamplerMethod::Plain => {
-                block.data_gradient(
-                    model,
-                    self.x,
-                    self.y,
-                    self.p,
-                    kappa,
-                    self.likelihood,
-                    scratch,
-                );
+                block.data_gradient(model, &self.data, scratch);
                 work.failure.resize(b, None);
                 for c in 0..b {
                     work.failure[c] = None;
@@ -522,10 +492,7 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
             SamplerMethod::Collapsed => collapsed::data_gradient(
                 block,
                 model,
-                self.x,
-                self.y,
-                self.p,
-                kappa,
+                &self.data,
                 self.dynamics.temperature,
                 scratch,
                 work,
@@ -583,13 +550,8 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
 
     /// Divergence check after an unadjusted evaluation.
     #[inline(always)]
-    pub(super) fn check(
-        &self,
-        block: &mut ChainBlock<T>,
-        work: &CollapsedWork<T>,
-        threshold: f64,
-        step: usize,
-    ) {
+    pub(super) fn check(&self, block: &mut ChainBlock<T>, work: &CollapsedWork<T>, step: usize) {
+        let threshold = self.threshold;
         for c in 0..block.len {
             if block.diverged[c].is_some() {
                 continue;
@@ -610,12 +572,11 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
         block: &mut ChainBlock<T>,
         state: &mut BlockState<T>,
         scratch: &mut M::Scratch,
-        threshold: f64,
         global_step: usize,
     ) {
         if !state.evaluated {
             self.evaluate(block, scratch, &mut state.work);
-            self.check(block, &state.work, threshold, global_step);
+            self.check(block, &state.work, global_step);
             state.evaluated = true;
         }
     }
@@ -652,7 +613,6 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
     }
 
     /// One ULA or MALA step of the block's chains: move, new energy, (MALA) Metropolis test.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn step(
         &self,
@@ -660,11 +620,10 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
         state: &mut BlockState<T>,
         metric: &Metric,
         mala: bool,
-        threshold: f64,
         global_step: usize,
         scratch: &mut M::Scratch,
     ) {
-        self.ensure_evaluated(block, state, scratch, threshold, global_step);
+        self.ensure_evaluated(block, state, scratch, global_step);
         if mala {
             self.save(block, state);
         }
@@ -672,7 +631,7 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
         let block_xi_sq = self.propose(block, metric, &layout);
         self.evaluate(block, scratch, &mut state.work);
         if !mala {
-            self.check(block, &state.work, threshold, global_step);
+            self.check(block, &state.work, global_step);
             return;
         }
         self.accept_or_reject(block, state, metric, &layout, &block_xi_sq);

@@ -1,4 +1,4 @@
-//! Non-reversible parallel tempering on the data term (issue 17): the swap moves, the
+//! Non-reversible parallel tempering on the data term: the swap moves, the
 //! communication statistics and the ladder adaptation, independent of the kernel that advances
 //! each replica.
 //!
@@ -32,7 +32,7 @@
 //! function through (β_k, Σ_{j<k} r_j) and Λ = Σ_k r_k; the round-trip rate of NRPT is
 //! 1/(2 + 2Λ) in the limit of a fine ladder (ibid. Thm 3). The adapted ladder puts its β's at
 //! equal increments of Λ(β) (equal rejection per pair), and R ≈ 2Λ + 1 slots make each pair's
-//! rejection about ½ — the issue's rule R ≈ 2Λ.
+//! rejection about ½ (R ≈ 2Λ for a large barrier).
 
 use rand::Rng;
 

@@ -49,7 +49,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 use crate::sim::config::ExperimentConfig;
 use crate::sim::data::input_std_devs;
 use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
-use crate::sim::model::interface::PreconditionedUnits;
+use crate::sim::model::interface::{DataTerm, PreconditionedUnits};
 use crate::sim::num::real::Real;
 
 /// A softmax attention layer (no weights: those live in the chains).
@@ -288,13 +288,11 @@ impl<T: Real> FlatModel<T> for AttentionModel {
     fn data_gradient(
         &self,
         theta: &[T],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
+        data: &DataTerm<'_, T>,
         grad: &mut [T],
         sc: &mut Self::Scratch,
     ) -> f64 {
+        let (x, y, n, inv_kappa) = (data.x, data.y, data.p, T::of(1.0 / data.kappa));
         grad.fill(T::zero());
         let len = self.tokens * self.d;
         let mut sq = 0.0;
@@ -507,7 +505,7 @@ impl<T: Real> FlatModel<T> for AttentionModel {
 mod tests {
     use super::*;
     use crate::sim::config::ExperimentConfig;
-    use crate::sim::driver::run::run_experiment;
+    use crate::sim::driver::run::Run;
     use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
@@ -801,7 +799,7 @@ precision = "f64"
             .replace("chains = 3", "chains = 24")
             + "[priors]\nsigma2 = [0.5, 2.0]\n";
         let cfg = config(&text);
-        let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+        let r = Run::new(&cfg).run().unwrap();
         for (stats, v) in r
             .summary
             .diagnostics

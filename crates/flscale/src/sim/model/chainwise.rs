@@ -10,7 +10,7 @@ use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::conditional_readout_means;
 use crate::sim::model::flat::FlatModel;
-use crate::sim::model::interface::{Features, Model, PreconditionedUnits};
+use crate::sim::model::interface::{DataTerm, Features, Model, PreconditionedUnits};
 use crate::sim::num::real::Real;
 
 /// Work buffers of a flat model on a block: the model's own, and the block's chains gathered
@@ -116,28 +116,16 @@ impl<T: Real> Model<T> for $model {
     fn data_gradient(
         &self,
         block: &mut ChainBlock<T>,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        likelihood: Likelihood,
+        data: &DataTerm<'_, T>,
         scratch: &mut Self::Scratch,
     ) {
-        debug_assert_eq!(likelihood, Likelihood::Gaussian);
+        debug_assert_eq!(data.likelihood, Likelihood::Gaussian);
+        let kappa = data.kappa;
         let b = block.len;
         scratch.gather_block(self, &block.params, b);
         let thetas: Vec<&[T]> = scratch.thetas[..b].iter().map(|t| &t[..]).collect();
         let mut grads: Vec<&mut [T]> = scratch.grads[..b].iter_mut().map(|g| &mut g[..]).collect();
-        self.data_gradient_block(
-            &thetas,
-            x,
-            y,
-            p,
-            T::of(1.0 / kappa),
-            &mut grads,
-            &mut scratch.sq[..b],
-            &mut scratch.model,
-        );
+        self.data_gradient_block(&thetas, data, &mut grads, &mut scratch.sq[..b], &mut scratch.model);
         scratch.scatter_grads(self, b, <$model as FlatModel<T>>::groups(self).len(), &mut block.grads);
         for c in 0..b {
             block.sq_error[c] = scratch.sq[c];
@@ -207,19 +195,17 @@ impl<T: Real> Model<T> for $model {
         &self,
         kind: Preconditioner,
         block: &ChainBlock<T>,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
+        data: &DataTerm<'_, T>,
         scratch: &mut Self::Scratch,
     ) -> Option<Vec<f64>> {
+        let (x, p, kappa) = (data.x, data.p, data.kappa);
         let units = Model::<T>::preconditioned_units(self)?;
         if kind == Preconditioner::None {
             return None;
         }
         let b = block.len;
         Model::<T>::features_forward(self, &block.params, b, x, p, scratch);
-        let means = conditional_readout_means(block, self, y, p, kappa, scratch);
+        let means = conditional_readout_means(block, self, data, scratch);
         let thetas: Vec<&[T]> = scratch.thetas[..b].iter().map(|t| &t[..]).collect();
         let blocks =
             self.unit_curvature_blocks(&thetas, &means, x, p, kappa, &mut scratch.model)?;
@@ -238,15 +224,13 @@ impl<T: Real> Model<T> for $model {
 
     fn feature_backward(
         &self,
-        _params: &[Vec<T>],
-        b: usize,
-        x: &[T],
-        p: usize,
+        block: &mut ChainBlock<T>,
+        data: &DataTerm<'_, T>,
         dphi: &[T],
         zero: &[bool],
         scratch: &mut Self::Scratch,
-        grads: &mut [Vec<T>],
     ) {
+        let (b, x, p) = (block.len, data.x, data.p);
         let k = <$model as FlatModel<T>>::groups(self).last().map_or(0, |g| g.len);
         for c in 0..b {
             let d = &mut scratch.dphis[c];
@@ -264,7 +248,7 @@ impl<T: Real> Model<T> for $model {
         let mut gs: Vec<&mut [T]> = scratch.grads[..b].iter_mut().map(|g| &mut g[..]).collect();
         self.feature_backward_block(&thetas, x, p, &scratch.dphis[..b], &mut gs, &mut scratch.model);
         let hidden = <$model as FlatModel<T>>::groups(self).len() - 1;
-        scratch.scatter_grads(self, b, hidden, grads);
+        scratch.scatter_grads(self, b, hidden, &mut block.grads);
     }
 }
     )*};

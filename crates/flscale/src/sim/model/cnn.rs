@@ -35,7 +35,7 @@ use crate::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::data::{input_std_devs, teacher_direction, teacher_scale, TargetFn};
 use crate::sim::model::flat::{set_component, FlatData, FlatModel, ParamGroup};
-use crate::sim::model::interface::PreconditionedUnits;
+use crate::sim::model::interface::{DataTerm, PreconditionedUnits};
 use crate::sim::num::real::Real;
 
 /// A CNN with non-overlapping patches (no weights: those live in the chains).
@@ -243,14 +243,12 @@ impl<T: Real> FlatModel<T> for CnnModel {
     fn data_gradient_block(
         &self,
         thetas: &[&[T]],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
+        data: &DataTerm<'_, T>,
         grads: &mut [&mut [T]],
         sq: &mut [f64],
         sc: &mut CnnScratch<T>,
     ) {
+        let (x, y, n, inv_kappa) = (data.x, data.y, data.p, T::of(1.0 / data.kappa));
         let (s, nw, nc) = (self.patch, self.windows, self.channels);
         let (rows, bn) = (n * nw, thetas.len() * nc);
         self.forward_block(thetas, x, n, sc);
@@ -384,13 +382,11 @@ impl<T: Real> FlatModel<T> for CnnModel {
     fn data_gradient(
         &self,
         theta: &[T],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
+        data: &DataTerm<'_, T>,
         grad: &mut [T],
         sc: &mut CnnScratch<T>,
     ) -> f64 {
+        let (x, y, n, inv_kappa) = (data.x, data.y, data.p, T::of(1.0 / data.kappa));
         let (s, nw, nc) = (self.patch, self.windows, self.channels);
         self.forward(theta, x, n, sc);
         let rows = n * nw;
@@ -525,7 +521,7 @@ impl<T: Real> FlatModel<T> for CnnModel {
 mod tests {
     use super::*;
     use crate::sim::config::ExperimentConfig;
-    use crate::sim::driver::run::run_experiment;
+    use crate::sim::driver::run::Run;
     use crate::sim::model::flat::gradient_error;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
@@ -625,8 +621,8 @@ precision = "f64"
                 .replace("kind = \"cnn\"", "kind = \"fcn\"")
                 .replace("patch = 6\n", "");
             let fcn = config(&fcn_text);
-            let a = run_experiment(&cnn, &mut |_, _| {}).unwrap().summary;
-            let b = run_experiment(&fcn, &mut |_, _| {}).unwrap().summary;
+            let a = Run::new(&cnn).run().unwrap().summary;
+            let b = Run::new(&fcn).run().unwrap().summary;
             // Both engines' λ_max probes are `num::power` from the same start vector in the
             // same layout, so also the adapted runs agree to rounding.
             let tolerance = 1e-8;
@@ -721,7 +717,7 @@ precision = "f64"
                 )
                 + "[priors]\nsigma2 = [0.02, 0.5]\n";
             let cfg = config(&text);
-            let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+            let r = Run::new(&cfg).run().unwrap();
             // η/(2v) ≤ 1.5 % ULA bias; correlation times v/η ≤ 100 steps.
             let want = [
                 0.02 / 2.0,

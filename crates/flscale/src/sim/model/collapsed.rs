@@ -32,7 +32,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::sim::ensemble::chains::ChainBlock;
 use crate::sim::model::fcn::{forward, FcnModel, Scratch};
-use crate::sim::model::interface::{Features, Model};
+use crate::sim::model::interface::{DataTerm, Features, Model};
 use crate::sim::num::linalg::{
     cholesky_lanes, cholesky_solve_lanes, inverse_from_cholesky_lanes, LANES,
 };
@@ -148,18 +148,16 @@ fn features_times_targets<T: Real>(phi: Features<'_, T>, y: &[T], p: usize, out:
 
 /// A = ΦᵀΦ + (κ/v)·I, its Cholesky factor and m = A⁻¹Φᵀy for chain `c` (forward pass in
 /// `scratch`). `None` when the Cholesky fails (non-finite or non-positive-definite A).
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn conditional<T: Real, M: Model<T>>(
     model: &M,
     scratch: &M::Scratch,
+    data: &DataTerm<'_, T>,
     block: usize,
     c: usize,
-    y: &[T],
-    p: usize,
-    kappa: f64,
     work: &mut CollapsedWork<T>,
 ) -> Option<f64> {
+    let (y, p, kappa) = (data.y, data.p, data.kappa);
     let readout = model.n_groups() - 1;
     let n = model.group_len(readout);
     let ridge = kappa / model.prior_var(readout);
@@ -182,80 +180,54 @@ fn conditional<T: Real, M: Model<T>>(
 /// the hidden weights, written into `block.grads` (readout group zeroed); the value goes to
 /// `block.energy`, |Φm − y|² to `block.sq_error`. A chain whose A cannot be factorised gets
 /// a NaN energy and its reason in `work.failure`. Module doc for the formulas.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn data_gradient<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
     model: &M,
-    x: &[T],
-    y: &[T],
-    p: usize,
-    kappa: f64,
+    data: &DataTerm<'_, T>,
     temperature: f64,
     scratch: &mut M::Scratch,
     work: &mut CollapsedWork<T>,
 ) {
-    let b = block.len;
+    let (b, p) = (block.len, data.p);
     let readout = model.n_groups() - 1;
     work.ensure(model.group_len(readout), p, b);
-    model.features_forward(&block.params, b, x, p, scratch);
+    model.features_forward(&block.params, b, data.x, p, scratch);
+    let terms = Terms {
+        data,
+        temperature,
+        ridge: data.kappa / model.prior_var(readout),
+    };
     // The model-independent linear algebra in the CPU's vector build, for every model: a
     // model that runs its own passes in the baseline build (`Model::VECTOR_BUILD`) still
     // gets the vectorised lanes of Cholesky factors (BENCHMARKS.md, "One engine").
     crate::sim::num::simd::vectorized(
         #[inline(always)]
-        || {
-            conditionals_and_feature_gradients(
-                block,
-                model,
-                y,
-                p,
-                kappa,
-                temperature,
-                scratch,
-                work,
-            )
-        },
+        || conditionals_and_feature_gradients(block, model, &terms, scratch, work),
     );
     // The model's back-propagation of ∂U_c/∂Φ (for the FCN the plain sampler's, from δ^{L−1}).
-    model.feature_backward(
-        &block.params,
-        b,
-        x,
-        p,
-        &work.dphi,
-        &work.zero[..b],
-        scratch,
-        &mut block.grads,
-    );
+    model.feature_backward(block, data, &work.dphi, &work.zero[..b], scratch);
     block.grads[readout].fill(T::zero());
 }
 
 /// [`data_gradient`] between the model's forward pass and its back-propagation: per chain
 /// A = ΦᵀΦ + (κ/v)·I and Φᵀy, the Cholesky factor, m = A⁻¹Φᵀy, log det A and A⁻¹, [`LANES`]
 /// chains at a time, then [`gradient_of_chain`] (∂U_c/∂Φ into `work.dphi`, the energy).
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn conditionals_and_feature_gradients<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
     model: &M,
-    y: &[T],
-    p: usize,
-    kappa: f64,
-    temperature: f64,
+    terms: &Terms<'_, '_, T>,
     scratch: &M::Scratch,
     work: &mut CollapsedWork<T>,
 ) {
     let b = block.len;
-    let readout = model.n_groups() - 1;
-    let n = model.group_len(readout);
-    let ridge = kappa / model.prior_var(readout);
+    let (y, p, ridge) = (terms.data.y, terms.data.p, terms.ridge);
+    let n = model.group_len(model.n_groups() - 1);
     if n > LANES_UP_TO {
-        conditionals_one_by_one(block, model, y, p, kappa, temperature, scratch, work);
+        conditionals_one_by_one(block, model, terms, scratch, work);
         return;
     }
-    let inv_kappa = 1.0 / kappa;
-    let temp = T::of(temperature);
     // Per chain: A = ΦᵀΦ + (κ/v)·I and Φᵀy, then the Cholesky factor, m = A⁻¹Φᵀy, log det A
     // and A⁻¹ = L⁻ᵀL⁻¹ (for ∂ log det A/∂Φ), LANES chains at a time; padding lanes and
     // stopped chains hold the identity.
@@ -318,22 +290,17 @@ fn conditionals_and_feature_gradients<T: Real, M: Model<T>>(
             for (dst, src) in work.inverse.iter_mut().zip(&work.inverse_lanes) {
                 *dst = T::of(src[lane]);
             }
-            gradient_of_chain(
-                block,
-                model,
-                scratch,
-                work,
-                y,
-                p,
-                c,
-                log_det,
-                ridge,
-                inv_kappa,
-                temperature,
-                temp,
-            );
+            gradient_of_chain(block, model, scratch, work, terms, c, log_det);
         }
     }
+}
+
+/// The constants of one collapsed evaluation: the data term, the temperature T and the
+/// readout's ridge κ/v.
+struct Terms<'a, 'd, T> {
+    data: &'a DataTerm<'d, T>,
+    temperature: f64,
+    ridge: f64,
 }
 
 /// Why a chain's collapsed energy could not be evaluated.
@@ -348,27 +315,21 @@ const CHOLESKY_FAILED: &str =
 const LANES_UP_TO: usize = 32;
 
 /// [`conditionals_and_feature_gradients`] one chain at a time, for long readouts.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn conditionals_one_by_one<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
     model: &M,
-    y: &[T],
-    p: usize,
-    kappa: f64,
-    temperature: f64,
+    terms: &Terms<'_, '_, T>,
     scratch: &M::Scratch,
     work: &mut CollapsedWork<T>,
 ) {
     let b = block.len;
-    let readout = model.n_groups() - 1;
-    let n = model.group_len(readout);
-    let ridge = kappa / model.prior_var(readout);
+    let n = model.group_len(model.n_groups() - 1);
     work.inverse_f64.resize(n * n, 0.0);
     for c in 0..b {
         let live = block.diverged[c].is_none();
         let log_det = if live {
-            conditional(model, scratch, b, c, y, p, kappa, work)
+            conditional(model, scratch, terms.data, b, c, work)
         } else {
             None
         };
@@ -383,43 +344,26 @@ fn conditionals_one_by_one<T: Real, M: Model<T>>(
         for (dst, &src) in work.inverse.iter_mut().zip(&work.inverse_f64) {
             *dst = T::of(src);
         }
-        let (inv_kappa, temp) = (1.0 / kappa, T::of(temperature));
-        gradient_of_chain(
-            block,
-            model,
-            scratch,
-            work,
-            y,
-            p,
-            c,
-            log_det,
-            ridge,
-            inv_kappa,
-            temperature,
-            temp,
-        );
+        gradient_of_chain(block, model, scratch, work, terms, c, log_det);
     }
 }
 
 /// [`data_gradient`] for live chain `c` once `work.mean` (m), `work.inverse` (A⁻¹) and
 /// log det A are known: ΦA⁻¹ in one GEMM, ∂U_c/∂Φ = r mᵀ + T·ΦA⁻¹ into `work.dphi`, the
 /// energy and |Φm − y|².
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn gradient_of_chain<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
     model: &M,
     scratch: &M::Scratch,
     work: &mut CollapsedWork<T>,
-    y: &[T],
-    p: usize,
+    terms: &Terms<'_, '_, T>,
     c: usize,
     log_det: f64,
-    ridge: f64,
-    inv_kappa: f64,
-    temperature: f64,
-    temp: T,
 ) {
+    let (y, p, ridge) = (terms.data.y, terms.data.p, terms.ridge);
+    let (inv_kappa, temperature) = (1.0 / terms.data.kappa, terms.temperature);
+    let temp = T::of(temperature);
     let b = block.len;
     let n = model.group_len(model.n_groups() - 1);
     let phi = model.features(scratch, b, c, p);
@@ -454,19 +398,16 @@ fn gradient_of_chain<T: Real, M: Model<T>>(
 /// block's readout parameters, from the chain's own stream: a = m + √(κT)·L⁻ᵀz, z ~ 𝒩(0, I).
 /// Also sets the training error |Φa − y|² and the readout's virial aᵀ∇_aU = aᵀA(a − m)/κ
 /// (whose mean is T·N, the configurational-temperature check of the draw).
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn draw_readouts<T: Real, M: Model<T>>(
     block: &mut ChainBlock<T>,
     model: &M,
-    x: &[T],
-    y: &[T],
-    p: usize,
-    kappa: f64,
+    data: &DataTerm<'_, T>,
     temperature: f64,
     scratch: &mut M::Scratch,
     work: &mut CollapsedWork<T>,
 ) {
+    let (x, y, p, kappa) = (data.x, data.y, data.p, data.kappa);
     let b = block.len;
     let hidden = model.n_groups() - 1;
     let n = model.group_len(hidden);
@@ -478,7 +419,7 @@ pub fn draw_readouts<T: Real, M: Model<T>>(
         if block.diverged[c].is_some() {
             continue;
         }
-        let Some(_) = conditional(model, scratch, b, c, y, p, kappa, work) else {
+        let Some(_) = conditional(model, scratch, data, b, c, work) else {
             // Left to the next step's evaluation to report; keep the previous readout.
             continue;
         };
@@ -556,14 +497,10 @@ fn layer_input<'a, T: Real>(
 /// through the projection on Φ and the log-determinant. A specialised neuron (large m_i) is
 /// stiffer than the rest by the factor its readout squared (spec 02, "Stiffness is the
 /// enemy"), which is what the collapsed sampler's preconditioner ([`crate::sim::kernel::mala`]) removes.
-#[allow(clippy::too_many_arguments)]
 pub fn neuron_curvature<T: Real>(
     block: &ChainBlock<T>,
     model: &FcnModel,
-    x: &[T],
-    y: &[T],
-    p: usize,
-    kappa: f64,
+    data: &DataTerm<'_, T>,
     scratch: &mut Scratch<T>,
     work: &mut CollapsedWork<T>,
 ) -> Vec<f64> {
@@ -573,7 +510,7 @@ pub fn neuron_curvature<T: Real>(
     let g = model.widths.len() - 1;
     let n_in = model.fan_in(g);
     let scale = 1.0 / (model.prior_var[g] * n_in as f64);
-    gauss_newton_of_neurons::<T, true>(block, model, x, y, p, kappa, scratch, work)
+    gauss_newton_of_neurons::<T, true>(block, model, data, scratch, work)
         .chunks(n_in)
         .map(|diagonal| diagonal.iter().sum::<f64>() * scale)
         .collect()
@@ -589,35 +526,28 @@ pub fn neuron_curvature<T: Real>(
 /// anisotropy of a specialised neuron: for erf and h = w·x with |w|² = s², the curvature
 /// along w is smaller than across it by 1 + 4s² (E[σ′(h)²h²]/s² against E[σ′(h)²]), the
 /// radial direction that carries ρ = w·w*.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn neuron_curvature_blocks<T: Real>(
     block: &ChainBlock<T>,
     model: &FcnModel,
-    x: &[T],
-    y: &[T],
-    p: usize,
-    kappa: f64,
+    data: &DataTerm<'_, T>,
     scratch: &mut Scratch<T>,
     work: &mut CollapsedWork<T>,
 ) -> Vec<f64> {
-    gauss_newton_of_neurons::<T, false>(block, model, x, y, p, kappa, scratch, work)
+    gauss_newton_of_neurons::<T, false>(block, model, data, scratch, work)
 }
 
 /// [`neuron_curvature_blocks`] (`DIAGONAL` false: n_in × n_in per neuron), or only the
 /// diagonal of each block (`DIAGONAL` true: n_in per neuron), accumulated identically.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn gauss_newton_of_neurons<T: Real, const DIAGONAL: bool>(
     block: &ChainBlock<T>,
     model: &FcnModel,
-    x: &[T],
-    y: &[T],
-    p: usize,
-    kappa: f64,
+    data: &DataTerm<'_, T>,
     scratch: &mut Scratch<T>,
     work: &mut CollapsedWork<T>,
 ) -> Vec<f64> {
+    let (x, p, kappa) = (data.x, data.p, data.kappa);
     let b = block.len;
     let hidden = model.widths.len();
     let g = hidden - 1;
@@ -636,9 +566,7 @@ fn gauss_newton_of_neurons<T: Real, const DIAGONAL: bool>(
     }
     let mut z = vec![0.0; n_in];
     for c in 0..b {
-        if block.diverged[c].is_some()
-            || conditional(model, scratch, b, c, y, p, kappa, work).is_none()
-        {
+        if block.diverged[c].is_some() || conditional(model, scratch, data, b, c, work).is_none() {
             continue;
         }
         let der = &scratch.der[g];
@@ -688,12 +616,10 @@ fn gauss_newton_of_neurons<T: Real, const DIAGONAL: bool>(
 pub(crate) fn conditional_readout_means<T: Real, M: Model<T>>(
     block: &ChainBlock<T>,
     model: &M,
-    y: &[T],
-    p: usize,
-    kappa: f64,
+    data: &DataTerm<'_, T>,
     scratch: &M::Scratch,
 ) -> Vec<Option<Vec<f64>>> {
-    let b = block.len;
+    let (b, p) = (block.len, data.p);
     let mut work = CollapsedWork::<T>::default();
     work.ensure(model.group_len(model.n_groups() - 1), p, b);
     (0..b)
@@ -701,28 +627,25 @@ pub(crate) fn conditional_readout_means<T: Real, M: Model<T>>(
             if block.diverged[c].is_some() {
                 return None;
             }
-            conditional(model, scratch, b, c, y, p, kappa, &mut work).map(|_| work.mean.clone())
+            conditional(model, scratch, data, b, c, &mut work).map(|_| work.mean.clone())
         })
         .collect()
 }
 
 /// The readout conditional of chain `c` of a block, computed afresh (for tests and tools).
-#[allow(clippy::too_many_arguments)]
 pub fn readout_conditional<T: Real, M: Model<T>>(
     block: &ChainBlock<T>,
     model: &M,
-    x: &[T],
-    y: &[T],
-    p: usize,
-    kappa: f64,
+    data: &DataTerm<'_, T>,
     c: usize,
 ) -> Option<ReadoutConditional> {
+    let p = data.p;
     let n = model.group_len(model.n_groups() - 1);
     let mut scratch = M::Scratch::default();
     let mut work = CollapsedWork::<T>::default();
     work.ensure(n, p, block.len);
-    model.features_forward(&block.params, block.len, x, p, &mut scratch);
-    let log_det = conditional(model, &scratch, block.len, c, y, p, kappa, &mut work)?;
+    model.features_forward(&block.params, block.len, data.x, p, &mut scratch);
+    let log_det = conditional(model, &scratch, data, block.len, c, &mut work)?;
     Some(ReadoutConditional {
         chol: work.chol.clone(),
         mean: work.mean.clone(),
@@ -825,7 +748,14 @@ mod tests {
             let mut scratch = Scratch::default();
             let mut work = CollapsedWork::default();
             let block = &mut ens.blocks[0];
-            data_gradient(block, &model, &x, &y, p, kappa, t, &mut scratch, &mut work);
+            let data = DataTerm {
+                x: &x,
+                y: &y,
+                p,
+                kappa,
+                likelihood: crate::sim::config::Likelihood::Gaussian,
+            };
+            data_gradient(block, &model, &data, t, &mut scratch, &mut work);
             let energies = block.energy.clone();
             for (c, &u) in energies.iter().enumerate() {
                 let reference = brute_force(&ens, c);
@@ -853,8 +783,15 @@ mod tests {
             let (kappa, t) = (ens.dynamics.kappa, ens.dynamics.temperature);
             let mut scratch = Scratch::default();
             let mut work = CollapsedWork::default();
+            let data = DataTerm {
+                x: &x,
+                y: &y,
+                p,
+                kappa,
+                likelihood: crate::sim::config::Likelihood::Gaussian,
+            };
             let mut energy = |block: &mut ChainBlock<f64>| {
-                data_gradient(block, &model, &x, &y, p, kappa, t, &mut scratch, &mut work);
+                data_gradient(block, &model, &data, t, &mut scratch, &mut work);
                 (block.energy.clone(), block.grads.clone())
             };
             let block = &mut ens.blocks[0];

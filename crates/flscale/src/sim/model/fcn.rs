@@ -29,6 +29,8 @@ use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Parametrization};
+use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::model::interface::DataTerm;
 use crate::sim::num::real::Real;
 
 /// The architecture and prior of an FCN (no weights: those live in the sampler's blocks).
@@ -354,19 +356,19 @@ pub fn forward<T: Real>(
 
 /// Back-propagation of the data term. On entry `residual` (rows × B) holds ∂U/∂f =
 /// (f − y)/κ and `scratch` holds the forward pass. Writes the data-term gradient of every
-/// group into `grads` (same layout as the parameters; overwritten).
-#[allow(clippy::too_many_arguments)]
+/// group into `grads` (same layout as the parameters; overwritten). The inputs are those of
+/// `data` (P rows).
 #[inline(always)]
 pub fn backward<T: Real>(
     model: &FcnModel,
     params: &[Vec<T>],
     block: usize,
-    x: &[T],
-    rows: usize,
+    data: &DataTerm<'_, T>,
     residual: &[T],
     scratch: &mut Scratch<T>,
     grads: &mut [Vec<T>],
 ) {
+    let (x, rows) = (data.x, data.p);
     let hidden = model.widths.len();
     let n_last = model.widths[hidden - 1];
     for g in grads.iter_mut() {
@@ -508,24 +510,26 @@ pub fn backward_from_last_delta<T: Real>(
 /// traffic: row μ's σ(h), f, residual r = (f − y)/κ, readout gradient Σ_μ r σ(h) and
 /// δ = r w σ′(h) are all produced while the row is in L1, so σ(h) is never stored and
 /// σ′(h) is written once (as δ) instead of being written, re-read and rewritten.
-/// On return `residual` (rows × B), `sq_error` = Σ_μ (f − y)² and `loss` = sq_error/(2κ) hold
-/// per chain, and `grads` the data-term gradient (overwritten).
-#[allow(clippy::too_many_arguments)]
+/// On return the block's `residual` (rows × B), `sq_error` = Σ_μ (f − y)² and `data_loss` =
+/// sq_error/(2κ) hold per chain, and `grads` the data-term gradient (overwritten).
 #[inline(always)]
 pub fn two_layer_gaussian_gradient<T: Real>(
     model: &FcnModel,
-    params: &[Vec<T>],
-    block: usize,
-    x: &[T],
-    y: &[T],
-    kappa: f64,
+    chains: &mut ChainBlock<T>,
+    data: &DataTerm<'_, T>,
     scratch: &mut Scratch<T>,
-    residual: &mut [T],
-    sq_error: &mut [f64],
-    loss: &mut [f64],
-    grads: &mut [Vec<T>],
 ) {
     debug_assert_eq!(model.widths.len(), 1);
+    let block = chains.len;
+    let ChainBlock {
+        params,
+        residual,
+        sq_error,
+        data_loss: loss,
+        grads,
+        ..
+    } = chains;
+    let (x, y, kappa) = (data.x, data.y, data.kappa);
     let rows = y.len();
     scratch.ensure(model, rows, block);
     let d = model.d;
@@ -705,6 +709,13 @@ mod tests {
                             .collect()
                     })
                     .collect();
+                let data = DataTerm {
+                    x: &x,
+                    y: &y,
+                    p: rows,
+                    kappa,
+                    likelihood: crate::sim::config::Likelihood::Gaussian,
+                };
                 let mut scratch = Scratch::default();
                 let mut residual = vec![T::zero(); rows * block];
                 let (mut sq, mut loss) = (vec![0.0; block], vec![0.0; block]);
@@ -713,10 +724,8 @@ mod tests {
                 forward(&model, &params, block, &x, rows, &mut scratch);
                 let f = scratch.f.clone();
                 crate::sim::model::likelihood::residuals(
-                    crate::sim::config::Likelihood::Gaussian,
+                    &data,
                     &f,
-                    &y,
-                    kappa,
                     block,
                     &mut residual,
                     &mut sq,
@@ -726,30 +735,28 @@ mod tests {
                     &model,
                     &params,
                     block,
-                    &x,
-                    rows,
+                    &data,
                     &residual,
                     &mut scratch,
                     &mut grads,
                 );
                 let mut fused_scratch = Scratch::default();
-                let mut fused_residual = vec![T::zero(); rows * block];
-                let (mut fused_sq, mut fused_loss) = (vec![0.0; block], vec![0.0; block]);
-                let mut fused_grads: Vec<Vec<T>> =
-                    params.iter().map(|p| vec![T::one(); p.len()]).collect();
-                two_layer_gaussian_gradient(
-                    &model,
-                    &params,
-                    block,
-                    &x,
-                    &y,
-                    kappa,
-                    &mut fused_scratch,
-                    &mut fused_residual,
-                    &mut fused_sq,
-                    &mut fused_loss,
-                    &mut fused_grads,
-                );
+                let mut fused = ChainBlock {
+                    first: 0,
+                    len: block,
+                    grads: params.iter().map(|p| vec![T::one(); p.len()]).collect(),
+                    params: params.clone(),
+                    residual: vec![T::zero(); rows * block],
+                    rngs: Vec::new(),
+                    diverged: vec![None; block],
+                    energy: vec![0.0; block],
+                    sq_error: vec![0.0; block],
+                    data_loss: vec![0.0; block],
+                    virial: vec![vec![0.0; 2]; block],
+                };
+                two_layer_gaussian_gradient(&model, &mut fused, &data, &mut fused_scratch);
+                let (fused_residual, fused_sq, fused_loss, fused_grads) =
+                    (fused.residual, fused.sq_error, fused.data_loss, fused.grads);
                 let bits = |v: &[T]| v.iter().map(|a| a.f64().to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&fused_residual), bits(&residual), "{act:?} residual");
                 assert_eq!(fused_sq, sq, "{act:?} squared error");
@@ -818,12 +825,18 @@ mod tests {
                 .map(|i| (scratch.f[i] - y[i / block]) / kappa)
                 .collect();
             let mut grads: Vec<Vec<f64>> = params.iter().map(|p| vec![0.0; p.len()]).collect();
+            let data = DataTerm {
+                x: &x,
+                y: &y,
+                p: rows,
+                kappa,
+                likelihood: crate::sim::config::Likelihood::Gaussian,
+            };
             backward(
                 &model,
                 &params,
                 block,
-                &x,
-                rows,
+                &data,
                 &residual,
                 &mut scratch,
                 &mut grads,

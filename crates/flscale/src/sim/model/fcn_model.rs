@@ -9,7 +9,7 @@ use crate::sim::model::collapsed::{neuron_curvature, neuron_curvature_blocks, Co
 use crate::sim::model::fcn::{
     backward, backward_from_last_delta, forward, two_layer_gaussian_gradient, FcnModel, Scratch,
 };
-use crate::sim::model::interface::{Features, Model, PreconditionedUnits};
+use crate::sim::model::interface::{DataTerm, Features, Model, PreconditionedUnits};
 use crate::sim::model::likelihood::residuals;
 use crate::sim::num::real::Real;
 
@@ -45,20 +45,14 @@ impl<T: Real> Model<T> for FcnModel {
     fn data_gradient(
         &self,
         block: &mut ChainBlock<T>,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        likelihood: Likelihood,
+        data: &DataTerm<'_, T>,
         scratch: &mut Scratch<T>,
     ) {
-        let b = block.len;
-        forward(self, &block.params, b, x, p, scratch);
+        let (b, p) = (block.len, data.p);
+        forward(self, &block.params, b, data.x, p, scratch);
         residuals(
-            likelihood,
+            data,
             &scratch.f[..p * b],
-            y,
-            kappa,
             b,
             &mut block.residual,
             &mut block.sq_error,
@@ -68,8 +62,7 @@ impl<T: Real> Model<T> for FcnModel {
             self,
             &block.params,
             b,
-            x,
-            p,
+            data,
             &block.residual,
             scratch,
             &mut block.grads,
@@ -82,29 +75,13 @@ impl<T: Real> Model<T> for FcnModel {
     fn data_gradient_fused(
         &self,
         block: &mut ChainBlock<T>,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        likelihood: Likelihood,
+        data: &DataTerm<'_, T>,
         scratch: &mut Scratch<T>,
     ) {
-        if self.widths.len() == 1 && likelihood == Likelihood::Gaussian {
-            two_layer_gaussian_gradient(
-                self,
-                &block.params,
-                block.len,
-                x,
-                y,
-                kappa,
-                scratch,
-                &mut block.residual,
-                &mut block.sq_error,
-                &mut block.data_loss,
-                &mut block.grads,
-            );
+        if self.widths.len() == 1 && data.likelihood == Likelihood::Gaussian {
+            two_layer_gaussian_gradient(self, block, data, scratch);
         } else {
-            Model::<T>::data_gradient(self, block, x, y, p, kappa, likelihood, scratch);
+            Model::<T>::data_gradient(self, block, data, scratch);
         }
     }
 
@@ -158,15 +135,13 @@ impl<T: Real> Model<T> for FcnModel {
     #[inline(always)]
     fn feature_backward(
         &self,
-        params: &[Vec<T>],
-        b: usize,
-        x: &[T],
-        p: usize,
+        block: &mut ChainBlock<T>,
+        data: &DataTerm<'_, T>,
         dphi: &[T],
         zero: &[bool],
         scratch: &mut Scratch<T>,
-        grads: &mut [Vec<T>],
     ) {
+        let (b, p) = (block.len, data.p);
         let hidden = self.widths.len();
         let n = self.widths[hidden - 1];
         let der = &mut scratch.der[hidden - 1];
@@ -182,7 +157,7 @@ impl<T: Real> Model<T> for FcnModel {
                 }
             }
         }
-        backward_from_last_delta(self, params, b, x, p, scratch, grads);
+        backward_from_last_delta(self, &block.params, b, data.x, p, scratch, &mut block.grads);
     }
 
     /// The last hidden layer, one unit per neuron.
@@ -199,21 +174,16 @@ impl<T: Real> Model<T> for FcnModel {
         &self,
         kind: Preconditioner,
         block: &ChainBlock<T>,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
+        data: &DataTerm<'_, T>,
         scratch: &mut Scratch<T>,
     ) -> Option<Vec<f64>> {
         let mut work = CollapsedWork::default();
         match kind {
             Preconditioner::None => None,
-            Preconditioner::Neuron => Some(neuron_curvature(
-                block, self, x, y, p, kappa, scratch, &mut work,
-            )),
+            Preconditioner::Neuron => Some(neuron_curvature(block, self, data, scratch, &mut work)),
             Preconditioner::Block => Some(crate::sim::num::simd::vectorized(
                 #[inline(always)]
-                || neuron_curvature_blocks(block, self, x, y, p, kappa, scratch, &mut work),
+                || neuron_curvature_blocks(block, self, data, scratch, &mut work),
             )),
         }
     }

@@ -6,7 +6,7 @@
 
 use crate::sim::config::ExperimentConfig;
 use crate::sim::data::{data_stream, draw_inputs};
-use crate::sim::model::interface::PreconditionedUnits;
+use crate::sim::model::interface::{DataTerm, PreconditionedUnits};
 use crate::sim::num::real::Real;
 
 /// One parameter group of a flat parameter vector (a layer, the attention matrices, …).
@@ -39,14 +39,10 @@ pub trait FlatModel<T: Real>: Sync {
 
     /// Writes ∇_θ |f(X) − y|²/(2κ) = Σ_μ r_μ ∇_θ f(x_μ), r_μ = (f(x_μ) − y_μ)/κ, into `grad`
     /// (overwriting it) and returns Σ_μ (f(x_μ) − y_μ)².
-    #[allow(clippy::too_many_arguments)]
     fn data_gradient(
         &self,
         theta: &[T],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
+        data: &DataTerm<'_, T>,
         grad: &mut [T],
         scratch: &mut Self::Scratch,
     ) -> f64;
@@ -78,7 +74,6 @@ pub trait FlatModel<T: Real>: Sync {
     /// unit-major; fan_in × fan_in, row-major): the collapsed posterior's Gauss–Newton block
     /// v·G_u at the readout `means[c]` (its conditional mean; `None`: a stopped chain, which
     /// gets the identity). See the CNN's for the formula.
-    #[allow(clippy::too_many_arguments)]
     fn unit_curvature_blocks(
         &self,
         _thetas: &[&[T]],
@@ -101,20 +96,16 @@ pub trait FlatModel<T: Real>: Sync {
     /// [`FlatModel::data_gradient`] of the chains of a block at once: `thetas[c]` in,
     /// `grads[c]` and `sq[c]` out. The default evaluates them one after the other; a model
     /// whose first layer reads the shared input batches it over the chains (the CNN).
-    #[allow(clippy::too_many_arguments)]
     fn data_gradient_block(
         &self,
         thetas: &[&[T]],
-        x: &[T],
-        y: &[T],
-        n: usize,
-        inv_kappa: T,
+        data: &DataTerm<'_, T>,
         grads: &mut [&mut [T]],
         sq: &mut [f64],
         scratch: &mut Self::Scratch,
     ) {
         for ((theta, grad), s) in thetas.iter().zip(grads.iter_mut()).zip(sq.iter_mut()) {
-            *s = self.data_gradient(theta, x, y, n, inv_kappa, grad, scratch);
+            *s = self.data_gradient(theta, data, grad, scratch);
         }
     }
 
@@ -218,7 +209,14 @@ pub(crate) fn gradient_error<M: FlatModel<f64>>(
     let n = y.len();
     let mut scratch = M::Scratch::default();
     let mut grad = vec![0.0; theta.len()];
-    model.data_gradient(theta, x, y, n, 1.0, &mut grad, &mut scratch);
+    let data = DataTerm {
+        x,
+        y,
+        p: n,
+        kappa: 1.0,
+        likelihood: crate::sim::config::Likelihood::Gaussian,
+    };
+    model.data_gradient(theta, &data, &mut grad, &mut scratch);
     let loss = |t: &[f64], scratch: &mut M::Scratch| -> f64 {
         let mut f = vec![0.0; n];
         model.predict(t, x, n, &mut f, scratch);

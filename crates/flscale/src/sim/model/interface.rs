@@ -1,4 +1,4 @@
-//! The one model interface of the sampling engine (issue 16, step 3): what the ensemble, every
+//! The one model interface of the sampling engine: what the ensemble, every
 //! kernel (ULA, MALA, HMC, replica exchange) and the collapsed posterior need from a network,
 //! on the one chain layout ([`ChainBlock`]: per parameter group, the block's chains one after
 //! the other).
@@ -59,6 +59,22 @@ impl<'a, T: Real> Features<'a, T> {
     }
 }
 
+/// The data term of the energy that a model evaluates: the training set and the likelihood
+/// L(f(X), y) at ridge κ ([`crate::sim::model::likelihood`]), borrowed from the ensemble.
+#[derive(Clone, Copy, Debug)]
+pub struct DataTerm<'a, T> {
+    /// Training inputs, P × (floats per input).
+    pub x: &'a [T],
+    /// Training targets (P).
+    pub y: &'a [T],
+    /// Number of training samples P.
+    pub p: usize,
+    /// Ridge κ: L is divided by it.
+    pub kappa: f64,
+    /// Gaussian or cross-entropy.
+    pub likelihood: Likelihood,
+}
+
 /// The group a per-unit preconditioner acts on: `units` consecutive rows of `fan_in` weights
 /// per chain (the FCN's last hidden layer: one row per neuron).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,33 +126,23 @@ pub trait Model<T: Real>: Sync {
     /// The data term of every chain of the block at its parameters: ∇L into `block.grads`
     /// (overwritten, every group), L into `block.data_loss`, Σ_μ (f − y)² into
     /// `block.sq_error`.
-    #[allow(clippy::too_many_arguments)]
     fn data_gradient(
         &self,
         block: &mut ChainBlock<T>,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        likelihood: Likelihood,
+        data: &DataTerm<'_, T>,
         scratch: &mut Self::Scratch,
     );
 
     /// [`Model::data_gradient`] for the unadjusted step, which may fuse passes; the numbers
     /// are the same bit for bit.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn data_gradient_fused(
         &self,
         block: &mut ChainBlock<T>,
-        x: &[T],
-        y: &[T],
-        p: usize,
-        kappa: f64,
-        likelihood: Likelihood,
+        data: &DataTerm<'_, T>,
         scratch: &mut Self::Scratch,
     ) {
-        self.data_gradient(block, x, y, p, kappa, likelihood, scratch);
+        self.data_gradient(block, data, scratch);
     }
 
     /// f of every chain of a block of `b` chains (`params` in the block layout) on the `n`
@@ -174,20 +180,17 @@ pub trait Model<T: Real>: Sync {
 
     /// Given D = ∂E/∂Φ of every chain (`dphi`: p × (b·K), row μ holding the b chains' K
     /// entries one after the other, the layout of the FCN's activations) after
-    /// [`Model::features_forward`] with the same `params`, `x` and `scratch`: writes
-    /// Σ_{μ,k} D_{μk} ∇_θ Φ_{μk} into the hidden groups of `grads` (overwritten; the readout
-    /// group is not touched). Chains with `zero[c]` get a zero gradient.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Model::features_forward`] with the block's `params`, the inputs of `data` and the
+    /// same `scratch`: writes Σ_{μ,k} D_{μk} ∇_θ Φ_{μk} into the hidden groups of
+    /// `block.grads` (overwritten; the readout group is not touched). Chains with `zero[c]`
+    /// get a zero gradient.
     fn feature_backward(
         &self,
-        params: &[Vec<T>],
-        b: usize,
-        x: &[T],
-        p: usize,
+        block: &mut ChainBlock<T>,
+        data: &DataTerm<'_, T>,
         dphi: &[T],
         zero: &[bool],
         scratch: &mut Self::Scratch,
-        grads: &mut [Vec<T>],
     );
 
     /// Where a per-unit preconditioner acts (`None`: the model has no curvature estimate
@@ -199,15 +202,11 @@ pub trait Model<T: Real>: Sync {
     /// The collapsed posterior's curvature estimate per chain and unit of
     /// [`Model::preconditioned_units`] — `Neuron`: one scalar g_i per unit; `Block`: one
     /// fan_in × fan_in block v·G_i per unit — or `None` where there is none.
-    #[allow(clippy::too_many_arguments)]
     fn unit_curvature(
         &self,
         _kind: Preconditioner,
         _block: &ChainBlock<T>,
-        _x: &[T],
-        _y: &[T],
-        _p: usize,
-        _kappa: f64,
+        _data: &DataTerm<'_, T>,
         _scratch: &mut Self::Scratch,
     ) -> Option<Vec<f64>> {
         None

@@ -9,6 +9,7 @@
 //!   `sampler.temperature` T rescales the whole energy, π ∝ e^{−U/T}.
 
 use crate::sim::config::Likelihood;
+use crate::sim::model::interface::DataTerm;
 use crate::sim::num::real::Real;
 
 /// log(1 + e^{−m}) without overflow: max(−m, 0) + log1p(e^{−|m|}).
@@ -33,21 +34,19 @@ pub fn cross_entropy<T: Real>(f: T, y: T) -> (T, f64) {
     (T::of(-sigmoid_neg) * y, loss)
 }
 
-/// Fills `residual` (rows × B, row-major) with ∂L/∂f and returns per chain Σ_μ(f − y)² (the
-/// training squared error, reported as the train MSE) in `sq_error` and the data term L in
-/// `loss`.
+/// Fills `residual` (rows × B, row-major) with ∂L/∂f of the outputs `f` (rows × B) against
+/// the targets of `data`, and returns per chain Σ_μ(f − y)² (the training squared error,
+/// reported as the train MSE) in `sq_error` and the data term L in `loss`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub fn residuals<T: Real>(
-    likelihood: Likelihood,
+    data: &DataTerm<'_, T>,
     f: &[T],
-    y: &[T],
-    kappa: f64,
     block: usize,
     residual: &mut [T],
     sq_error: &mut [f64],
     loss: &mut [f64],
 ) {
+    let (likelihood, y, kappa) = (data.likelihood, data.y, data.kappa);
     let inv_kappa = T::of(1.0 / kappa);
     sq_error[..block].fill(0.0);
     match likelihood {
@@ -134,35 +133,24 @@ mod tests {
                     .collect()
             })
             .collect();
+        let data = DataTerm {
+            x: &x,
+            y: &y,
+            p: rows,
+            kappa,
+            likelihood: Likelihood::CrossEntropy,
+        };
         let mut scratch = Scratch::default();
         let loss_of = |params: &[Vec<f64>], scratch: &mut Scratch<f64>| -> Vec<f64> {
             forward(&model, params, block, &x, rows, scratch);
             let (mut r, mut sq, mut l) =
                 (vec![0.0; rows * block], vec![0.0; block], vec![0.0; block]);
-            residuals(
-                Likelihood::CrossEntropy,
-                &scratch.f,
-                &y,
-                kappa,
-                block,
-                &mut r,
-                &mut sq,
-                &mut l,
-            );
+            residuals(&data, &scratch.f, block, &mut r, &mut sq, &mut l);
             l
         };
         forward(&model, &params, block, &x, rows, &mut scratch);
         let (mut r, mut sq, mut l) = (vec![0.0; rows * block], vec![0.0; block], vec![0.0; block]);
-        residuals(
-            Likelihood::CrossEntropy,
-            &scratch.f,
-            &y,
-            kappa,
-            block,
-            &mut r,
-            &mut sq,
-            &mut l,
-        );
+        residuals(&data, &scratch.f, block, &mut r, &mut sq, &mut l);
         // L by its definition, per chain.
         for c in 0..block {
             let direct: f64 = (0..rows)
@@ -171,16 +159,7 @@ mod tests {
             assert!((l[c] - direct).abs() < 1e-12);
         }
         let mut grads: Vec<Vec<f64>> = params.iter().map(|p| vec![0.0; p.len()]).collect();
-        backward(
-            &model,
-            &params,
-            block,
-            &x,
-            rows,
-            &r,
-            &mut scratch,
-            &mut grads,
-        );
+        backward(&model, &params, block, &data, &r, &mut scratch, &mut grads);
         for g in 0..2 {
             for idx in 0..params[g].len() {
                 let c = idx / model.group_len(g);

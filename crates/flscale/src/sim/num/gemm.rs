@@ -5,7 +5,7 @@
 //! on each calling thread a packing buffer of 2 × the L3 size it reads off
 //! `/sys/devices/system/cpu` (that size divided by the cores sharing the cache, then multiplied
 //! by the physical core count). On a machine whose `/sys` reports many cores or an unshared
-//! cache this is 1 GB of address space per thread, whatever the product's size (issue 35: a
+//! cache this is 1 GB of address space per thread, whatever the product's size (a
 //! d = 4000, 4-neuron run aborted on "memory allocation of 1006632960 bytes" under a 3 GiB
 //! `ulimit -v` on one machine and passed on another of the same kind). The `gemm` crate packs
 //! into buffers sized by the product (at most `k_c · n` entries, `k_c` ≤ 512) and keeps one
@@ -99,8 +99,8 @@ pub fn workspace_bytes_per_thread() -> f64 {
 /// What faer's x86 product kernel (`private-gemm-x86` 0.1, `gemm`) reserves on every thread
 /// that calls it, from the `/sys` cache description it reads: 2 × L3, with L3 = (size of the
 /// level-3 cache ÷ CPUs in its `shared_cpu_list`) × CPUs sharing an L1 × physical cores. Kept
-/// to document why the sampler does not use it (module doc): on the machine of issue 35 it
-/// came to 960 MiB per thread.
+/// to document why the sampler does not use it (module doc): on a machine with an unshared
+/// 32 MiB L3 and 15 physical cores it came to 960 MiB per thread.
 pub fn faer_kernel_reservation(
     l3_bytes: usize,
     l3_shared_cpus: usize,
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn the_failing_machines_cache_description_gives_its_one_gigabyte_reservation() {
-        // Issue 35: "memory allocation of 1006632960 bytes failed" on a machine with a 32 MiB
+        // "memory allocation of 1006632960 bytes failed" on a machine with a 32 MiB
         // L3 listed as unshared and 15 physical cores; this machine kind (L3 shared by 2, 2
         // cores) reserves 64 MiB.
         assert_eq!(faer_kernel_reservation(32 << 20, 1, 1, 15), 1_006_632_960);

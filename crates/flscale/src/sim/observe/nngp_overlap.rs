@@ -277,7 +277,7 @@ pub fn population_layer2_overlaps<T: crate::sim::num::real::Real>(
 
 #[cfg(test)]
 mod tests {
-    use crate::sim::{run_experiment, ExperimentConfig};
+    use crate::sim::{ExperimentConfig, Run};
 
     fn prior_run(activation: &str, layernorm: bool, widths: &str) -> crate::sim::RunResult {
         let text = format!(
@@ -305,7 +305,7 @@ precision = "f64"
 "#
         );
         let cfg = ExperimentConfig::from_toml(&text, "prior.toml").unwrap();
-        run_experiment(&cfg, &mut |_, _| {}).unwrap()
+        Run::new(&cfg).run().unwrap()
     }
 
     /// At P = 0 the chains are prior draws (the start is exact and 20 steps of 10⁻⁵ barely

@@ -469,7 +469,7 @@ mod tests {
     use super::*;
     use crate::sim::model::fcn::FcnModel;
     use crate::sim::observe::overlaps::parity_directions;
-    use crate::sim::{run_experiment, ExperimentConfig};
+    use crate::sim::{ExperimentConfig, Run};
 
     /// Without a resolved side peak (six values) μ is the mean |w·u| of the neurons beyond the
     /// fallback cut 3σ1/√d, pooled over a chain's samples.
@@ -661,7 +661,7 @@ seed = 2
 "#
             );
             let cfg = ExperimentConfig::from_toml(&text, "parity.toml").unwrap();
-            run_experiment(&cfg, &mut |_, _| {}).unwrap().summary.probe
+            Run::new(&cfg).run().unwrap().summary.probe
         };
         let learnt = run(300);
         let acc = learnt.test_accuracy.unwrap();

@@ -139,16 +139,13 @@ pub(crate) fn collapsed_energy<M: Model<f64> + Clone>(
     for (k, theta) in thetas.iter().enumerate() {
         ens.set_chain_params(k, theta);
     }
-    let (xs, ys, p) = (ens.x.clone(), ens.y.clone(), ens.p);
     let mut work = CollapsedWork::default();
-    let block = &mut ens.blocks[0];
+    let (_, data, blocks) = ens.split_blocks();
+    let block = &mut blocks[0];
     collapsed::data_gradient(
         block,
         model,
-        &xs,
-        &ys,
-        p,
-        kappa,
+        &data,
         temperature,
         &mut M::Scratch::default(),
         &mut work,

@@ -1,4 +1,4 @@
-//! The collapsed sampler and MALA against exact answers (issue 3 acceptance): quadrature of a
+//! The collapsed sampler and MALA against exact answers: quadrature of a
 //! one-neuron collapsed posterior, Bayesian linear regression at a large step, agreement of
 //! the collapsed and plain samplers, and the blog setting at P = 32·d from cold and hot
 //! starts. Tolerances are stated with the Monte Carlo error they allow.
@@ -6,7 +6,7 @@
 use crate::activation::Activation;
 use crate::sim::bench::sampling::{blog_config, SamplingSetting};
 use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
-use crate::sim::driver::run::run_experiment;
+use crate::sim::driver::run::Run;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
@@ -154,7 +154,7 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
 #[test]
 fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
     let (model, x, y, kappa) = super::fcn::frozen_first_layer_problem();
-    let (n, p, temperature) = (model.widths[0], y.len(), 0.8);
+    let (n, temperature) = (model.widths[0], 0.8);
     let chains = 16;
     let probe = Ensemble::<f64>::new(
         model.clone(),
@@ -182,10 +182,7 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
         let cond = crate::sim::model::collapsed::readout_conditional(
             b,
             &model,
-            &probe.x,
-            &probe.y,
-            p,
-            kappa,
+            &probe.data(),
             k - b.first,
         )
         .unwrap();
@@ -500,7 +497,7 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
             m,
             &format!("{lengths}\nchains = 16\nprecision = \"f64\""),
         );
-        run_experiment(&cfg, &mut |_, _| {}).unwrap().summary
+        Run::new(&cfg).run().unwrap().summary
     })
     .collect();
     for s in &runs {
@@ -579,7 +576,7 @@ fn collapsed_mala_results_do_not_depend_on_the_thread_count() {
                 .num_threads(threads)
                 .build()
                 .unwrap()
-                .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap().summary)
+                .install(|| Run::new(&cfg).run().unwrap().summary)
         };
         let one = run(1);
         assert!(one.diagnostics.acceptance_rate.is_some());
@@ -678,7 +675,7 @@ fn cold_and_hot_agree_at_32_d(d: usize, steps: usize, thin: usize, chains: usize
         seed: 1,
     };
     let cfg = blog_config(setting, SamplerMethod::Collapsed, Start::Both).unwrap();
-    let s = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+    let s = Run::new(&cfg).run().unwrap().summary;
     let hot = s.hot_start.as_ref().unwrap();
     assert!(s.diverged_chains.is_empty() && hot.diverged_chains == 0);
     let (cold_r, hot_r) = (s.r_overlap2.unwrap(), hot.r_overlap2.unwrap());
@@ -703,7 +700,7 @@ fn collapsed_cold_and_hot_starts_agree_at_p_32_d_small() {
     cold_and_hot_agree_at_32_d(8, 40_000, 100, 8);
 }
 
-/// The issue-3 acceptance run (d = N = 20, P = 640; BENCHMARKS.md, "Sampling efficiency").
+/// The collapsed sampler's acceptance run (d = N = 20, P = 640; BENCHMARKS.md, "Sampling efficiency").
 /// Since the cheaper block-preconditioned step it takes ≈ 40 s on two idle cores (test
 /// profile), so it runs with the suite (it took ≈ 10 min on loaded cores before).
 #[test]
@@ -711,7 +708,7 @@ fn collapsed_cold_and_hot_starts_agree_at_p_32_d_full() {
     cold_and_hot_agree_at_32_d(20, 40_000, 200, 8);
 }
 
-/// `run_experiment_from` continues from the given state: a run that continues from another
+/// `Run::start_from` continues from the given state: a run that continues from another
 /// run's final state with a frozen first layer keeps that layer exactly, and an initial state
 /// of the wrong shape or with a non-finite value is an input error (exit code 2).
 #[test]
@@ -722,14 +719,15 @@ fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
         "plain",
         "steps = 200\nburn_in = 100\nthin = 50\nchains = 3\nprecision = \"f64\"",
     );
-    let first = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let first = Run::new(&cfg).run().unwrap();
     let mut frozen = cfg.clone();
     frozen.sampler.frozen_layers = vec![1];
     frozen.sampler.adapt_step = false;
     frozen.sampler.step = 1e-4;
-    let next =
-        crate::sim::driver::run::run_experiment_from(&frozen, &first.final_state, &mut |_, _| {})
-            .unwrap();
+    let next = Run::new(&frozen)
+        .start_from(&first.final_state)
+        .run()
+        .unwrap();
     for (a, b) in first.final_state.iter().zip(&next.final_state) {
         assert_eq!(a[0], b[0], "the frozen first layer moved");
         assert_ne!(a[1], b[1], "the readout did not move");
@@ -739,8 +737,7 @@ fn a_run_continues_from_a_given_state_and_rejects_a_malformed_one() {
     let mut nan = first.final_state.clone();
     nan[0][0][0] = f64::NAN;
     for bad in [short, nan] {
-        let e =
-            crate::sim::driver::run::run_experiment_from(&cfg, &bad, &mut |_, _| {}).unwrap_err();
+        let e = Run::new(&cfg).start_from(&bad).run().unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         assert!(e.to_string().contains("initial state"), "{e}");
     }

@@ -1,4 +1,4 @@
-//! The default sampler gives right numbers whatever `step` says (issue 40): an experiment
+//! The default sampler gives right numbers whatever `step` says: an experiment
 //! file that sets only a far too large `step` runs Metropolis-adjusted Langevin with its step
 //! adapted during burn-in, and its averages agree with the closed form of a posterior that
 //! has one. The case is a frozen first layer: the readout's posterior is then Bayesian linear
@@ -9,7 +9,7 @@
 
 use crate::sim::config::ExperimentConfig;
 use crate::sim::data::Dataset;
-use crate::sim::driver::run::{run_experiment, RunResult};
+use crate::sim::driver::run::{Run, RunResult};
 use crate::sim::num::linalg;
 use crate::sim::tests::exact::{linear_readout_posterior, top_eigenvalue};
 
@@ -84,7 +84,7 @@ fn paired_difference(sampled: &[f64], exact: &[f64]) -> (f64, f64) {
 fn defaults_reproduce_the_closed_form_posterior_from_a_far_too_large_step() {
     let cfg = frozen_first_layer("", 1.0);
     assert!(cfg.sampler.mala && cfg.sampler.adapt_step, "defaults");
-    let result = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let result = Run::new(&cfg).run().unwrap();
     assert!(result.summary.diverged_chains.is_empty());
     assert!(
         result.summary.warnings.is_empty(),
@@ -122,12 +122,12 @@ fn defaults_reproduce_the_closed_form_posterior_from_a_far_too_large_step() {
 fn explicit_unadjusted_langevin_at_a_large_step_carries_the_warning() {
     // λ_max of the readout precision from a first (default) run on the same frozen features.
     let probe = frozen_first_layer("", 1.0);
-    let first = run_experiment(&probe, &mut |_, _| {}).unwrap();
+    let first = Run::new(&probe).run().unwrap();
     let lambda = exact_per_chain(&probe, &first)
         .iter()
         .fold(0.0f64, |m, e| m.max(e.2));
     let cfg = frozen_first_layer("mala = false\nadapt_step = false\n", 1.0 / lambda);
-    let result = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let result = Run::new(&cfg).run().unwrap();
     assert!(result.summary.diverged_chains.is_empty());
     let h = result.summary.diagnostics.step_times_lambda_max.unwrap();
     assert!(h > 0.5, "η·λ_max = {h}");

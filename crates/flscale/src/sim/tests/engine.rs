@@ -1,11 +1,11 @@
 //! Every model with every kernel, on both posteriors, with and without replica exchange: the
-//! one engine (issue 16) has no model-specific sampling path. At P = 0 the posterior is the
+//! one engine has no model-specific sampling path. At P = 0 the posterior is the
 //! prior at temperature T, so every group's second moment per entry is T·v_g and its
 //! configurational temperature ⟨θ·∇U⟩/n is T (closed forms, paper App. A.1); and every run
 //! is the same on one and two threads (spec 02 "Reproducible").
 
 use crate::sim::config::ExperimentConfig;
-use crate::sim::driver::run::{run_experiment, RunResult};
+use crate::sim::driver::run::{Run, RunResult};
 
 /// The architectures at P = 0, each a `[model]`, `[data]` and `[target]` head and what its
 /// `[sampler]` needs besides.
@@ -50,7 +50,7 @@ fn run(text: &str, threads: usize) -> RunResult {
         .num_threads(threads)
         .build()
         .unwrap()
-        .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap())
+        .install(|| Run::new(&cfg).run().unwrap())
 }
 
 /// 16 chains × 240 measurements after burn-in, η adapted to the prior's stiffest direction

@@ -1,4 +1,4 @@
-//! Sampler correctness against exact answers (issue acceptance list): the prior at P = 0,
+//! Sampler correctness against exact answers: the prior at P = 0,
 //! Bayesian linear regression with a frozen first layer, the arcsine-kernel GP limit of a
 //! wide erf network, and the lazy/specialised contrast of a two-layer erf network on He3.
 //! Sizes are small so that the whole file runs in seconds; tolerances are stated with the
@@ -6,7 +6,7 @@
 
 use crate::activation::Activation;
 use crate::sim::config::ExperimentConfig;
-use crate::sim::driver::run::run_experiment;
+use crate::sim::driver::run::Run;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::num::linalg;
@@ -47,7 +47,7 @@ precision = "f64"
 sigma2 = [1.0, 0.5, 2.0]
 "#
         ));
-        let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+        let r = Run::new(&cfg).run().unwrap();
         let model = FcnModel::from_config(&cfg);
         for (g, stats) in r.summary.diagnostics.groups.iter().enumerate() {
             let v = model.prior_var[g];
@@ -251,7 +251,7 @@ seed = 5
 precision = "f64"
 "#
         ));
-        let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+        let r = Run::new(&cfg).run().unwrap();
         let data = crate::sim::data::Dataset::generate(&cfg.data, &cfg.target, cfg.sampler.seed);
         let (d, p) = (4, 6);
         let mut k = vec![0.0; p * p];
@@ -330,7 +330,7 @@ adapt_step = false
 "#,
         steps / 2
     ));
-    run_experiment(&cfg, &mut |_, _| {}).unwrap()
+    Run::new(&cfg).run().unwrap()
 }
 
 /// (iv) Two-layer erf, Ĥe3 target, N = d = 20: at P = 2d the network stays lazy (small
@@ -398,7 +398,7 @@ adapt_step = true
 mala = false
 "#,
     );
-    let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let r = Run::new(&cfg).run().unwrap();
     let dg = &r.summary.diagnostics;
     assert!(
         r.summary.diverged_chains.is_empty(),
@@ -411,6 +411,6 @@ mala = false
     // Without adaptation the same step diverges.
     let mut fixed = cfg.clone();
     fixed.sampler.adapt_step = false;
-    let r = run_experiment(&fixed, &mut |_, _| {}).unwrap();
+    let r = Run::new(&fixed).run().unwrap();
     assert!(r.all_diverged());
 }

@@ -1,5 +1,5 @@
 //! The chain-batched evaluation and the collapsed sampler of the flat-parameter models (CNN,
-//! softmax attention; issue 3): the block path against the one-chain reference, independence
+//! softmax attention): the block path against the one-chain reference, independence
 //! of thread count and blocking, the collapsed energy against the brute-force marginal
 //! likelihood, its gradient against finite differences, the one-patch CNN against the FCN's
 //! collapsed sampler, exact readout draws against Bayesian linear regression, and agreement
@@ -11,14 +11,14 @@ use rand_distr::{Distribution, StandardNormal};
 
 use crate::sim::config::ExperimentConfig;
 use crate::sim::driver::result::Summary;
-use crate::sim::driver::run::run_experiment;
+use crate::sim::driver::run::Run;
 use crate::sim::ensemble::fcn::Dynamics;
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::{cholesky, cholesky_solve};
 use crate::sim::model::flat::{FlatData, FlatModel};
-use crate::sim::model::interface::Model;
+use crate::sim::model::interface::{DataTerm, Model};
 use crate::sim::num::real::Real;
 use crate::sim::tests::chains::{collapsed_energy, Chains};
 use crate::sim::tests::exact::{linear_readout_posterior, WhitenedMoments};
@@ -106,7 +106,13 @@ fn cnn_block_gradient_equals_the_one_chain_path() {
         let n = FlatModel::<T>::n_params(&model);
         let to_t = |v: &[f64]| -> Vec<T> { v.iter().map(|&a| T::of(a)).collect() };
         let (x, y) = (to_t(&data.x_train), to_t(&data.y_train));
-        let inv_kappa = T::of(2.0);
+        let data = DataTerm {
+            x: &x,
+            y: &y,
+            p: 23,
+            kappa: 0.5,
+            likelihood: crate::sim::config::Likelihood::Gaussian,
+        };
         for chains in [1, 3, 5] {
             let thetas: Vec<Vec<T>> = random_thetas(n, chains, 0.7, 3)
                 .iter()
@@ -118,14 +124,12 @@ fn cnn_block_gradient_equals_the_one_chain_path() {
             let mut sc = Default::default();
             {
                 let mut g: Vec<&mut [T]> = grads.iter_mut().map(|g| &mut g[..]).collect();
-                model.data_gradient_block(&refs, &x, &y, 23, inv_kappa, &mut g, &mut sq, &mut sc);
+                model.data_gradient_block(&refs, &data, &mut g, &mut sq, &mut sc);
             }
             for c in 0..chains {
                 let mut want = vec![T::zero(); n];
                 let mut sc1 = Default::default();
-                let s = FlatModel::data_gradient(
-                    &model, &thetas[c], &x, &y, 23, inv_kappa, &mut want, &mut sc1,
-                );
+                let s = FlatModel::data_gradient(&model, &thetas[c], &data, &mut want, &mut sc1);
                 assert!((sq[c] - s).abs() <= tolerance * s, "sq {} vs {s}", sq[c]);
                 let scale = want.iter().map(|g| g.f64().abs()).fold(0.0, f64::max);
                 for (a, b) in grads[c].iter().zip(&want) {
@@ -423,8 +427,8 @@ fn one_patch_collapsed_cnn_reproduces_the_fcn_collapsed_sampler() {
                 .replace("kind = \"cnn\"", "kind = \"fcn\"")
                 .replace("patch = 6\n", ""),
         );
-        let a = run_experiment(&cnn, &mut |_, _| {}).unwrap().summary;
-        let b = run_experiment(&fcn, &mut |_, _| {}).unwrap().summary;
+        let a = Run::new(&cnn).run().unwrap().summary;
+        let b = Run::new(&fcn).run().unwrap().summary;
         let close = |x: Option<f64>, y: Option<f64>, what: &str| {
             let (x, y) = (x.unwrap(), y.unwrap());
             assert!(
@@ -609,9 +613,7 @@ fn collapsed_and_plain_samplers_agree_where_both_equilibrate() {
                     "seed = ",
                     &format!("method = \"{m}\"\nmala = true\nseed = "),
                 );
-                run_experiment(&config(&text), &mut |_, _| {})
-                    .unwrap()
-                    .summary
+                Run::new(&config(&text)).run().unwrap().summary
             })
             .collect();
         let (plain, collapsed) = (&runs[0], &runs[1]);
@@ -701,9 +703,7 @@ fn preconditioned_attention_sampler_agrees_with_the_plain_one() {
     let text = equilibrating_attention_toml();
     let run = |extra: &str| {
         let text = text.replace("seed = ", &format!("mala = true\n{extra}\nseed = "));
-        let s = run_experiment(&config(&text), &mut |_, _| {})
-            .unwrap()
-            .summary;
+        let s = Run::new(&config(&text)).run().unwrap().summary;
         assert!(
             s.diverged_chains.is_empty(),
             "{extra}: {:?}",

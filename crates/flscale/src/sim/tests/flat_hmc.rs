@@ -7,7 +7,7 @@
 //! the acceptance rate is sane and steerable (Neal, "MCMC using Hamiltonian dynamics", 2011).
 
 use crate::sim::config::{ExperimentConfig, ModelKind};
-use crate::sim::driver::run::run_experiment;
+use crate::sim::driver::run::Run;
 use crate::sim::ensemble::fcn::Dynamics;
 use crate::sim::kernel::langevin::Proposal;
 use crate::sim::model::attention::AttentionModel;
@@ -340,7 +340,7 @@ fn hmc_results_do_not_depend_on_the_thread_count() {
                     .num_threads(threads)
                     .build()
                     .unwrap()
-                    .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap())
+                    .install(|| Run::new(&cfg).run().unwrap())
             };
             let (a, b) = (run(1), run(2));
             assert_eq!(a.summary, b.summary);
@@ -368,9 +368,7 @@ fn adapt_step_with_hmc_steers_the_acceptance() {
             .replace("step = 1e-3", "step = 1.0")
             .replace("steps = 200", "steps = 600")
             .replace("burn_in = 100", "burn_in = 400");
-        let r = run_experiment(&config(&text), &mut |_, _| {})
-            .unwrap()
-            .summary;
+        let r = Run::new(&config(&text)).run().unwrap().summary;
         assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
         let dg = &r.diagnostics;
         let rate = dg.acceptance_rate.unwrap();
@@ -422,7 +420,7 @@ fn hmc_matches_quadrature_on_the_two_parameter_cnn() {
             }
         }
         let exact = [m1 / z, m2 / z];
-        let r = run_experiment(&cfg, &mut |_, _| {}).unwrap().summary;
+        let r = Run::new(&cfg).run().unwrap().summary;
         assert!(r.diverged_chains.is_empty(), "{:?}", r.diverged_chains);
         let rate = r.diagnostics.acceptance_rate.unwrap();
         assert!(

@@ -1,4 +1,4 @@
-//! Cold and hot starts as evidence (issue 36): on shared noise streams their estimates are
+//! Cold and hot starts as evidence: on shared noise streams their estimates are
 //! correlated, so the two-sample z-test that assumes independence is too lenient; on
 //! independent streams (the default) they are not. The cold start keeps the run's streams, the
 //! coupled starts' meeting is certified per chain, and every start is the same on one and two
@@ -7,7 +7,7 @@
 use crate::sim::config::ExperimentConfig;
 use crate::sim::driver::coupling::{start_seed, MEETING_TOLERANCE};
 use crate::sim::driver::result::{ChainRow, StartResults};
-use crate::sim::driver::run::{run_experiment, RunResult};
+use crate::sim::driver::run::{Run, RunResult};
 
 /// A two-layer erf network on a He1 target at P = 8d: a posterior that a hot start leaves
 /// within the burn-in. `extra` adds `[sampler]` lines. Unadjusted Langevin at a fixed step:
@@ -53,7 +53,7 @@ fn run(cfg: &ExperimentConfig, threads: usize) -> RunResult {
         .num_threads(threads)
         .build()
         .unwrap()
-        .install(|| run_experiment(cfg, &mut |_, _| {}).unwrap())
+        .install(|| Run::new(cfg).run().unwrap())
 }
 
 /// Pearson correlation of two equally long samples.

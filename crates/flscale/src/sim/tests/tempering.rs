@@ -6,7 +6,7 @@
 
 use crate::sim::config::{ExperimentConfig, SamplerMethod};
 use crate::sim::data::Dataset;
-use crate::sim::driver::run::{run_experiment, run_experiment_from, RunResult};
+use crate::sim::driver::run::{Run, RunResult};
 use crate::sim::driver::tempered::{slot_seed, Replicas, TemperingDiagnostics};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::langevin::Proposal;
@@ -48,7 +48,7 @@ tempering = { replicas = 4, swap_every = 5 }
 sigma2 = [1.0, 2.0]
 "#,
     );
-    let r = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+    let r = Run::new(&cfg).run().unwrap();
     let t = r.summary.tempering.as_ref().expect("tempering diagnostics");
     assert_eq!(t.replicas, 4);
     assert_eq!(t.swap_acceptance, vec![1.0; 3], "{t:?}");
@@ -274,14 +274,14 @@ fn tempering_finds_both_mirror_modes_of_one_neuron() {
     let initial: Vec<Vec<Vec<f64>>> = (0..chains)
         .map(|_| vec![vec![1.5 * sign], vec![1.0]])
         .collect();
-    let stuck = run_experiment_from(&plain, &initial, &mut |_, _| {}).unwrap();
+    let stuck = Run::new(&plain).start_from(&initial).run().unwrap();
     assert!(
         fraction_positive_readout(&stuck) > 0.97,
         "untempered: {}",
         fraction_positive_readout(&stuck)
     );
     let tempered = one_neuron(chains, "tempering = { replicas = 8, swap_every = 2 }");
-    let r = run_experiment_from(&tempered, &initial, &mut |_, _| {}).unwrap();
+    let r = Run::new(&tempered).start_from(&initial).run().unwrap();
     let t = r.summary.tempering.as_ref().unwrap();
     let f = fraction_positive_readout(&r);
     // 200 independent chains: binomial standard error 0.035; 4σ.
@@ -304,7 +304,7 @@ fn a_growing_ladder_finds_both_mirror_modes_of_one_neuron() {
     let initial: Vec<Vec<Vec<f64>>> = (0..chains)
         .map(|_| vec![vec![1.5 * sign], vec![1.0]])
         .collect();
-    let r = run_experiment_from(&cfg, &initial, &mut |_, _| {}).unwrap();
+    let r = Run::new(&cfg).start_from(&initial).run().unwrap();
     let t = r.summary.tempering.as_ref().unwrap();
     assert!(t.replicas > 3, "{t:?}");
     assert_eq!(t.resizes[0].from, 3, "{t:?}");
@@ -361,7 +361,7 @@ tempering = { replicas = 3, max_replicas = 6, swap_every = 4 }
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| run_experiment(&cfg, &mut |_, _| {}).unwrap().summary)
+            .install(|| Run::new(&cfg).run().unwrap().summary)
     };
     let one = run(1);
     let t = one.tempering.as_ref().unwrap();
