@@ -6,7 +6,7 @@ use flscale::activation::Activation;
 use flscale::sim::config::{Covariance, DataConfig, SamplerMethod, TargetConfig, Teacher};
 use flscale::sim::data::Dataset;
 use flscale::sim::ensemble::fcn::{Dynamics, Ensemble};
-use flscale::sim::kernel::langevin::Proposal;
+use flscale::sim::langevin::Proposal;
 use flscale::sim::kernel::mala::Kernel;
 use flscale::sim::model::FcnModel;
 

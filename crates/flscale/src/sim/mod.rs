@@ -18,13 +18,14 @@
 //!   and the softmax attention layer ([`model::attention`], App. E.3), made `Model`s by the
 //!   adapter in [`model::chainwise`]; the collapsed posterior, readout integrated out, of any `Model`
 //!   ([`model::collapsed`]).
-//! * [`ensemble`]: the one chain layout ([`ensemble::chains::ChainBlock`]: per parameter
-//!   group, a block's chains one after the other), per-chain RNG streams, block sizes and
-//!   divergence records ([`ensemble::chains`]); the ensemble of any model and its fused
-//!   unadjusted Langevin step ([`ensemble::fcn`]).
-//! * [`kernel`]: the typed choice of proposal ([`kernel::langevin::Proposal`]: ULA, MALA,
-//!   HMC), the Langevin move, the MALA ratio and HMC's jittered step and ratio
-//!   ([`kernel::langevin`]); MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or
+//! * [`chains`]: the one chain layout ([`chains::ChainBlock`]: per parameter group, a block's
+//!   chains one after the other), per-chain RNG streams, block sizes and divergence records.
+//! * [`langevin`]: the typed choice of proposal ([`langevin::Proposal`]: ULA, MALA, HMC), the
+//!   Langevin move, the MALA ratio and HMC's jittered step and ratio — the formulas every
+//!   transition and the ensemble's fused step share.
+//! * [`ensemble`]: the ensemble of any model and its fused unadjusted Langevin step
+//!   ([`ensemble::fcn`]).
+//! * [`kernel`]: MALA ([`kernel::mala`]) and HMC ([`kernel::hmc`]) on the plain or
 //!   the collapsed posterior of any model, with an optional preconditioner
 //!   ([`kernel::metric`]); replica exchange's swap moves, statistics and ladder
 //!   ([`kernel::tempering`]); which of the fused unadjusted step and the cached-gradient
@@ -71,11 +72,13 @@
 
 pub mod adapt;
 pub mod bench;
+pub mod chains;
 pub mod config;
 pub mod data;
 pub mod driver;
 pub mod ensemble;
 pub mod kernel;
+pub mod langevin;
 pub mod memory;
 pub mod model;
 pub mod num;

@@ -7,7 +7,7 @@
 use crate::sim::adapt::{adaptation_interval, StepSteering};
 use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::kernel::langevin::Proposal;
+use crate::sim::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::transition::Transition;
 use crate::sim::model::interface::Model;

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::sim::adapt::StepSteering;
 use crate::sim::config::{SamplerConfig, TemperingConfig};
-use crate::sim::ensemble::chains::Divergence;
+use crate::sim::chains::Divergence;
 use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::tempering::{log_swap_ratio, Ladder, ReplicaSet, SwapStats};

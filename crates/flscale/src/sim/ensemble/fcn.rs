@@ -20,8 +20,8 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::Likelihood;
-pub use crate::sim::ensemble::chains::{block_size_for, chain_rng, ChainBlock, Divergence};
-use crate::sim::kernel::langevin::langevin_move;
+pub use crate::sim::chains::{block_size_for, chain_rng, ChainBlock, Divergence};
+use crate::sim::langevin::langevin_move;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::interface::{DataTerm, Model};
 use crate::sim::model::prior::add_gaussian_prior;

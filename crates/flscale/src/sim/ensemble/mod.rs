@@ -1,6 +1,4 @@
-//! The one container of chains: the chain layout, RNG streams, the block-size rule and the
-//! divergence record ([`chains`]); the ensemble of any model and its fused unadjusted step
-//! ([`fcn`]).
+//! The one container of chains: the ensemble of any model and its fused unadjusted step
+//! ([`fcn`]), over the chain layout of [`crate::sim::chains`].
 
-pub mod chains;
 pub mod fcn;

@@ -6,9 +6,9 @@
 
 use rand::Rng;
 
-use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::chains::ChainBlock;
 use crate::sim::ensemble::fcn::Ensemble;
-use crate::sim::kernel::langevin::metropolis_accepts;
+use crate::sim::langevin::metropolis_accepts;
 use crate::sim::kernel::mala::{BlockState, Context, Kernel};
 use crate::sim::kernel::metric::Metric;
 use crate::sim::model::interface::Model;

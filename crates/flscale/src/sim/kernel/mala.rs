@@ -35,7 +35,7 @@
 //!
 //! The HMC trajectory and its test are in [`crate::sim::kernel::hmc`], the preconditioner in
 //! [`crate::sim::kernel::metric`], the move and the MALA ratio shared with the other engine in
-//! [`crate::sim::kernel::langevin`].
+//! [`crate::sim::langevin`].
 //!
 //! The plain posterior without MALA keeps the sampler's own fused step
 //! ([`Ensemble::advance`]); this module is used when `sampler.method = "collapsed"` or
@@ -48,7 +48,7 @@ use rayon::prelude::*;
 
 use crate::sim::config::{Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
-use crate::sim::kernel::langevin::{
+use crate::sim::langevin::{
     add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts, Proposal,
 };
 use crate::sim::kernel::metric::{

@@ -1,11 +1,9 @@
-//! Transition kernels: the choice of proposal ([`langevin::Proposal`]), the Langevin move, MALA
-//! ratio and HMC step size and test ([`langevin`]); MALA ([`mala`]) and HMC ([`hmc`]) on the
+//! Transition kernels over the moves and ratios of [`crate::sim::langevin`]: MALA ([`mala`]) and HMC ([`hmc`]) on the
 //! plain or the collapsed posterior of any model, with an optional preconditioner
 //! ([`metric`]); replica exchange over any of them ([`tempering`]); which of the fused
 //! unadjusted step and the cached-gradient kernel moves a run's chains ([`transition`]).
 
 pub mod hmc;
-pub mod langevin;
 pub mod mala;
 pub mod metric;
 pub mod tempering;

@@ -5,7 +5,7 @@
 //! evaluation itself.
 
 use crate::sim::config::{Likelihood, Preconditioner};
-use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::chains::ChainBlock;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::conditional_readout_means;

@@ -30,7 +30,7 @@
 use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::chains::ChainBlock;
 use crate::sim::model::fcn::{forward, FcnModel, Scratch};
 use crate::sim::model::interface::{DataTerm, Features, Model};
 use crate::sim::num::linalg::{

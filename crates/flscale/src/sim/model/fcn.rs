@@ -29,7 +29,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::activation::Activation;
 use crate::sim::config::{ExperimentConfig, Parametrization};
-use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::chains::ChainBlock;
 use crate::sim::model::interface::DataTerm;
 use crate::sim::num::real::Real;
 

@@ -4,7 +4,7 @@
 //! Gauss–Newton curvature of its neurons (the preconditioner, [`crate::sim::kernel::metric`]).
 
 use crate::sim::config::{Likelihood, Preconditioner};
-use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::chains::ChainBlock;
 use crate::sim::model::collapsed::{neuron_curvature, neuron_curvature_blocks, CollapsedWork};
 use crate::sim::model::fcn::{
     backward, backward_from_last_delta, forward, two_layer_gaussian_gradient, FcnModel, Scratch,

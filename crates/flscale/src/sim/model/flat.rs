@@ -87,7 +87,7 @@ pub trait FlatModel<T: Real>: Sync {
     }
 
     /// Bytes of one chain's share of a chain block's work buffers on `p` inputs, which sizes
-    /// the blocks ([`crate::sim::ensemble::chains::block_size_for`]); 0 where the model evaluates its chains one at a time
+    /// the blocks ([`crate::sim::chains::block_size_for`]); 0 where the model evaluates its chains one at a time
     /// (one chain per block).
     fn chain_bytes(&self, _p: usize, _bytes_per_float: usize) -> usize {
         0

@@ -25,7 +25,7 @@
 use faer::MatRef;
 
 use crate::sim::config::{Likelihood, Preconditioner};
-use crate::sim::ensemble::chains::ChainBlock;
+use crate::sim::chains::ChainBlock;
 use crate::sim::num::real::Real;
 
 /// Chain c's feature matrix Φ (P × K, rows contiguous, `row_stride` apart) in a model's
@@ -120,7 +120,7 @@ pub trait Model<T: Real>: Sync {
     }
 
     /// Bytes of one chain's share of a block's work buffers on `p` inputs, which sizes the
-    /// blocks ([`crate::sim::ensemble::chains::block_size_for`]; 0: one chain per block).
+    /// blocks ([`crate::sim::chains::block_size_for`]; 0: one chain per block).
     fn chain_bytes(&self, p: usize, bytes_per_float: usize) -> usize;
 
     /// The data term of every chain of the block at its parameters: ∇L into `block.grads`

@@ -3,9 +3,9 @@
 //! builds), and per-chain views of its blocks.
 
 use crate::sim::config::SamplerMethod;
-use crate::sim::ensemble::chains::Divergence;
+use crate::sim::chains::Divergence;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::kernel::langevin::Proposal;
+use crate::sim::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::interface::Model;

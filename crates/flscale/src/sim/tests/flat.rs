@@ -13,7 +13,7 @@ use crate::sim::config::ExperimentConfig;
 use crate::sim::driver::result::Summary;
 use crate::sim::driver::run::Run;
 use crate::sim::ensemble::fcn::Dynamics;
-use crate::sim::kernel::langevin::Proposal;
+use crate::sim::langevin::Proposal;
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::{cholesky, cholesky_solve};
