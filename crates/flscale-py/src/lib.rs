@@ -168,7 +168,7 @@ fn preset_toml(name: String) -> PyResult<String> {
     preset_text(&name).map(str::to_string).map_err(to_py_err)
 }
 
-/// The memory check of `flscale sample` (issue 21, docs/limits.md): the run's estimate
+/// The memory check of `flscale sample` (docs/limits.md): the run's estimate
 /// against `max_memory` ("8G", "500MB"; the CLI's `--max-memory`) or else `MemAvailable` of
 /// /proc/meminfo. The work check is the caller's: a Python call has no `--yes` to give.
 fn check_memory(cfg: &ExperimentConfig, max_memory: Option<&str>) -> flscale::Result<()> {

@@ -1,4 +1,4 @@
-//! Command-line checks shared by every subcommand (issue 21 item 5): numbers beyond the range
+//! Command-line checks shared by every subcommand: numbers beyond the range
 //! in which f64 arithmetic means anything are refused before parsing, usage errors are one
 //! line, and no non-finite number is ever printed as a result.
 

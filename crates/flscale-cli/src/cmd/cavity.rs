@@ -178,7 +178,7 @@ pub(super) fn to_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value> {
     serde_json::to_value(v).map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))
 }
 
-/// The ranges in which the blog model's numbers stay inside f64 (issue 21, docs/limits.md):
+/// The ranges in which the blog model's numbers stay inside f64 (docs/limits.md):
 /// sizes D, N up to 10⁶, variances T, s_a², σ_w² in [10⁻¹², 10⁶], residual and target
 /// coefficients b, c, ε within ±10⁶, the overlap grid |ρ| ≤ 10³. Beyond them u = P²s_a²/(T²D)
 /// and the potential's exponentials overflow (`--rho-max 1e308` gave a NaN grid, `--d 1e-308`

@@ -1,4 +1,4 @@
-//! The resource check every run passes before it starts (issue 21, docs/limits.md): the
+//! The resource check every run passes before it starts (docs/limits.md): the
 //! library's estimate against the memory limit of this machine (or `--max-memory`), the work
 //! against the confirmation threshold (or `--yes`), and a one-line announcement of long runs.
 

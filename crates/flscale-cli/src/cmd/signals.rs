@@ -1,7 +1,7 @@
 //! SIGTERM and SIGINT during a sweep: Slurm sends SIGTERM before a task's time limit, on
 //! `scancel` and before a requeue. The handler only sets a flag; the sweep asks it after every
 //! block of steps, drops the run in progress, releases its claim and exits, so finished runs
-//! stay and the next attempt resumes (issue 19 "Faults").
+//! stay and the next attempt resumes.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 

@@ -1,4 +1,4 @@
-//! `flscale status DIR`: where a sweep stands (issue 19 item 4).
+//! `flscale status DIR`: where a sweep stands.
 
 use std::path::PathBuf;
 

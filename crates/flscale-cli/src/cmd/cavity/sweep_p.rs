@@ -1,5 +1,5 @@
 //! `flscale cavity sweep-p`: R(P), b(P), c(P) along both branches, with the Langevin overlay
-//! (spec 04; issue 4).
+//! (spec 04).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
