@@ -479,6 +479,44 @@ mod tests {
     }
 
     #[test]
+    fn the_rows_come_from_the_experiment() {
+        let text = r#"
+            [model]
+            kind = "fcn"
+            widths = [6, 3]
+            [data]
+            d = 20
+            p = 10
+            n_test = 10
+            [target]
+            hermite = 1
+            [sampler]
+            kappa = 1.0
+            step = 1e-3
+            steps = 10
+            burn_in = 0
+            thin = 1
+            chains = 1
+            seed = 1
+        "#;
+        let mut cfg = ExperimentConfig::from_toml(text, "exp.toml").unwrap();
+        assert_eq!(
+            weight_rows(&cfg).unwrap(),
+            WeightRows::fcn_first_layer(6, 20)
+        );
+        cfg.model.kind = ModelKind::Cnn;
+        cfg.model.widths = vec![4];
+        cfg.model.patch = Some(5);
+        assert_eq!(weight_rows(&cfg).unwrap(), WeightRows::cnn_filters(4, 5));
+        cfg.model.patch = None;
+        assert_eq!(weight_rows(&cfg).unwrap(), WeightRows::cnn_filters(4, 20));
+        cfg.model.kind = ModelKind::Attention;
+        let err = weight_rows(&cfg).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("model.kind = \"attention\""));
+    }
+
+    #[test]
     fn parse_errors_are_one_line_with_the_place() {
         let cases = [
             ("order_parameter = \"angle\"\nwindows = 4", "line 2"),
@@ -532,16 +570,42 @@ mod tests {
         ]
     }
 
+    /// The table's two required keys, mostly well typed (so that validation is reached), and
+    /// any of the others (distinct keys, so that the text is not refused for duplicates alone).
+    fn table() -> impl Strategy<Value = Vec<(&'static str, String)>> {
+        let name = prop_oneof![
+            3 => prop_oneof![
+                Just("neuron_overlap"),
+                Just("aligned_fraction"),
+                Just("projected_fraction"),
+            ]
+            .prop_map(|s| format!("\"{s}\"")),
+            1 => value(),
+        ];
+        let windows = prop_oneof![3 => (0usize..40).prop_map(|w| w.to_string()), 1 => value()];
+        let others = prop::collection::btree_map(
+            prop_oneof![
+                Just("neuron"),
+                Just("coordinates"),
+                Just("range"),
+                Just("kappa"),
+                Just("bins"),
+                Just("spacing"),
+            ],
+            value(),
+            0..5,
+        );
+        (name, windows, others).prop_map(|(n, w, others)| {
+            let mut entries = vec![("order_parameter", n), ("windows", w)];
+            entries.extend(others);
+            entries
+        })
+    }
+
     proptest! {
         #[test]
         fn arbitrary_tables_give_ok_or_one_sentence(
-            entries in prop::collection::vec(
-                (prop_oneof![
-                    Just("order_parameter"), Just("neuron"), Just("coordinates"),
-                    Just("range"), Just("windows"), Just("kappa"), Just("bins"), Just("spacing"),
-                ], value()),
-                0..8,
-            ),
+            entries in table(),
             neurons in 1usize..6,
             d in 1usize..6,
         ) {
