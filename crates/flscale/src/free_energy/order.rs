@@ -276,7 +276,8 @@ impl OrderParameter {
         self.add_gradient_rows(w, |_| 0.0, None)
     }
 
-    /// s of the rows `w`; adds dv(s) · ∇_w s to `grad` (same layout as `w`) and returns s.
+    /// s of the rows `w`; adds dv(s) · ∇_w s to `grad` (same layout as `w`) and returns s (dv
+    /// sees the returned, clamped s).
     /// With dv = V′ this is the bias force term of spec 07 on the group's gradient, in one pass
     /// over the rows for the value and one for the gradient; entries of rows that s does not
     /// read are left alone.
@@ -315,7 +316,7 @@ impl OrderParameter {
                 };
                 let s = dot(row, u) / r;
                 if let Some(grad) = grad {
-                    let a = dv(s);
+                    let a = dv(self.clamp(s));
                     let g = &mut grad[neuron * d..(neuron + 1) * d];
                     for ((gj, &wj), &uj) in g.iter_mut().zip(row).zip(u.iter()) {
                         *gj = T::of(gj.f64() + a * (uj / r - s * wj.f64() / r2));
@@ -334,7 +335,7 @@ impl OrderParameter {
                 }
                 let q = aligned / total;
                 if let Some(grad) = grad {
-                    let a = 2.0 * dv(q) / total;
+                    let a = 2.0 * dv(self.clamp(q)) / total;
                     for (g, row) in grad.chunks_exact_mut(d).zip(w.chunks_exact(d)) {
                         p.add_scaled(row, a, g);
                         for (gj, &wj) in g.iter_mut().zip(row) {
