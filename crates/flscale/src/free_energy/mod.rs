@@ -17,16 +17,22 @@
 //! * [`profile`]: F(s) = −ln p(s) on bins, basins split at the barrier tops of F, the barrier
 //!   height and reweighted averages (point estimates).
 //! * [`analysis`]: the whole pipeline with block-bootstrap standard errors of every output.
+//! * [`order`]: the order parameters s(θ) of a chain's first-layer weights (one neuron's
+//!   overlap with the teacher, the aligned fraction Q, its projector form) and their gradients.
+//! * [`config`]: the `[free_energy]` table of an experiment file, its validation against the
+//!   model, and the windows, bins and order parameter it describes.
 //!
 //! Everything here is pure computation on typed inputs: no I/O, no printing, no sampler. What
-//! plugs into it, and is not here: order parameters s(θ) and their gradients on the model trait,
-//! the bias force V′(s)∇s in the driver (for every kernel), and a `flscale free-energy` command
-//! that runs the windows, collects each window's series of s and observables (every sample,
-//! no thinning), calls [`analysis::analyse`] and writes the report.
+//! plugs into it, and is not here: the bias force V′(s)∇s in the driver (for every kernel),
+//! and a `flscale free-energy` command that runs the windows, collects each window's series of
+//! s and observables (every sample, no thinning), calls [`analysis::analyse`] and writes the
+//! report.
 
 pub mod analysis;
 pub mod autocorr;
+pub mod config;
 pub mod mbar;
+pub mod order;
 pub mod overlap;
 pub mod profile;
 pub mod umbrella;
