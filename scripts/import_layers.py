@@ -190,8 +190,12 @@ def collect(crates):
                     found.append((p, m.start()))
             for m in re.finditer(r'(?<![\w:])((?:crate|super|self|flscale)(?:::\w+)+)', text):
                 found.append((m.group(1), m.start()))
+            seen = set()
             for p, pos in found:
                 line = text.count('\n', 0, pos) + 1
+                if (p, line) in seen:
+                    continue
+                seen.add((p, line))
                 a = absolute(crate, mod, path.endswith('mod.rs'), p.replace('::*', ''))
                 if a is None:
                     continue
