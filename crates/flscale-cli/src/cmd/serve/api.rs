@@ -48,6 +48,17 @@ pub const MAX_TOML_BYTES: usize = 64 * 1024;
 pub struct Params(pub BTreeMap<String, String>);
 
 impl Params {
+    /// Parameters from `(name, value)` pairs (unit tests).
+    #[cfg(test)]
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        Params(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
     fn raw(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
     }
@@ -433,12 +444,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
-        Params(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        Params::from_pairs(pairs)
     }
 
     /// The phase label flips at u_coexist, and u_coexist is where the side well of Ũ_u

@@ -71,12 +71,7 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
-        Params(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        Params::from_pairs(pairs)
     }
 
     /// The view is the library's result for the same configuration, and sizes beyond the

@@ -104,12 +104,7 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
-        Params(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        Params::from_pairs(pairs)
     }
 
     /// The rate points are the library's at the listed α, α itself is among them, and the
