@@ -6,8 +6,8 @@ use flscale::activation::Activation;
 use flscale::sim::config::{Covariance, DataConfig, SamplerMethod, TargetConfig, Teacher};
 use flscale::sim::data::Dataset;
 use flscale::sim::ensemble::fcn::{Dynamics, Ensemble};
-use flscale::sim::langevin::Proposal;
 use flscale::sim::kernel::mala::Kernel;
+use flscale::sim::langevin::Proposal;
 use flscale::sim::model::FcnModel;
 
 const CHAINS: usize = 30;

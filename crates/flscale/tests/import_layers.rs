@@ -13,7 +13,12 @@ fn workspace() -> PathBuf {
 /// and under CI the test fails instead).
 fn check(root: &Path) -> Option<(bool, String)> {
     let script = workspace().join("scripts/import_layers.py");
-    match Command::new("python3").arg(&script).arg("--root").arg(root).output() {
+    match Command::new("python3")
+        .arg(&script)
+        .arg("--root")
+        .arg(root)
+        .output()
+    {
         Ok(out) => Some((
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -48,7 +53,11 @@ fn copy_sources(to: &Path) {
         let src = workspace().join("crates").join(krate).join("src");
         copy_tree(&src, &to.join("crates").join(krate).join("src"));
     }
-    std::fs::copy(workspace().join("ARCHITECTURE.md"), to.join("ARCHITECTURE.md")).unwrap();
+    std::fs::copy(
+        workspace().join("ARCHITECTURE.md"),
+        to.join("ARCHITECTURE.md"),
+    )
+    .unwrap();
 }
 
 /// Puts `line` after the first line of `file` that starts with `use ` (non-test code).
@@ -65,7 +74,10 @@ fn the_workspace_keeps_its_layers() {
     let Some((ok, out)) = check(&workspace()) else {
         return;
     };
-    assert!(ok, "scripts/import_layers.py fails on the workspace:\n{out}");
+    assert!(
+        ok,
+        "scripts/import_layers.py fails on the workspace:\n{out}"
+    );
 }
 
 #[test]

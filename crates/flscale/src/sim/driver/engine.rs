@@ -7,9 +7,9 @@
 use crate::sim::adapt::{adaptation_interval, StepSteering};
 use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::transition::Transition;
+use crate::sim::langevin::Proposal;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 use crate::sim::observe::observables::finite;

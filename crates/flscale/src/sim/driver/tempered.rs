@@ -27,8 +27,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::sim::adapt::StepSteering;
-use crate::sim::config::{SamplerConfig, TemperingConfig};
 use crate::sim::chains::Divergence;
+use crate::sim::config::{SamplerConfig, TemperingConfig};
 use crate::sim::ensemble::fcn::Ensemble;
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::tempering::{log_swap_ratio, Ladder, ReplicaSet, SwapStats};

@@ -19,8 +19,8 @@ use std::sync::Mutex;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use crate::sim::config::Likelihood;
 pub use crate::sim::chains::{block_size_for, chain_rng, ChainBlock, Divergence};
+use crate::sim::config::Likelihood;
 use crate::sim::langevin::langevin_move;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::model::interface::{DataTerm, Model};

@@ -8,9 +8,9 @@ use rand::Rng;
 
 use crate::sim::chains::ChainBlock;
 use crate::sim::ensemble::fcn::Ensemble;
-use crate::sim::langevin::metropolis_accepts;
 use crate::sim::kernel::mala::{BlockState, Context, Kernel};
 use crate::sim::kernel::metric::Metric;
+use crate::sim::langevin::metropolis_accepts;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 

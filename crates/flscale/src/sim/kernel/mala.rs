@@ -48,11 +48,11 @@ use rayon::prelude::*;
 
 use crate::sim::config::{Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
-use crate::sim::langevin::{
-    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts, Proposal,
-};
 use crate::sim::kernel::metric::{
     lower_times_by_columns, lower_transposed_times, Metric, MetricLayout,
+};
+use crate::sim::langevin::{
+    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts, Proposal,
 };
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::interface::{DataTerm, Model};

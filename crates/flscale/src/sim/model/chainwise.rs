@@ -4,8 +4,8 @@
 //! copies cost two passes over the parameters per evaluation, against the P-fold work of the
 //! evaluation itself.
 
-use crate::sim::config::{Likelihood, Preconditioner};
 use crate::sim::chains::ChainBlock;
+use crate::sim::config::{Likelihood, Preconditioner};
 use crate::sim::model::attention::AttentionModel;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::model::collapsed::conditional_readout_means;

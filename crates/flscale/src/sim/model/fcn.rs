@@ -28,8 +28,8 @@ use crate::sim::num::gemm::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::activation::Activation;
-use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::chains::ChainBlock;
+use crate::sim::config::{ExperimentConfig, Parametrization};
 use crate::sim::model::interface::DataTerm;
 use crate::sim::num::real::Real;
 

@@ -3,8 +3,8 @@
 //! the readout's features (the collapsed posterior, [`crate::sim::model::collapsed`]) and the
 //! Gauss–Newton curvature of its neurons (the preconditioner, [`crate::sim::kernel::metric`]).
 
-use crate::sim::config::{Likelihood, Preconditioner};
 use crate::sim::chains::ChainBlock;
+use crate::sim::config::{Likelihood, Preconditioner};
 use crate::sim::model::collapsed::{neuron_curvature, neuron_curvature_blocks, CollapsedWork};
 use crate::sim::model::fcn::{
     backward, backward_from_last_delta, forward, two_layer_gaussian_gradient, FcnModel, Scratch,

@@ -24,8 +24,8 @@
 
 use faer::MatRef;
 
-use crate::sim::config::{Likelihood, Preconditioner};
 use crate::sim::chains::ChainBlock;
+use crate::sim::config::{Likelihood, Preconditioner};
 use crate::sim::num::real::Real;
 
 /// Chain c's feature matrix Φ (P × K, rows contiguous, `row_stride` apart) in a model's

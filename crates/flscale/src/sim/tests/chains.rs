@@ -2,11 +2,11 @@
 //! kernel its proposal and posterior ask for (what the run loop, [`crate::sim::driver::engine`],
 //! builds), and per-chain views of its blocks.
 
-use crate::sim::config::SamplerMethod;
 use crate::sim::chains::Divergence;
+use crate::sim::config::SamplerMethod;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
+use crate::sim::langevin::Proposal;
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;

@@ -8,8 +8,8 @@ use crate::sim::bench::sampling::{blog_config, SamplingSetting};
 use crate::sim::config::{ExperimentConfig, Preconditioner, SamplerMethod, Start};
 use crate::sim::driver::run::Run;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
+use crate::sim::langevin::Proposal;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::tests::exact::top_eigenvalue;
 

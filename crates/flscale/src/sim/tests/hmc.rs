@@ -5,8 +5,8 @@
 use crate::activation::Activation;
 use crate::sim::config::SamplerMethod;
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
+use crate::sim::langevin::Proposal;
 use crate::sim::model::fcn::FcnModel;
 use crate::sim::tests::collapsed::mean_err;
 

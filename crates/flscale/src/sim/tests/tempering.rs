@@ -9,8 +9,8 @@ use crate::sim::data::Dataset;
 use crate::sim::driver::run::{Run, RunResult};
 use crate::sim::driver::tempered::{slot_seed, Replicas, TemperingDiagnostics};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
-use crate::sim::langevin::Proposal;
 use crate::sim::kernel::mala::Kernel;
+use crate::sim::langevin::Proposal;
 use crate::sim::model::fcn::FcnModel;
 
 fn config(text: &str) -> ExperimentConfig {
