@@ -20,10 +20,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::order::{check_coordinates, OrderKind, OrderParameter, WeightRows};
 use super::profile::Bins;
 use super::umbrella::Umbrella;
 use crate::sim::config::{ExperimentConfig, ModelKind};
+use crate::sim::order::{check_coordinates, OrderKind, OrderParameter, WeightRows};
 use crate::{Error, Result};
 
 /// Most windows a table may ask for: a guard against typos (each window is a full run).
@@ -302,7 +302,7 @@ mod tests {
         offset: 0,
         rows: 4,
         row_len: 8,
-        units: super::super::order::RowUnits::Neurons,
+        units: crate::sim::order::RowUnits::Neurons,
     };
 
     #[test]

@@ -32,10 +32,14 @@ pub mod analysis;
 pub mod autocorr;
 pub mod config;
 pub mod mbar;
-pub mod order;
 pub mod overlap;
 pub mod profile;
 pub mod umbrella;
+pub mod window;
+
+/// The order parameters, defined in the sampler (which applies their bias force) and re-exported
+/// here beside the statistics that use them.
+pub use crate::sim::order;
 
 #[cfg(test)]
 mod tests;

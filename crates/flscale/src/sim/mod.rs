@@ -83,6 +83,8 @@ pub mod memory;
 pub mod model;
 pub mod num;
 pub mod observe;
+pub mod order;
+pub mod restraint;
 
 #[cfg(test)]
 mod tests;

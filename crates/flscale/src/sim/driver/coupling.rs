@@ -52,8 +52,14 @@ fn splitmix64(x: u64) -> u64 {
 pub fn start_seed(seed: u64, hot: bool, coupling: StartsCoupling) -> u64 {
     match (hot, coupling) {
         (false, _) | (true, StartsCoupling::Coupled) => seed,
-        (true, StartsCoupling::Independent) => splitmix64(seed ^ HOT_STREAM_TAG) & SEED_MASK,
+        (true, StartsCoupling::Independent) => derived_seed(seed, HOT_STREAM_TAG),
     }
+}
+
+/// A seed derived from `seed` and a `tag` that names its use (splitmix64(seed ⊕ tag) mod 2⁵³),
+/// its ChaCha key unrelated to `seed`'s: the hot start's streams, an umbrella window's.
+pub fn derived_seed(seed: u64, tag: u64) -> u64 {
+    splitmix64(seed ^ tag) & SEED_MASK
 }
 
 /// Whether a run records the parameter sketches of [`certificate`]: both starts, coupled.

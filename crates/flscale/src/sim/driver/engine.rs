@@ -12,12 +12,31 @@ use crate::sim::kernel::transition::Transition;
 use crate::sim::langevin::Proposal;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
-use crate::sim::observe::observables::finite;
+use crate::sim::observe::observables::{finite, ChainAccumulator, Measurement};
+use crate::sim::restraint::Restraint;
 
 use super::coupling::{records_sketches, sketch, ParameterSketches};
 use super::outcome::{Outcome, RunObserver};
-use super::result::RunResult;
+use super::result::{RestrainedChain, RunResult};
 use super::tempered::{slot_seed, Replicas, TemperingDiagnostics};
+
+/// What a run may change besides its configuration: a bias on the chains and the seed of their
+/// noise streams.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RunOptions<'a> {
+    /// [`super::run::Run::restrain`].
+    pub restraint: Option<&'a Restraint>,
+    /// [`super::run::Run::noise_streams`].
+    pub streams: Option<u64>,
+}
+
+impl RunOptions<'_> {
+    /// The seed the chains' noise streams derive from: [`super::run::Run::noise_streams`]'s, else
+    /// `sampler.seed`.
+    pub fn streams(&self, s: &SamplerConfig) -> u64 {
+        self.streams.unwrap_or(s.seed)
+    }
+}
 
 /// A measurement time: the step, and whether burn-in is over.
 #[derive(Clone, Copy, Debug)]
@@ -56,24 +75,30 @@ pub(crate) struct Sampled<T: Real, M: Model<T>> {
     pub seed: u64,
     /// Coupled starts: every chain's parameter sketch at every measurement.
     pub sketches: ParameterSketches,
+    /// Restrained runs: the order parameter s of every chain (None once stopped) at every
+    /// measurement after burn-in, the times the recorder's sampling measurements are taken.
+    pub order_trace: Vec<Vec<Option<f64>>>,
 }
 
 /// Runs `s.steps` steps of the ensemble `start(seed)` (every replica of a tempered run is
 /// `start` with its own noise streams, [`slot_seed`]), with `recorder` called every `thin`
 /// steps, progress reported to `observer` after every block of steps and the run stopped where
-/// it asks.
+/// it asks. With a `restraint` every chain samples the biased density exp(−(U + V)/T)
+/// ([`Restraint`]) and its order parameter is kept at every measurement after burn-in.
 pub(crate) fn sample<T: Real, M: Model<T>>(
     s: &SamplerConfig,
     start: impl Fn(u64) -> Ensemble<T, M>,
+    restraint: Option<&Restraint>,
     recorder: &mut dyn Recorder<T, M>,
     observer: &mut dyn RunObserver,
 ) -> Outcome<Sampled<T, M>> {
     let mut ens = start(s.seed);
-    // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
-    // plain ULA keeps the ensemble's fused step.
+    // The collapsed posterior, MALA, replica exchange and a restraint run on the
+    // cached-gradient kernel; plain ULA keeps the ensemble's fused step.
     let tempered = s.tempering().is_some();
-    let mut transition = if s.method == SamplerMethod::Collapsed || s.mala || tempered {
-        Transition::Cached(new_kernel(&ens, s))
+    let cached = s.method == SamplerMethod::Collapsed || s.mala || tempered || restraint.is_some();
+    let mut transition = if cached {
+        Transition::Cached(new_kernel(&ens, s, restraint))
     } else {
         Transition::FusedUla
     };
@@ -83,11 +108,12 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
             s,
             s.chains,
             move |slot| start(slot_seed(s.seed, slot)),
-            |ens: &Ensemble<T, M>| new_kernel(ens, s),
+            |ens: &Ensemble<T, M>| new_kernel(ens, s, restraint),
         )
     });
     let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
     let mut sketches = ParameterSketches::default();
+    let mut order_trace = Vec::new();
     let sketching = records_sketches(s.start, s.starts_coupling);
     let started = std::time::Instant::now();
     let mut window_start = (s.burn_in == 0).then_some(started);
@@ -116,6 +142,9 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
                 sampling: t > s.burn_in,
             };
             recorder.record(&mut ens, &mut transition, at);
+            if let (Some(r), true) = (restraint, at.sampling) {
+                order_trace.push(chain_order_values(&ens, r));
+            }
             if sketching {
                 sketches.steps.push(t);
                 sketches.chains.push(chain_sketches(&ens));
@@ -145,7 +174,55 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
         sampling_seconds,
         seed: s.seed,
         sketches,
+        order_trace,
     })
+}
+
+/// Every chain that survived a restrained run, with its order parameter from `order_trace`
+/// ([`Sampled::order_trace`]) beside the observables its accumulator kept at the same
+/// measurements.
+pub(crate) fn restrained_chains(
+    order_trace: &[Vec<Option<f64>>],
+    acc: &[ChainAccumulator],
+) -> Vec<RestrainedChain> {
+    if order_trace.is_empty() {
+        return Vec::new();
+    }
+    (0..acc.len())
+        .filter_map(|k| {
+            let s: Option<Vec<f64>> = order_trace
+                .iter()
+                .map(|at| at.get(k).copied().flatten())
+                .collect();
+            let kept: Vec<&Measurement> = acc[k]
+                .series
+                .iter()
+                .filter(|(sampling, _)| *sampling)
+                .map(|(_, m)| m)
+                .collect();
+            let s = s.filter(|s| s.len() == kept.len())?;
+            Some(RestrainedChain {
+                chain: k,
+                s,
+                alignment: kept.iter().map(|m| m.alignment).collect(),
+                test_mse: kept.iter().map(|m| m.test_mse).collect(),
+                outliers: kept.iter().map(|m| m.outliers as f64).collect(),
+            })
+        })
+        .collect()
+}
+
+/// Every chain's order parameter s ([`Restraint::order_value`]); None for a stopped chain.
+fn chain_order_values<T: Real, M: Model<T>>(
+    ens: &Ensemble<T, M>,
+    r: &Restraint,
+) -> Vec<Option<f64>> {
+    (0..ens.chains())
+        .map(|k| {
+            ens.alive(k)
+                .then(|| r.order_value(&ens.chain_group(k, r.group())))
+        })
+        .collect()
 }
 
 /// Every chain's sketch ([`sketch`]) over all its parameter groups; None for a stopped chain.
@@ -194,10 +271,15 @@ pub(crate) fn final_state<T: Real, M: Model<T>>(ens: &Ensemble<T, M>) -> Vec<Vec
         .collect()
 }
 
-/// The cached-gradient kernel the sampler settings ask for.
-fn new_kernel<T: Real, M: Model<T>>(ens: &Ensemble<T, M>, s: &SamplerConfig) -> Kernel<T> {
+/// The cached-gradient kernel the sampler settings ask for, under `restraint` if any.
+fn new_kernel<T: Real, M: Model<T>>(
+    ens: &Ensemble<T, M>,
+    s: &SamplerConfig,
+    restraint: Option<&Restraint>,
+) -> Kernel<T> {
     let mut k = Kernel::new(ens, s.method, Proposal::from_sampler(s.mala, s.hmc_steps));
     k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
+    k.restraint = restraint.cloned();
     k
 }
 

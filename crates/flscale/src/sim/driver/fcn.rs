@@ -14,21 +14,26 @@ use crate::sim::observe::observables::{finite, hist_range, ChainAccumulator, Cha
 use crate::sim::observe::overlaps::{ChainProbe, Probe};
 use crate::sim::observe::probe_summary::{summarise, ProbeAccumulator};
 
-use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Recorder};
+use super::engine::{
+    final_state, new_ensemble, record_health, restrained_chains, sample, MeasurementTime, Recorder,
+    RunOptions,
+};
 use super::outcome::{Outcome, RunObserver};
 use super::result::RunResult;
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
+use crate::sim::restraint::Restraint;
 
 /// Runs a validated FCN experiment in precision T: the ensemble(s) of `sampler.start`.
 pub(crate) fn run_typed<T: Real>(
     cfg: &ExperimentConfig,
+    opts: RunOptions<'_>,
     observer: &mut dyn RunObserver,
 ) -> Outcome {
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
-    run_starts(s, observer, &mut |hot, seed, observer| {
-        run_once::<T>(cfg, &data, hot, seed, None, observer)
+    run_starts(s, opts.streams(s), observer, &mut |hot, seed, observer| {
+        run_once::<T>(cfg, &data, hot, seed, None, opts.restraint, observer)
     })
 }
 
@@ -40,6 +45,7 @@ pub(crate) fn run_once<T: Real>(
     hot: bool,
     seed: u64,
     initial: Option<&[Vec<Vec<f64>>]>,
+    restraint: Option<&Restraint>,
     observer: &mut dyn RunObserver,
 ) -> Outcome {
     let sampler = SamplerConfig {
@@ -72,7 +78,7 @@ pub(crate) fn run_once<T: Real>(
         second_moment: PooledSecondMoment::new(d),
     };
     let start = |seed: u64| start_ensemble::<T>(cfg, &model, data, seed, hot, initial);
-    let sampled = match sample(s, start, &mut recorder, observer) {
+    let sampled = match sample(s, start, restraint, &mut recorder, observer) {
         Outcome::Completed(sampled) => sampled,
         Outcome::Interrupted { at, steps } => return Outcome::Interrupted { at, steps },
     };
@@ -85,8 +91,10 @@ pub(crate) fn run_once<T: Real>(
         ..
     } = recorder;
     let ens = &sampled.ens;
+    let restrained = restrained_chains(&sampled.order_trace, &acc);
     let outcome = ensemble_outcome(&model, ens, data, second_moment);
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, sampled.seconds);
+    result.restrained = restrained;
     if cfg.target.hermite.is_some() || cfg.target.terms.is_some() {
         result.summary.mean_predictor_hermite = mean_predictor_hermite(data, &result);
     }

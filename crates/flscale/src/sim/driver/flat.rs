@@ -15,27 +15,32 @@ use crate::sim::num::real::Real;
 use crate::sim::observe::leading_direction::PooledSecondMoment;
 use crate::sim::observe::observables::{ChainAccumulator, ChainSnapshot};
 
-use super::engine::{final_state, new_ensemble, record_health, sample, MeasurementTime, Recorder};
+use super::engine::{
+    final_state, new_ensemble, record_health, restrained_chains, sample, MeasurementTime, Recorder,
+    RunOptions,
+};
 use super::outcome::{Outcome, RunObserver};
 use super::starts::run_starts;
 use super::summary::{finish, EnsembleOutcome};
+use crate::sim::restraint::Restraint;
 
 /// Runs a validated CNN or attention experiment in precision T (the dispatch of
 /// [`crate::sim::driver::run::Run`] for `model.kind` other than "fcn").
-pub fn run_model<T: Real>(
+pub(crate) fn run_model<T: Real>(
     cfg: &ExperimentConfig,
+    opts: RunOptions<'_>,
     observer: &mut dyn RunObserver,
 ) -> Result<Outcome> {
     match cfg.model.kind {
         ModelKind::Cnn => {
             let model = CnnModel::from_config(cfg);
             let data = model.dataset(cfg);
-            Ok(run_flat::<T, _>(cfg, model, &data, observer))
+            Ok(run_flat::<T, _>(cfg, model, &data, opts, observer))
         }
         ModelKind::Attention => {
             let model = AttentionModel::from_config(cfg);
             let data = model.dataset(cfg);
-            Ok(run_flat::<T, _>(cfg, model, &data, observer))
+            Ok(run_flat::<T, _>(cfg, model, &data, opts, observer))
         }
         ModelKind::Fcn => Err(Error::runtime(
             "driver::flat runs the cnn and attention models; fcn runs in driver::fcn",
@@ -47,15 +52,24 @@ pub fn run_model<T: Real>(
 /// compared, as for the FCN: [`run_starts`]), each with the sampling loop, observables at
 /// every `thin` steps and the summary of an FCN run (same keys; fields that do not apply are
 /// null).
-pub fn run_flat<T: Real, M: FlatModel<T> + Model<T> + Clone>(
+pub(crate) fn run_flat<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     cfg: &ExperimentConfig,
     model: M,
     data: &FlatData,
+    opts: RunOptions<'_>,
     observer: &mut dyn RunObserver,
 ) -> Outcome {
     let s = &cfg.sampler;
-    run_starts(s, observer, &mut |hot, seed, observer| {
-        run_flat_once::<T, M>(cfg, model.clone(), data, hot, seed, observer)
+    run_starts(s, opts.streams(s), observer, &mut |hot, seed, observer| {
+        run_flat_once::<T, M>(
+            cfg,
+            model.clone(),
+            data,
+            hot,
+            seed,
+            opts.restraint,
+            observer,
+        )
     })
 }
 
@@ -67,6 +81,7 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
     data: &FlatData,
     hot: bool,
     seed: u64,
+    restraint: Option<&Restraint>,
     observer: &mut dyn RunObserver,
 ) -> Outcome {
     let sampler = SamplerConfig {
@@ -104,7 +119,7 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
             .collect(),
         second_moment: PooledSecondMoment::new(filter_dim),
     };
-    let sampled = match sample(s, start, &mut recorder, observer) {
+    let sampled = match sample(s, start, restraint, &mut recorder, observer) {
         Outcome::Completed(sampled) => sampled,
         Outcome::Interrupted { at, steps } => return Outcome::Interrupted { at, steps },
     };
@@ -125,7 +140,9 @@ fn run_flat_once<T: Real, M: FlatModel<T> + Model<T> + Clone>(
         second_moment,
         steps_done: ens.steps_done,
     };
+    let restrained = restrained_chains(&sampled.order_trace, &acc);
     let mut result = finish::<T>(cfg, outcome, acc, threshold, range, sampled.seconds);
+    result.restrained = restrained;
     result.final_state = final_state(ens);
     record_health(&mut result, &sampled, hot);
     Outcome::Completed(result)

@@ -287,6 +287,25 @@ pub struct RunResult {
     /// Coupled starts ([`crate::sim::driver::coupling`]): every chain's parameter sketch at
     /// every measurement, from which the coupling certificate places the meetings.
     pub parameter_sketches: crate::sim::driver::coupling::ParameterSketches,
+    /// Restrained runs ([`crate::sim::driver::run::Run::restrain`]): every surviving chain's
+    /// order parameter and observables at every measurement after burn-in; empty otherwise.
+    pub restrained: Vec<RestrainedChain>,
+}
+
+/// One chain of a restrained run: its series after burn-in, one entry per measurement (every
+/// `thin` steps), in time order.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct RestrainedChain {
+    /// Chain index k (its noise stream).
+    pub chain: usize,
+    /// The restrained order parameter s.
+    pub s: Vec<f64>,
+    /// A_f of the chain's predictor on the test set.
+    pub alignment: Vec<f64>,
+    /// Its test MSE.
+    pub test_mse: Vec<f64>,
+    /// Its number of first-layer outliers |ρ_i| > 3σ1/√d.
+    pub outliers: Vec<f64>,
 }
 
 impl RunResult {

@@ -6,18 +6,22 @@ use crate::error::{Error, Result};
 use crate::sim::config::{ExperimentConfig, ModelKind, Precision, Start};
 use crate::sim::data::Dataset;
 use crate::sim::model::fcn::FcnModel;
+use crate::sim::restraint::Restraint;
 
+use super::engine::RunOptions;
 pub use super::outcome::{Outcome, RunObserver, Unobserved};
 pub use super::result::{
     ChainRow, Diagnostics, DivergedChain, Histogram, RunResult, StartResults, Summary, TraceRow,
 };
 
-/// An experiment to run: `Run::new(&cfg)`, optionally `.start_from(state)` and
-/// `.observe(&mut observer)`, then `.run()`. Without an observer nothing can stop the run and
-/// `run` returns its result; with one it returns an [`Outcome`].
+/// An experiment to run: `Run::new(&cfg)`, optionally `.start_from(state)`,
+/// `.restrain(&restraint)`, `.noise_streams(seed)` and `.observe(&mut observer)`, then `.run()`.
+/// Without an observer nothing can stop the run and `run` returns its result; with one it
+/// returns an [`Outcome`].
 pub struct Run<'a, O = Unobserved> {
     cfg: &'a ExperimentConfig,
     initial: Option<&'a [Vec<Vec<f64>>]>,
+    opts: RunOptions<'a>,
     observer: O,
 }
 
@@ -27,6 +31,7 @@ impl<'a> Run<'a> {
         Run {
             cfg,
             initial: None,
+            opts: RunOptions::default(),
             observer: Unobserved,
         }
     }
@@ -39,6 +44,7 @@ impl<'a> Run<'a> {
         Run {
             cfg: self.cfg,
             initial: self.initial,
+            opts: self.opts,
             observer,
         }
     }
@@ -46,7 +52,7 @@ impl<'a> Run<'a> {
     /// Runs the experiment to the end.
     pub fn run(self) -> Result<RunResult> {
         let mut observer = Unobserved;
-        execute(self.cfg, self.initial, &mut observer)?.into_result()
+        execute(self.cfg, self.initial, self.opts, &mut observer)?.into_result()
     }
 }
 
@@ -61,12 +67,39 @@ impl<'a, O> Run<'a, O> {
             ..self
         }
     }
+
+    /// Samples exp(−(U + V)/T) with the bias V of `restraint` (an umbrella window), with every
+    /// kernel; the result's [`RunResult::restrained`] holds each chain's order parameter and
+    /// observables after burn-in.
+    pub fn restrain(self, restraint: &'a Restraint) -> Self {
+        Run {
+            opts: RunOptions {
+                restraint: Some(restraint),
+                ..self.opts
+            },
+            ..self
+        }
+    }
+
+    /// Draws the chains' noise streams (and the hot start's, through
+    /// [`crate::sim::driver::coupling::start_seed`]) from `seed` instead of `sampler.seed`;
+    /// the data and the teacher still come from `sampler.seed`. Umbrella windows use it so that
+    /// every window sees the same training set with independent noise.
+    pub fn noise_streams(self, seed: u64) -> Self {
+        Run {
+            opts: RunOptions {
+                streams: Some(seed),
+                ..self.opts
+            },
+            ..self
+        }
+    }
 }
 
 impl Run<'_, &mut dyn RunObserver> {
     /// Runs the experiment until its last step or until the observer asks to stop.
     pub fn run(self) -> Result<Outcome> {
-        execute(self.cfg, self.initial, self.observer)
+        execute(self.cfg, self.initial, self.opts, self.observer)
     }
 }
 
@@ -74,16 +107,17 @@ impl Run<'_, &mut dyn RunObserver> {
 fn execute(
     cfg: &ExperimentConfig,
     initial: Option<&[Vec<Vec<f64>>]>,
+    opts: RunOptions<'_>,
     observer: &mut dyn RunObserver,
 ) -> Result<Outcome> {
     cfg.validate()?;
     let outcome = match initial {
-        Some(initial) => run_from(cfg, initial, observer)?,
+        Some(initial) => run_from(cfg, initial, opts, observer)?,
         None => match (cfg.model.kind, cfg.sampler.precision) {
-            (ModelKind::Fcn, Precision::F32) => super::fcn::run_typed::<f32>(cfg, observer),
-            (ModelKind::Fcn, Precision::F64) => super::fcn::run_typed::<f64>(cfg, observer),
-            (_, Precision::F32) => super::flat::run_model::<f32>(cfg, observer)?,
-            (_, Precision::F64) => super::flat::run_model::<f64>(cfg, observer)?,
+            (ModelKind::Fcn, Precision::F32) => super::fcn::run_typed::<f32>(cfg, opts, observer),
+            (ModelKind::Fcn, Precision::F64) => super::fcn::run_typed::<f64>(cfg, opts, observer),
+            (_, Precision::F32) => super::flat::run_model::<f32>(cfg, opts, observer)?,
+            (_, Precision::F64) => super::flat::run_model::<f64>(cfg, opts, observer)?,
         },
     };
     Ok(match outcome {
@@ -96,6 +130,7 @@ fn execute(
 fn run_from(
     cfg: &ExperimentConfig,
     initial: &[Vec<Vec<f64>>],
+    opts: RunOptions<'_>,
     observer: &mut dyn RunObserver,
 ) -> Result<Outcome> {
     let model = FcnModel::from_config(cfg);
@@ -118,12 +153,13 @@ fn run_from(
     }
     let s = &cfg.sampler;
     let data = Dataset::generate(&cfg.data, &cfg.target, s.seed);
+    let (seed, restraint) = (opts.streams(s), opts.restraint);
     Ok(match s.precision {
         Precision::F32 => {
-            super::fcn::run_once::<f32>(cfg, &data, false, s.seed, Some(initial), observer)
+            super::fcn::run_once::<f32>(cfg, &data, false, seed, Some(initial), restraint, observer)
         }
         Precision::F64 => {
-            super::fcn::run_once::<f64>(cfg, &data, false, s.seed, Some(initial), observer)
+            super::fcn::run_once::<f64>(cfg, &data, false, seed, Some(initial), restraint, observer)
         }
     })
 }

@@ -23,11 +23,12 @@ pub(crate) type RunOneStart<'a> = dyn FnMut(bool, u64, &mut dyn RunObserver) -> 
 /// ([`super::coupling`]). Shared by every model.
 pub(crate) fn run_starts(
     s: &SamplerConfig,
+    streams: u64,
     observer: &mut dyn RunObserver,
     run_one: &mut RunOneStart<'_>,
 ) -> Outcome {
     let steps = s.steps;
-    let seed = |hot: bool| start_seed(s.seed, hot, s.starts_coupling);
+    let seed = |hot: bool| start_seed(streams, hot, s.starts_coupling);
     match s.start {
         Start::Cold => run_one(false, seed(false), observer),
         Start::Hot => run_one(true, seed(true), observer),

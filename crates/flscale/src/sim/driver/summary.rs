@@ -405,6 +405,7 @@ pub(crate) fn finish<T: Real>(
         steps: ens.steps_done,
         final_state: Vec::new(),
         parameter_sketches: Default::default(),
+        restrained: Vec::new(),
     }
 }
 

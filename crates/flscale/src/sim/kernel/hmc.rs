@@ -236,6 +236,7 @@ impl<T: Real> Kernel<T> {
             sampled: &sampled,
             data_scale: self.data_scale,
             threshold,
+            restraint: self.restraint.as_ref(),
         };
         let block = &mut blocks[0];
         let state = &mut self.states[0];

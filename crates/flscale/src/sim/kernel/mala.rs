@@ -58,6 +58,7 @@ use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::interface::{DataTerm, Model};
 use crate::sim::model::prior::add_gaussian_prior;
 use crate::sim::num::real::Real;
+use crate::sim::restraint::Restraint;
 
 /// Per-block state: the saved current point while a proposal is judged, acceptance counts.
 #[derive(Debug)]
@@ -101,6 +102,13 @@ pub struct Kernel<T> {
     /// for the collapsed one. 1 (default) is the posterior itself, and then no arithmetic
     /// changes.
     pub data_scale: f64,
+    /// An umbrella window's bias V(s(θ)) ([`Restraint`]): in the energy the Metropolis tests
+    /// compare and, as V′(s)·∇s, in the force, unscaled by `data_scale` (it belongs to every
+    /// replica's density, as the prior does). λ_max and the step adaptation see the data term
+    /// only: the restraint's curvature κ|∇s|² is a small part of the stiffness at the window
+    /// widths [`crate::free_energy`] uses, and MALA's and HMC's tests keep the chain exact
+    /// either way.
+    pub restraint: Option<Restraint>,
     pub(super) states: Vec<BlockState<T>>,
 }
 
@@ -137,6 +145,7 @@ impl<T: Real> Kernel<T> {
             proposal,
             preconditioner: Preconditioner::Block,
             data_scale: 1.0,
+            restraint: None,
             states,
         }
     }
@@ -160,6 +169,7 @@ impl<T: Real> Kernel<T> {
         let sampled = self.sampled(model);
         let (method, proposal) = (self.method, self.proposal);
         let data_scale = self.data_scale;
+        let restraint = self.restraint.as_ref();
         blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
@@ -172,6 +182,7 @@ impl<T: Real> Kernel<T> {
                     sampled: &sampled,
                     data_scale,
                     threshold,
+                    restraint,
                 };
                 let metric = std::mem::take(&mut state.metric);
                 // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
@@ -226,6 +237,7 @@ impl<T: Real> Kernel<T> {
         let (model, data, blocks) = ens.split_blocks();
         let sampled = self.sampled(model);
         let (method, data_scale) = (self.method, self.data_scale);
+        let restraint = self.restraint.as_ref();
         blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
@@ -238,6 +250,7 @@ impl<T: Real> Kernel<T> {
                     sampled: &sampled,
                     data_scale,
                     threshold,
+                    restraint,
                 };
                 ctx.ensure_evaluated(block, state, scratch, step);
             });
@@ -466,6 +479,8 @@ pub(super) struct Context<'a, T, M> {
     pub(super) data_scale: f64,
     /// The energy above which a chain is stopped ([`Ensemble::divergence_threshold`]).
     pub(super) threshold: f64,
+    /// [`Kernel::restraint`].
+    pub(super) restraint: Option<&'a Restraint>,
 }
 
 impl<T: Real, M: Model<T>> Context<'_, T, M> {
@@ -517,6 +532,15 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
                 let (prior, virial) = add_gaussian_prior(theta, grad, model.prior_var(g));
                 block.energy[c] += prior;
                 block.virial[c][g] = virial;
+            }
+        }
+        if let Some(r) = self.restraint {
+            let (g, n) = (r.group(), model.group_len(r.group()));
+            for c in 0..b {
+                let theta = &block.params[g][c * n..(c + 1) * n];
+                let grad = &mut block.grads[g][c * n..(c + 1) * n];
+                let (bias, _) = r.add_force(theta, grad);
+                block.energy[c] += bias;
             }
         }
     }

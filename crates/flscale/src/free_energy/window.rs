@@ -1,0 +1,251 @@
+//! Umbrella windows as runs of the sampler, and their analysis (spec 07, "Method").
+//!
+//! A [`FreeEnergyPlan`] is an experiment and its `[free_energy]` table, checked against each
+//! other: the order parameter on the model's weight rows, the K windows V_k(s) = ½κ(s − s_k)²,
+//! the profile's bins. Window k is the experiment run under [`Restraint`] k
+//! ([`crate::sim::driver::run::Run::restrain`]) with every kernel the sampler settings choose;
+//! all windows share the training set (`sampler.seed`) and draw independent noise
+//! ([`FreeEnergyPlan::noise_seed`]), so that they are independent samples of their biased
+//! densities, which MBAR's errors assume (Shirts & Chodera 2008, §III). A window keeps every
+//! chain's series after burn-in ([`WindowRun`]); [`FreeEnergyPlan::analyse`] pools a window's
+//! chains into one series, chain after chain (the junctions between chains cost the
+//! autocorrelation estimate one lag per chain, negligible against series of hundreds of
+//! samples), and calls [`super::analyse`].
+
+use serde::{Deserialize, Serialize};
+
+use super::analysis::{analyse, AnalysisOptions, FreeEnergyReport, WindowSeries};
+use super::config::{weight_rows, FreeEnergyConfig};
+use super::profile::Bins;
+use super::umbrella::Umbrella;
+use crate::error::{Error, Result};
+use crate::sim::config::{ExperimentConfig, ModelKind, Start};
+use crate::sim::data::Dataset;
+use crate::sim::driver::coupling::derived_seed;
+use crate::sim::driver::outcome::{Outcome, RunObserver};
+use crate::sim::driver::result::RestrainedChain;
+use crate::sim::driver::run::Run;
+use crate::sim::model::cnn::CnnModel;
+use crate::sim::order::OrderParameter;
+use crate::sim::restraint::Restraint;
+
+/// The observables every window keeps beside s, in this order: the reweighted averages of
+/// [`FreeEnergyReport::observables`] and of each basin follow it.
+pub const OBSERVABLES: [&str; 3] = ["alignment", "test_mse", "outliers"];
+
+/// Mixed into `sampler.seed` with the window index to derive a window's noise streams.
+const WINDOW_STREAM_TAG: u64 = 0x7769_6E64_6F77_0000;
+
+/// One window's run: its restraint, seed and every surviving chain's series after burn-in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowRun {
+    /// The window's index k.
+    pub window: usize,
+    /// Its centre s_k.
+    pub centre: f64,
+    /// Its stiffness κ.
+    pub kappa: f64,
+    /// The seed its noise streams came from ([`FreeEnergyPlan::noise_seed`]).
+    pub noise_seed: u64,
+    /// Every chain that survived, with its series.
+    pub chains: Vec<RestrainedChain>,
+    /// Chains stopped by a divergence.
+    pub diverged: usize,
+    /// The step after burn-in and the acceptance rate (null without a Metropolis test).
+    pub step: f64,
+    pub acceptance_rate: Option<f64>,
+    /// The run's warnings ([`crate::sim::driver::result::Summary::warnings`]).
+    pub warnings: Vec<String>,
+    /// Wall-clock seconds of the run.
+    pub seconds: f64,
+}
+
+impl WindowRun {
+    /// Samples in the window (over its chains).
+    pub fn samples(&self) -> usize {
+        self.chains.iter().map(|c| c.s.len()).sum()
+    }
+
+    /// The chains pooled into one series (module docs).
+    fn pooled(&self) -> WindowSeries {
+        let cat = |f: fn(&RestrainedChain) -> &Vec<f64>| -> Vec<f64> {
+            self.chains
+                .iter()
+                .flat_map(|c| f(c).iter().copied())
+                .collect()
+        };
+        WindowSeries {
+            s: cat(|c| &c.s),
+            observables: vec![
+                cat(|c| &c.alignment),
+                cat(|c| &c.test_mse),
+                cat(|c| &c.outliers),
+            ],
+        }
+    }
+}
+
+/// An experiment with its `[free_energy]` table, checked (module docs).
+#[derive(Debug, Clone)]
+pub struct FreeEnergyPlan {
+    /// The experiment every window runs.
+    pub config: ExperimentConfig,
+    /// Its `[free_energy]` table.
+    pub table: FreeEnergyConfig,
+    /// The order parameter s the windows restrain.
+    pub order: OrderParameter,
+    /// The windows.
+    pub umbrella: Umbrella,
+    /// The profile's bins.
+    pub bins: Bins,
+}
+
+impl FreeEnergyPlan {
+    /// Checks `table` against `config` (a validated experiment): the order parameter's rows and
+    /// teacher, one start (a window's series must come from one stationary run: compare hot and
+    /// cold by running the plan once with each), and a first layer that moves.
+    pub fn new(config: ExperimentConfig, table: FreeEnergyConfig) -> Result<FreeEnergyPlan> {
+        config.validate()?;
+        let rows = weight_rows(&config)?;
+        if config.sampler.start == Start::Both {
+            return Err(Error::invalid(
+                "sampler.start = \"both\" is not allowed with [free_energy]; run the free energy once with start = \"cold\" and once with start = \"hot\" and compare their basin weights",
+            ));
+        }
+        if config.sampler.frozen_layers.contains(&(rows.group + 1)) {
+            return Err(Error::invalid(format!(
+                "sampler.frozen_layers = {:?} freezes layer {}, which the order parameter reads; unfreeze it or remove [free_energy]",
+                config.sampler.frozen_layers,
+                rows.group + 1
+            )));
+        }
+        let teacher = teacher_direction(&config);
+        let order = table.order_parameter(rows, &teacher)?;
+        let umbrella = table.umbrella(&rows, config.sampler.temperature)?;
+        let bins = table.profile_bins(&rows)?;
+        Ok(FreeEnergyPlan {
+            config,
+            table,
+            order,
+            umbrella,
+            bins,
+        })
+    }
+
+    /// Number of windows K.
+    pub fn windows(&self) -> usize {
+        self.umbrella.windows()
+    }
+
+    /// Window k's restraint.
+    pub fn restraint(&self, k: usize) -> Restraint {
+        Restraint {
+            order: self.order.clone(),
+            centre: self.umbrella.centres[k],
+            kappa: self.umbrella.kappa,
+        }
+    }
+
+    /// Window k's noise seed: derived from `sampler.seed` and k, so that windows are
+    /// independent and a window's numbers depend on nothing but the experiment and k.
+    pub fn noise_seed(&self, k: usize) -> u64 {
+        derived_seed(
+            self.config.sampler.seed,
+            WINDOW_STREAM_TAG.wrapping_add(k as u64),
+        )
+    }
+
+    /// Runs window k, reporting progress to `observer` (which may stop it).
+    pub fn run_window(
+        &self,
+        k: usize,
+        observer: &mut dyn RunObserver,
+    ) -> Result<Outcome<WindowRun>> {
+        if k >= self.windows() {
+            return Err(Error::invalid(format!(
+                "window {k} does not exist; the plan has windows 0 to {}",
+                self.windows() - 1
+            )));
+        }
+        let restraint = self.restraint(k);
+        let noise_seed = self.noise_seed(k);
+        let outcome = Run::new(&self.config)
+            .restrain(&restraint)
+            .noise_streams(noise_seed)
+            .observe(observer)
+            .run()?;
+        let result = match outcome {
+            Outcome::Completed(result) => result,
+            Outcome::Interrupted { at, steps } => return Ok(Outcome::Interrupted { at, steps }),
+        };
+        if result.restrained.is_empty() {
+            return Err(Error::runtime(format!(
+                "every chain of window {k} (s₀ = {:.4}) diverged or kept no sample after burn-in; lower sampler.step or raise sampler.steps",
+                restraint.centre
+            )));
+        }
+        let diagnostics = &result.summary.diagnostics;
+        Ok(Outcome::Completed(WindowRun {
+            window: k,
+            centre: restraint.centre,
+            kappa: restraint.kappa,
+            noise_seed,
+            diverged: self.config.sampler.chains - result.restrained.len(),
+            step: diagnostics.step,
+            acceptance_rate: diagnostics.acceptance_rate,
+            warnings: result.summary.warnings.clone(),
+            seconds: result.seconds,
+            chains: result.restrained,
+        }))
+    }
+
+    /// The analysis of every window's run (`runs[k]` window k's, in any order) with
+    /// `replicates` bootstrap replicates and the bootstrap's `seed`.
+    pub fn analyse(
+        &self,
+        runs: &[WindowRun],
+        replicates: usize,
+        seed: u64,
+    ) -> Result<FreeEnergyReport> {
+        let mut series: Vec<Option<WindowSeries>> = vec![None; self.windows()];
+        for run in runs {
+            let slot = series.get_mut(run.window).ok_or_else(|| {
+                Error::invalid(format!(
+                    "window {} is not one of this plan's {} windows",
+                    run.window,
+                    self.windows()
+                ))
+            })?;
+            let expected = self.umbrella.centres[run.window];
+            if (run.centre - expected).abs() > 1e-12 * (1.0 + expected.abs())
+                || (run.kappa - self.umbrella.kappa).abs() > 1e-12 * self.umbrella.kappa
+            {
+                return Err(Error::invalid(format!(
+                    "window {} ran at s₀ = {}, κ = {}, but the plan has s₀ = {expected}, κ = {}; the [free_energy] table changed since it ran: use a new output directory",
+                    run.window, run.centre, run.kappa, self.umbrella.kappa
+                )));
+            }
+            *slot = Some(run.pooled());
+        }
+        let missing: Vec<usize> = (0..series.len()).filter(|&k| series[k].is_none()).collect();
+        if !missing.is_empty() {
+            return Err(Error::invalid(format!(
+                "windows {missing:?} have not run; run them before the analysis"
+            )));
+        }
+        let series: Vec<WindowSeries> = series.into_iter().flatten().collect();
+        let mut opts = AnalysisOptions::new(self.bins, seed);
+        opts.beta = 1.0 / self.config.sampler.temperature;
+        opts.replicates = replicates;
+        Ok(analyse(&self.umbrella, &series, &opts)?)
+    }
+}
+
+/// The teacher direction the order parameters compare the rows with: w\* of the FCN's data
+/// set, the CNN's teacher filter.
+fn teacher_direction(config: &ExperimentConfig) -> Vec<f64> {
+    match config.model.kind {
+        ModelKind::Cnn => CnnModel::from_config(config).dataset(config).teacher,
+        _ => Dataset::generate(&config.data, &config.target, config.sampler.seed).teacher,
+    }
+}
