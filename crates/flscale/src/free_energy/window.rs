@@ -8,13 +8,14 @@
 //! ([`FreeEnergyPlan::noise_seed`]), so that they are independent samples of their biased
 //! densities, which MBAR's errors assume (Shirts & Chodera 2008, §III). A window keeps every
 //! chain's series after burn-in ([`WindowRun`]); [`FreeEnergyPlan::analyse`] pools a window's
-//! chains into one series, chain after chain (the junctions between chains cost the
-//! autocorrelation estimate one lag per chain, negligible against series of hundreds of
-//! samples), and calls [`super::analyse`].
+//! chains into one series, chain after chain, each chain subsampled at its autocorrelation time
+//! ([`WindowRun::decorrelation_stride`]; the junctions between chains cost the autocorrelation
+//! estimate one lag per chain), and calls [`super::analyse`].
 
 use serde::{Deserialize, Serialize};
 
 use super::analysis::{analyse, AnalysisOptions, FreeEnergyReport, WindowSeries};
+use super::autocorr::integrated_time;
 use super::config::{weight_rows, FreeEnergyConfig};
 use super::profile::Bins;
 use super::umbrella::Umbrella;
@@ -61,17 +62,34 @@ pub struct WindowRun {
 }
 
 impl WindowRun {
+    /// The stride that leaves about one sample per autocorrelation time: ⌈τ⌉, τ the largest of
+    /// the chains' integrated times of s and of the alignment ([`integrated_time`]). MBAR's
+    /// Newton step costs N·K² for N samples in K windows, so the analysis keeps the
+    /// decorrelated samples (Chodera et al., J. Chem. Theory Comput. 3, 26 (2007), §2.4, the
+    /// subsampling pymbar's users apply) rather than every correlated one, which would cost
+    /// τ× more and add little information.
+    pub fn decorrelation_stride(&self) -> usize {
+        let tau = self
+            .chains
+            .iter()
+            .flat_map(|c| [integrated_time(&c.s), integrated_time(&c.alignment)])
+            .flatten()
+            .fold(1.0f64, f64::max);
+        (tau.ceil() as usize).max(1)
+    }
+
     /// Samples in the window (over its chains).
     pub fn samples(&self) -> usize {
         self.chains.iter().map(|c| c.s.len()).sum()
     }
 
-    /// The chains pooled into one series (module docs).
-    fn pooled(&self) -> WindowSeries {
+    /// The chains pooled into one series, each chain kept every `stride`-th sample (module
+    /// docs).
+    fn pooled(&self, stride: usize) -> WindowSeries {
         let cat = |f: fn(&RestrainedChain) -> &Vec<f64>| -> Vec<f64> {
             self.chains
                 .iter()
-                .flat_map(|c| f(c).iter().copied())
+                .flat_map(|c| f(c).iter().copied().step_by(stride))
                 .collect()
         };
         WindowSeries {
@@ -225,7 +243,7 @@ impl FreeEnergyPlan {
                     run.window, run.centre, run.kappa, self.umbrella.kappa
                 )));
             }
-            *slot = Some(run.pooled());
+            *slot = Some(run.pooled(run.decorrelation_stride()));
         }
         let missing: Vec<usize> = (0..series.len()).filter(|&k| series[k].is_none()).collect();
         if !missing.is_empty() {
@@ -237,7 +255,61 @@ impl FreeEnergyPlan {
         let mut opts = AnalysisOptions::new(self.bins, seed);
         opts.beta = 1.0 / self.config.sampler.temperature;
         opts.replicates = replicates;
-        Ok(analyse(&self.umbrella, &series, &opts)?)
+        let report = analyse(&self.umbrella, &series, &opts)?;
+        self.check_coverage(&report, runs)?;
+        Ok(report)
+    }
+
+    /// Refuses a profile with a hole: bins without samples between bins with samples. The
+    /// windows then overlap only because they fell into the same basins (a restraint too weak
+    /// for the free-energy slope lets every window slide into one), and a basin's weight would
+    /// be the share of chains that started on its side, not an equilibrium weight.
+    fn check_coverage(&self, report: &FreeEnergyReport, runs: &[WindowRun]) -> Result<()> {
+        let f = &report.profile.f;
+        let (Some(first), Some(last)) = (
+            f.iter().position(Option::is_some),
+            f.iter().rposition(Option::is_some),
+        ) else {
+            return Ok(());
+        };
+        let holes = (first..=last).filter(|&i| f[i].is_none()).count();
+        if holes == 0 {
+            return Ok(());
+        }
+        let s = &report.profile.s;
+        let gap_lo = (first..=last)
+            .find(|&i| f[i].is_none())
+            .map_or(s[first], |i| s[i]);
+        let gap_hi = (first..=last)
+            .rev()
+            .find(|&i| f[i].is_none())
+            .map_or(s[last], |i| s[i]);
+        // The window that slid furthest from its centre shows the slope that pushed it.
+        let slid = runs
+            .iter()
+            .map(|r| {
+                let n = r.samples().max(1) as f64;
+                let mean = r.chains.iter().flat_map(|c| c.s.iter()).sum::<f64>() / n;
+                (r, mean)
+            })
+            .max_by(|a, b| {
+                (a.1 - a.0.centre)
+                    .abs()
+                    .total_cmp(&(b.1 - b.0.centre).abs())
+            });
+        let example = slid.map_or(String::new(), |(r, mean)| {
+            format!(
+                " (window {} centred at s = {:.3} sampled a mean s = {:.3}: a mean force of {:.0} kT per unit s)",
+                r.window,
+                r.centre,
+                mean,
+                r.kappa * (r.centre - mean).abs() / self.config.sampler.temperature
+            )
+        });
+        Err(Error::runtime(format!(
+            "the windows left s between {gap_lo:.3} and {gap_hi:.3} unsampled ({holes} empty bins between sampled ones), so the basin weights would reflect where the chains started rather than equilibrium: the restraint kappa = {:.4} is too weak for the free-energy slope{example}; raise kappa above that slope divided by the window spacing and add windows so that the spacing stays near 1/sqrt(kappa)",
+            self.umbrella.kappa
+        )))
     }
 }
 

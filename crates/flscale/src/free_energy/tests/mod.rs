@@ -4,6 +4,7 @@
 mod autocorrelation;
 mod double_well;
 mod gaussian;
+mod sampled;
 
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
