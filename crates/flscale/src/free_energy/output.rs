@@ -218,11 +218,12 @@ impl Figure for ProfileFigure<'_> {
                 .map_err(perr)?;
         }
         let colour = PALETTE[0];
-        let banded = |i: usize| {
-            p.f[i].is_some_and(f64::is_finite) && p.f_err[i].is_some_and(f64::is_finite)
-        };
+        let banded =
+            |i: usize| p.f[i].is_some_and(f64::is_finite) && p.f_err[i].is_some_and(f64::is_finite);
         for run in runs_of(n, banded) {
-            let upper = run.clone().map(|i| (p.s[i], p.f[i].unwrap() + p.f_err[i].unwrap()));
+            let upper = run
+                .clone()
+                .map(|i| (p.s[i], p.f[i].unwrap() + p.f_err[i].unwrap()));
             let lower = run
                 .clone()
                 .rev()
@@ -461,10 +462,7 @@ mod tests {
         let total: f64 = basins.iter().map(|b| b["weight"].as_f64().unwrap()).sum();
         assert!((total - 1.0).abs() < 1e-12);
         assert!(basins[0]["lo"].as_f64().unwrap() < basins[1]["lo"].as_f64().unwrap());
-        assert_eq!(
-            basins[0]["weight_err"].as_f64(),
-            r.basins[0].weight_err
-        );
+        assert_eq!(basins[0]["weight_err"].as_f64(), r.basins[0].weight_err);
         let b = r.barrier.as_ref().unwrap();
         assert_eq!(j["barrier"]["height"].as_f64().unwrap(), b.height.value);
         assert_eq!(j["barrier"]["err"].as_f64(), b.height.err);
@@ -474,7 +472,9 @@ mod tests {
         );
         assert!(j["observables"]["s"]["err"].as_f64().unwrap() > 0.0);
         assert_eq!(
-            j["basins"][1]["observables"]["s"]["value"].as_f64().unwrap(),
+            j["basins"][1]["observables"]["s"]["value"]
+                .as_f64()
+                .unwrap(),
             r.basins[1].observables[0].value
         );
         assert!(j["diagnostics"]["overlap"].is_array());
@@ -499,17 +499,17 @@ mod tests {
         write_figure(&path, FIGURE_SIZE.0, FIGURE_SIZE.1, &fig).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"));
-        let w0 = format!("w = {}", with_err(r.basins[0].weight, r.basins[0].weight_err));
+        let w0 = format!(
+            "w = {}",
+            with_err(r.basins[0].weight, r.basins[0].weight_err)
+        );
         assert!(svg.contains(&w0), "no basin label {w0}");
         assert!(svg.contains("barrier"));
         assert!(svg.contains("<polygon"), "no error band");
         // A profile with a hole still draws.
         let mut r2 = r.clone();
         r2.profile.f[10] = None;
-        let fig = ProfileFigure {
-            report: &r2,
-            ..fig
-        };
+        let fig = ProfileFigure { report: &r2, ..fig };
         write_figure(&dir.path().join("g.png"), 320, 240, &fig).unwrap();
     }
 
