@@ -37,6 +37,7 @@ use toml::{Table, Value};
 
 use crate::error::{Error, Result};
 use crate::free_energy::config::FreeEnergyConfig;
+use crate::free_energy::window::FreeEnergyPlan;
 use crate::sim::ExperimentConfig;
 
 /// Fields that are not in the engine's file but are computed at each grid point.
@@ -500,6 +501,25 @@ impl Sweep {
         Ok(sw)
     }
 
+    /// The free-energy plan of a file without a grid: its one experiment with its
+    /// `[free_energy]` table, checked against the model. A grid, a missing table or a bad
+    /// field is refused in one sentence (exit code 2).
+    pub fn free_energy_plan(&self) -> Result<FreeEnergyPlan> {
+        let source = &self.source;
+        if self.runs.len() != 1 {
+            return Err(Error::invalid(format!(
+                "{source}: [sweep] lists {} grid points, but a free-energy run is one experiment; remove [sweep] (or write one file per point)",
+                self.runs.len()
+            )));
+        }
+        let table = self.free_energy.clone().ok_or_else(|| {
+            Error::invalid(format!(
+                "{source} has no [free_energy] table; add one such as [free_energy] order_parameter = \"neuron_overlap\", neuron = 0, windows = 16 (docs/free-energy.md)"
+            ))
+        })?;
+        FreeEnergyPlan::new(self.runs[0].config.clone(), table).map_err(|e| e.context(source))
+    }
+
     /// Number of grid points.
     pub fn len(&self) -> usize {
         self.axes.iter().map(|a| a.values.len()).product()
@@ -819,7 +839,8 @@ seed = 1
 
     #[test]
     fn the_free_energy_table_is_kept_and_quick_still_applies() {
-        let table = "[free_energy]\norder_parameter = \"neuron_overlap\"\nneuron = 0\nwindows = 4\n";
+        let table =
+            "[free_energy]\norder_parameter = \"neuron_overlap\"\nneuron = 0\nwindows = 4\n";
         let text = format!("{BASE}\n{table}[quick]\nset = {{ \"sampler.steps\" = 150 }}\n");
         let q = Sweep::from_toml(&text, "exp.toml", true).unwrap();
         assert_eq!(q.runs.len(), 1);
@@ -832,12 +853,14 @@ seed = 1
             .unwrap()
             .free_energy
             .is_none());
-        let bad = format!("{BASE}\n[free_energy]\norder_parameter = \"neuron_overlap\"\nwindow = 4\n");
+        let bad =
+            format!("{BASE}\n[free_energy]\norder_parameter = \"neuron_overlap\"\nwindow = 4\n");
         let err = Sweep::from_toml(&bad, "exp.toml", false).unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
         let msg = err.to_string();
         assert!(
-            msg.starts_with("exp.toml: [free_energy]: unknown field `window`") && !msg.contains('\n'),
+            msg.starts_with("exp.toml: [free_energy]: unknown field `window`")
+                && !msg.contains('\n'),
             "{msg}"
         );
     }
