@@ -67,6 +67,8 @@ enum Command {
     Sample(cmd::sample::SampleArgs),
     /// Measure the Langevin engine's speed in the paper's Fig. 2 setting.
     Bench(cmd::bench::BenchArgs),
+    /// Free energy along an order parameter: umbrella windows, basin weights, barrier.
+    FreeEnergy(cmd::free_energy::FreeEnergyArgs),
     /// Run a grid of experiments into a results directory (resumable, shardable).
     Sweep(cmd::sweep::SweepArgs),
     /// Merge the results directories of sweep shards.
@@ -164,6 +166,7 @@ fn main() -> ExitCode {
         Command::Kernel(a) => cmd::kernel::run(a, &ctx),
         Command::Sample(a) => cmd::sample::run(a, &ctx),
         Command::Bench(a) => cmd::bench::run(a, &ctx),
+        Command::FreeEnergy(a) => cmd::free_energy::run(a, &ctx),
         Command::Sweep(a) => cmd::sweep::run(a, &ctx),
         Command::Merge(a) => cmd::merge::run(a, &ctx),
         Command::Status(a) => cmd::status::run(a, &ctx),

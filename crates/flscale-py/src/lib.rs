@@ -651,6 +651,79 @@ fn load_results<'py>(
 }
 
 /// The `flscale._native` module.
+/// free_energy(source, kind, out, quick, replicates, max_memory) -> the report's JSON text.
+///
+/// `kind` is "toml" or "json" (a dict with the TOML file's structure, `[free_energy]`
+/// included). With `out`, every finished window is kept in `out/windows/` and a rerun skips it
+/// (as `flscale free-energy --out`), and the report's files are written there; without, the
+/// windows run in memory. Ctrl-C stops the window in progress and raises KeyboardInterrupt.
+#[pyfunction]
+#[pyo3(signature = (source, kind, out=None, quick=false, replicates=200, max_memory=None))]
+fn free_energy(
+    py: Python<'_>,
+    source: String,
+    kind: String,
+    out: Option<String>,
+    quick: bool,
+    replicates: usize,
+    max_memory: Option<String>,
+) -> PyResult<String> {
+    use flscale::free_energy::output::{read_window, report_json, write_outputs, write_window};
+    use flscale::free_energy::window::OBSERVABLES;
+    let pending: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let outcome = py.detach(|| -> flscale::Result<Option<serde_json::Value>> {
+        let plan = match kind.as_str() {
+            "json" => {
+                let text = json_to_toml(&source, "experiment")?;
+                flscale::experiment::Sweep::from_toml(&text, "experiment dict", quick)
+                    .and_then(|s| s.free_energy_plan())
+                    .map_err(|e| dict_error(e, &text, "experiment dict"))?
+            }
+            _ => flscale::experiment::Sweep::from_toml(&source, "experiment", quick)?
+                .free_energy_plan()?,
+        };
+        check_memory(&plan.config, max_memory.as_deref())?;
+        let windows = out
+            .as_ref()
+            .map(|o| std::path::Path::new(o).join("windows"));
+        let mut signals = Signals { pending: &pending };
+        let mut runs = Vec::with_capacity(plan.windows());
+        for k in 0..plan.windows() {
+            if let Some(dir) = &windows {
+                if let Some(run) = read_window(dir, &plan, k)? {
+                    runs.push(run);
+                    continue;
+                }
+            }
+            let run = match plan.run_window(k, &mut signals)? {
+                Outcome::Completed(run) => run,
+                Outcome::Interrupted { .. } => return Ok(None),
+            };
+            match &windows {
+                // Read back, as the CLI does, so that a resumed and an uninterrupted run
+                // analyse the same numbers.
+                Some(dir) => {
+                    write_window(dir, &plan, &run)?;
+                    runs.extend(read_window(dir, &plan, k)?);
+                }
+                None => runs.push(run),
+            }
+        }
+        let report = plan.analyse(&runs, replicates, plan.config.sampler.seed)?;
+        match &out {
+            Some(o) => write_outputs(std::path::Path::new(o), &plan, &report).map(Some),
+            None => report_json(&report, &OBSERVABLES).map(Some),
+        }
+    });
+    if let Some(e) = pending.lock().ok().and_then(|mut slot| slot.take()) {
+        return Err(e);
+    }
+    match outcome.map_err(to_py_err)? {
+        Some(v) => encode(&v),
+        None => Err(PyRuntimeError::new_err("interrupted")),
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(predict, m)?)?;
@@ -664,6 +737,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ldt_rate, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_propagate, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(free_energy, m)?)?;
     m.add_function(wrap_pyfunction!(load_results, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

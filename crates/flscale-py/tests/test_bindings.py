@@ -361,3 +361,36 @@ def test_results_parquet_is_read_by_pyarrow_as_load_results_reads_it(tmp_path):
                     assert raw[col] == values, col
             assert str(table.schema.field("value").type) == "double"
             assert str(table.schema.field("run").type) == "string"
+
+
+FREE_ENERGY_EXAMPLE = os.path.join(ROOT, "examples", "experiments", "free-energy-sign.toml")
+
+
+def test_free_energy_returns_numpy_profile_and_resumes(tmp_path):
+    import numpy as np
+
+    out = tmp_path / "fe"
+    r = flscale.free_energy(FREE_ENERGY_EXAMPLE, out=out, quick=True, replicates=20)
+    s, f, f_err = r["profile"]["s"], r["profile"]["F"], r["profile"]["F_err"]
+    assert isinstance(s, np.ndarray) and s.dtype == np.float64 and s.shape == f.shape == f_err.shape
+    assert len(s) >= 10 and np.isfinite(f).sum() >= 10
+    assert isinstance(r["basins"], list) and r["basins"]
+    assert abs(sum(b["weight"] for b in r["basins"]) - 1.0) < 1e-9
+    assert set(r["observables"]) == {"alignment", "test_mse", "outliers"}
+    assert len(os.listdir(out / "windows")) == 16
+    assert (out / "free_energy.svg").exists() and (out / "profile.csv").exists()
+    # The rerun reads the kept windows: the same numbers, the files untouched.
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "windows").iterdir()}
+    again = flscale.free_energy(FREE_ENERGY_EXAMPLE, out=out, quick=True, replicates=20)
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "windows").iterdir()} == stamps
+    assert again["basins"] == r["basins"]
+    assert np.array_equal(again["profile"]["F"], f, equal_nan=True)
+
+
+def test_free_energy_bad_table_is_a_value_error():
+    with open(FREE_ENERGY_EXAMPLE, encoding="utf-8") as fh:
+        text = fh.read()
+    with pytest.raises(ValueError, match="free_energy.neuron = 5 is out of range"):
+        flscale.free_energy(text.replace("neuron = 0", "neuron = 5"), quick=True)
+    with pytest.raises(ValueError, match="has no \\[free_energy\\] table"):
+        flscale.free_energy(text[: text.index("[free_energy]")], quick=True)

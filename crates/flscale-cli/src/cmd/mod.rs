@@ -10,6 +10,7 @@ pub mod cavity;
 pub mod emit;
 pub mod energy;
 pub mod fit;
+pub mod free_energy;
 pub mod kernel;
 pub mod ldt;
 pub mod limits;

@@ -54,7 +54,7 @@ pub struct SampleArgs {
 pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
     let text = read_file(&args.experiment)?;
     let source = args.experiment.display().to_string();
-    let cfg = ExperimentConfig::from_toml(&text, &source)?;
+    let cfg = load_experiment(&text, &source)?;
     flscale::limits::check_steps(cfg.sampler.steps).map_err(|e| e.context(&source))?;
     flscale::sim::memory::check_experiment_values(&cfg).map_err(|e| e.context(&source))?;
     super::limits::check(&flscale::sim::memory::sample(&cfg), &source, ctx)?;
@@ -94,6 +94,19 @@ pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
         out(&human(&summary, &args.out, cfg.sampler.temperature))?;
     }
     report_divergence(&cfg, &result, ctx)
+}
+
+/// The experiment of a file. A `[free_energy]` table is `flscale free-energy`'s and is left out
+/// (the sample is the unbiased run of the same experiment); every other table is the engine's.
+fn load_experiment(text: &str, source: &str) -> Result<ExperimentConfig> {
+    if let Ok(mut doc) = toml::from_str::<toml::Table>(text) {
+        if doc.remove("free_energy").is_some() {
+            let rest = toml::to_string(&doc)
+                .map_err(|e| Error::runtime(format!("cannot encode {source}: {e}")))?;
+            return ExperimentConfig::from_generated_toml(&rest, source);
+        }
+    }
+    ExperimentConfig::from_toml(text, source)
 }
 
 /// The terminal's progress bar as a run's observer.

@@ -21,7 +21,7 @@ from . import cavity, kernel, ldt
 
 __version__: str = _native.__version__
 
-__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "sweep", "load_results", "cavity", "ldt", "kernel", "__version__"]
+__all__ = ["predict", "energy", "presets", "preset_toml", "sample", "free_energy", "sweep", "load_results", "cavity", "ldt", "kernel", "__version__"]
 
 
 def __dir__() -> List[str]:
@@ -173,6 +173,52 @@ def sample(config: Union[str, Mapping[str, Any], "os.PathLike[str]"],
     out["histogram"] = {"edges": arrays["hist_edges"], "counts": arrays["hist_counts"]}
     out["mean_test_prediction"] = arrays["mean_test_prediction"]
     return out
+
+
+def free_energy(config: Union[str, Mapping[str, Any], "os.PathLike[str]"],
+                out: Optional[Union[str, "os.PathLike[str]"]] = None, quick: bool = False,
+                replicates: int = 200, max_memory: Optional[str] = None) -> Dict[str, Any]:
+    """Free energy along an order parameter (``flscale free-energy``, docs/free-energy.md).
+
+    ``config`` is an experiment with a ``[free_energy]`` table, as a dict with the TOML file's
+    structure, TOML text, or a path; ``quick`` applies its ``[quick]`` overrides. The umbrella
+    windows run one after the other (the GIL released), are joined by MBAR, and every number
+    gets a block-bootstrap error from ``replicates`` replicates. With ``out``, each finished
+    window is kept in ``out/windows/`` (a rerun resumes) and ``profile.csv``,
+    ``free_energy.json`` and ``free_energy.svg`` are written there.
+
+    Returns the object of ``flscale free-energy --json``: ``profile`` with numpy arrays ``s``,
+    ``F`` and ``F_err`` (NaN where undefined), ``basins`` (a list of dicts: ``lo``, ``hi``,
+    ``min_s``, ``weight``, ``weight_err``, ``observables``), ``barrier`` (``height``, ``err``,
+    ``top_s`` ...; None with one basin), ``observables`` (name -> ``{"value", "err"}``) and
+    ``diagnostics``. A bad table raises ``ValueError``; windows that do not overlap enough
+    raise ``RuntimeError`` naming them.
+
+    Example::
+
+        >>> r = flscale.free_energy("examples/experiments/free-energy-sign.toml", quick=True)  # doctest: +SKIP
+        >>> [round(b["weight"], 2) for b in r["basins"]]  # doctest: +SKIP
+        [0.5, 0.5]
+    """
+    import numpy as np
+
+    if isinstance(config, Mapping):
+        text, kind = json.dumps(config), "json"
+    elif isinstance(config, os.PathLike) or (isinstance(config, str) and "\n" not in config and os.path.exists(config)):
+        with open(os.fspath(config), encoding="utf-8") as f:
+            text, kind = f.read(), "toml"
+    elif isinstance(config, str):
+        text, kind = config, "toml"
+    else:
+        raise ValueError(f"config must be a dict, TOML text or a path, not {type(config).__name__}")
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 0:
+        raise ValueError(f"replicates must be a whole number >= 0, not {replicates!r}")
+    target = None if out is None else os.fspath(out)
+    r: Dict[str, Any] = json.loads(_native.free_energy(text, kind, target, quick, replicates, max_memory))
+    p = r["profile"]
+    as_array = lambda xs: np.array([np.nan if x is None else x for x in xs], dtype=np.float64)
+    r["profile"] = {"s": as_array(p["s"]), "F": as_array(p["F"]), "F_err": as_array(p["F_err"])}
+    return r
 
 
 def load_results(directory: Union[str, "os.PathLike[str]"],

@@ -23,6 +23,9 @@
 //! sweep = { "data.d" = [8, 12, 16] }
 //! ```
 //!
+//! `[free_energy]` (the umbrella windows of `flscale free-energy`, [`crate::free_energy::config`])
+//! is taken out and kept beside the grid the same way.
+//!
 //! The engine's own tables use `deny_unknown_fields`, so these tables are removed before each
 //! grid point is handed to [`ExperimentConfig::from_toml`]: every run is validated by the same
 //! loader as `flscale sample`, and all of them are validated before the first run starts.
@@ -33,6 +36,8 @@ use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
 use crate::error::{Error, Result};
+use crate::free_energy::config::FreeEnergyConfig;
+use crate::free_energy::window::FreeEnergyPlan;
 use crate::sim::ExperimentConfig;
 
 /// Fields that are not in the engine's file but are computed at each grid point.
@@ -256,6 +261,10 @@ pub struct Sweep {
     pub quick: bool,
     /// `[slurm]`: knobs of the sbatch script of `--emit-slurm` ([`super::slurm`]).
     pub slurm: super::slurm::SlurmSpec,
+    /// `[free_energy]`: the umbrella windows of `flscale free-energy`, parsed but not yet
+    /// checked against the model ([`crate::free_energy::window::FreeEnergyPlan::new`] does).
+    /// The other commands ignore it.
+    pub free_energy: Option<FreeEnergyConfig>,
 }
 
 /// A TOML value as a number, if it is one.
@@ -393,6 +402,7 @@ impl Sweep {
         let analysis_t = take_table(&mut doc, "analysis", source)?;
         let quick_t = take_table(&mut doc, "quick", source)?;
         let slurm = parse_slurm(take_table(&mut doc, "slurm", source)?, source)?;
+        let free_energy = parse_free_energy(take_table(&mut doc, "free_energy", source)?, source)?;
         let ctx = |e: Error| e.context(source);
         let mut axes = Vec::new();
         let mut follow = Vec::new();
@@ -485,9 +495,29 @@ impl Sweep {
             runs: Vec::new(),
             quick,
             slurm,
+            free_energy,
         };
         sw.runs = sw.expand()?;
         Ok(sw)
+    }
+
+    /// The free-energy plan of a file without a grid: its one experiment with its
+    /// `[free_energy]` table, checked against the model. A grid, a missing table or a bad
+    /// field is refused in one sentence (exit code 2).
+    pub fn free_energy_plan(&self) -> Result<FreeEnergyPlan> {
+        let source = &self.source;
+        if self.runs.len() != 1 {
+            return Err(Error::invalid(format!(
+                "{source}: [sweep] lists {} grid points, but a free-energy run is one experiment; remove [sweep] (or write one file per point)",
+                self.runs.len()
+            )));
+        }
+        let table = self.free_energy.clone().ok_or_else(|| {
+            Error::invalid(format!(
+                "{source} has no [free_energy] table; add one such as [free_energy] order_parameter = \"neuron_overlap\", neuron = 0, windows = 16 (docs/free-energy.md)"
+            ))
+        })?;
+        FreeEnergyPlan::new(self.runs[0].config.clone(), table).map_err(|e| e.context(source))
     }
 
     /// Number of grid points.
@@ -650,6 +680,22 @@ fn parse_slurm(t: Option<Table>, source: &str) -> Result<super::slurm::SlurmSpec
     Ok(spec)
 }
 
+/// `[free_energy]`, parsed (unknown fields and wrong types refused in one line).
+fn parse_free_energy(t: Option<Table>, source: &str) -> Result<Option<FreeEnergyConfig>> {
+    let Some(t) = t else {
+        return Ok(None);
+    };
+    Value::Table(t)
+        .try_into()
+        .map(Some)
+        .map_err(|e: toml::de::Error| {
+            Error::invalid(format!(
+                "{source}: [free_energy]: {}",
+                e.to_string().trim_end().replace('\n', " ")
+            ))
+        })
+}
+
 fn take_table(doc: &mut Table, name: &str, source: &str) -> Result<Option<Table>> {
     match doc.remove(name) {
         None => Ok(None),
@@ -789,6 +835,34 @@ seed = 1
         assert_eq!(q.runs.len(), 1);
         assert_eq!(q.runs[0].config.data.d, 5);
         assert_eq!(q.runs[0].config.sampler.steps, 150);
+    }
+
+    #[test]
+    fn the_free_energy_table_is_kept_and_quick_still_applies() {
+        let table =
+            "[free_energy]\norder_parameter = \"neuron_overlap\"\nneuron = 0\nwindows = 4\n";
+        let text = format!("{BASE}\n{table}[quick]\nset = {{ \"sampler.steps\" = 150 }}\n");
+        let q = Sweep::from_toml(&text, "exp.toml", true).unwrap();
+        assert_eq!(q.runs.len(), 1);
+        assert_eq!(q.runs[0].config.sampler.steps, 150);
+        let fe = q.free_energy.expect("the table is kept");
+        assert_eq!((fe.windows, fe.neuron), (4, Some(0)));
+        // The run's own file does not carry the table: `flscale sample` accepts it.
+        assert!(!q.runs[0].toml.contains("free_energy"));
+        assert!(Sweep::from_toml(BASE, "exp.toml", false)
+            .unwrap()
+            .free_energy
+            .is_none());
+        let bad =
+            format!("{BASE}\n[free_energy]\norder_parameter = \"neuron_overlap\"\nwindow = 4\n");
+        let err = Sweep::from_toml(&bad, "exp.toml", false).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("exp.toml: [free_energy]: unknown field `window`")
+                && !msg.contains('\n'),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -21,17 +21,20 @@
 //!   overlap with the teacher, the aligned fraction Q, its projector form) and their gradients.
 //! * [`config`]: the `[free_energy]` table of an experiment file, its validation against the
 //!   model, and the windows, bins and order parameter it describes.
+//! * [`window`]: the umbrella windows as restrained runs of the sampler, and their analysis.
+//! * [`output`]: the report as CSV, JSON and a figure, and the files finished windows are kept
+//!   in so that a rerun resumes.
 //!
-//! Everything here is pure computation on typed inputs: no I/O, no printing, no sampler. What
-//! plugs into it, and is not here: the bias force V′(s)∇s in the driver (for every kernel),
-//! and a `flscale free-energy` command that runs the windows, collects each window's series of
-//! s and observables (every sample, no thinning), calls [`analysis::analyse`] and writes the
-//! report.
+//! The statistics are pure computation on typed inputs; [`window`] runs the sampler and
+//! [`output`] writes files (no printing anywhere). The bias force V′(s)∇s lives in the driver
+//! (for every kernel); the `flscale free-energy` command and `flscale.free_energy` run the
+//! windows, keep each one's file, and write the report.
 
 pub mod analysis;
 pub mod autocorr;
 pub mod config;
 pub mod mbar;
+pub mod output;
 pub mod overlap;
 pub mod profile;
 pub mod umbrella;

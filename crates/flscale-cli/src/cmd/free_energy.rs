@@ -1,0 +1,418 @@
+//! `flscale free-energy EXP.toml --out DIR [--json] [--quick] [--windows LIST]`: umbrella
+//! windows along an order parameter, combined by MBAR into the free-energy profile F(s), the
+//! basins' weights, the barrier and reweighted observables (spec 07).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use flscale::experiment::Sweep;
+use flscale::free_energy::analysis::{Estimate, FreeEnergyReport};
+use flscale::free_energy::output::{read_window, write_outputs, write_window};
+use flscale::free_energy::window::{FreeEnergyPlan, WindowRun, OBSERVABLES};
+use flscale::sim::driver::outcome::{Outcome, RunObserver};
+use flscale::{Error, Result};
+
+use super::{out, out_json, read_file, Ctx};
+
+/// Arguments of `flscale free-energy`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example (the sign-symmetry case: one erf neuron on y = He1, whose two basins s > 0 and\n\
+s < 0 have weight 1/2 each exactly; --quick runs it at ridge 2, a barrier of about 8 kT, in seconds):\n  \
+flscale free-energy examples/experiments/free-energy-sign.toml --out runs/fe-sign --quick\n\n\
+Near P* the posterior has two basins (lazy and specialised) that no unbiased sampler crosses in\n\
+time. This command restrains the sampler at K points s_k of an order parameter s(θ) with\n\
+umbrella potentials ½κ(s − s_k)² (one independent run per window, any sampler.method), joins\n\
+the windows by MBAR and reports the unbiased profile F(s) = −ln p(s) in kT, the basins (split at\n\
+the barrier tops of F) with their weights, the barrier height and the reweighted A_f, test MSE\n\
+and outlier count, every number with a block-bootstrap error (--replicates, default 200).\n\n\
+The experiment file is the one of `flscale sample` plus a table\n  \
+[free_energy]\n  \
+order_parameter = \"neuron_overlap\"   # w_i·w*/|w_i| of one neuron; or \"aligned_fraction\",\n  \
+neuron = 0                           #   \"projected_fraction\" (with coordinates = [0, 1])\n  \
+range = [-1.0, 1.0]                  # window centres, ends included (default: all of s)\n  \
+windows = 16                         # K ≥ 2\n  \
+kappa = 200.0                        # optional; default kT/spacing², neighbours overlap\n  \
+bins = 40                            # optional; bins of F(s)\n\
+and optionally [quick] (used with --quick). Fields: docs/free-energy.md.\n\n\
+DIR gets windows/window-KKK.json (each finished window, written atomically), profile.csv\n\
+(s,F,F_err), free_energy.json (what --json prints) and free_energy.svg (F(s) with its error band,\n\
+the basins shaded with their weights). A killed run resumes: the same command skips the windows\n\
+already in DIR. --windows 0,3-5 runs only those windows (shards by hand or in Slurm array\n\
+tasks: --windows $SLURM_ARRAY_TASK_ID) and analyses only once every window is there.\n\n\
+Exit codes: 2 for a bad or missing [free_energy] table or a DIR that holds another plan's\n\
+windows; 1 when neighbouring windows do not overlap enough for MBAR (the message names them:\n\
+add windows or lower kappa) or every chain of a window diverged."
+)]
+pub struct FreeEnergyArgs {
+    /// The experiment file (TOML with a [free_energy] table).
+    #[arg(value_name = "EXP.toml")]
+    pub experiment: PathBuf,
+    /// Output directory (created if missing; an existing one must hold the same plan).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Print the report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Apply the file's [quick] overrides (small sizes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Run only these windows, e.g. 0,3-5 (0-based); the analysis waits for all of them.
+    #[arg(long, value_name = "LIST")]
+    pub windows: Option<String>,
+    /// Block-bootstrap replicates of the errors (0: no errors).
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub replicates: usize,
+}
+
+/// Most bootstrap replicates: a guard against typos (each one re-solves MBAR).
+const MAX_REPLICATES: usize = 100_000;
+
+/// Parses `--windows` (`0,3-5`) against K windows: sorted, without repeats.
+pub fn parse_windows(list: &str, k: usize) -> Result<Vec<usize>> {
+    let bad = |why: String| {
+        Error::invalid(format!(
+            "--windows {list} is not allowed; {why} (write indices and ranges such as 0,3-5, between 0 and {})",
+            k - 1
+        ))
+    };
+    let index = |t: &str| -> Result<usize> {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|_| bad(format!("`{}` is not a window index", t.trim())))
+    };
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (index(a)?, index(b)?),
+            None => {
+                let i = index(part)?;
+                (i, i)
+            }
+        };
+        if a > b {
+            return Err(bad(format!("the range {a}-{b} runs backwards")));
+        }
+        if b >= k {
+            return Err(bad(format!("the plan has {k} windows")));
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The plan of an experiment file ([`Sweep::free_energy_plan`]).
+pub fn load_plan(text: &str, source: &str, quick: bool) -> Result<FreeEnergyPlan> {
+    Sweep::from_toml(text, source, quick)?.free_energy_plan()
+}
+
+/// The progress bar over every window this invocation runs, and the signal check.
+struct Bar {
+    bar: indicatif::ProgressBar,
+    /// Steps of the windows finished before the current one.
+    offset: usize,
+}
+
+impl RunObserver for Bar {
+    fn progress(&mut self, done: usize, _total: usize) {
+        self.bar.set_position((self.offset + done) as u64);
+    }
+
+    fn should_stop(&mut self) -> bool {
+        super::signals::received().is_some()
+    }
+}
+
+fn progress_bar(ctx: &Ctx, total: usize) -> indicatif::ProgressBar {
+    if ctx.quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} free energy [{bar:30}] {pos}/{len} steps  ETA {eta}  {msg}",
+        )
+        .expect("static progress template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// What this invocation did with the windows it was asked for.
+struct Ran {
+    /// Windows run now.
+    run: Vec<usize>,
+    /// Windows already in DIR.
+    kept: Vec<usize>,
+}
+
+/// Runs every window of `which` that DIR/windows does not hold yet, writing each as it ends.
+fn run_windows(plan: &FreeEnergyPlan, dir: &Path, which: &[usize], ctx: &Ctx) -> Result<Ran> {
+    let mut todo = Vec::new();
+    let mut kept = Vec::new();
+    // Every kept file is checked before anything runs: a directory of another plan is refused
+    // at once, not after the first window.
+    for &k in which {
+        match read_window(dir, plan, k)? {
+            Some(_) => kept.push(k),
+            None => todo.push(k),
+        }
+    }
+    let steps = plan.config.sampler.steps;
+    let mut bar = Bar {
+        bar: progress_bar(ctx, steps * todo.len()),
+        offset: 0,
+    };
+    for (i, &k) in todo.iter().enumerate() {
+        bar.bar
+            .set_message(format!("window {k} ({} of {})", i + 1, todo.len()));
+        let run = match plan.run_window(k, &mut bar)? {
+            Outcome::Completed(run) => run,
+            Outcome::Interrupted { .. } => {
+                bar.bar.finish_and_clear();
+                let sig = super::signals::received().unwrap_or("a signal");
+                return Err(Error::runtime(format!(
+                    "stopped by {sig} in window {k}; the {} finished windows are kept in {} and the same command resumes",
+                    kept.len() + i,
+                    dir.display()
+                )));
+            }
+        };
+        warn_window(&run, plan, ctx, &bar.bar);
+        write_window(dir, plan, &run)?;
+        bar.offset += steps;
+    }
+    bar.bar.finish_and_clear();
+    Ok(Ran { run: todo, kept })
+}
+
+/// Diverged chains and the run's warnings, above the progress bar.
+fn warn_window(run: &WindowRun, plan: &FreeEnergyPlan, ctx: &Ctx, bar: &indicatif::ProgressBar) {
+    if ctx.quiet {
+        return;
+    }
+    bar.suspend(|| {
+        if run.diverged > 0 {
+            eprintln!(
+                "warning: window {} (s₀ = {:.4}): {} of {} chains diverged and were left out; a smaller sampler.step avoids this",
+                run.window,
+                run.centre,
+                run.diverged,
+                plan.config.sampler.chains
+            );
+        }
+        for w in &run.warnings {
+            eprintln!("warning: window {}: {w}", run.window);
+        }
+    });
+}
+
+/// Runs `flscale free-energy`.
+pub fn run(args: FreeEnergyArgs, ctx: &Ctx) -> Result<()> {
+    let text = read_file(&args.experiment)?;
+    let source = args.experiment.display().to_string();
+    let plan = load_plan(&text, &source, args.quick)?;
+    if args.replicates > MAX_REPLICATES {
+        return Err(Error::invalid(format!(
+            "--replicates {} is not allowed; it must be between 0 and {MAX_REPLICATES}",
+            args.replicates
+        )));
+    }
+    let k = plan.windows();
+    let which = match &args.windows {
+        Some(list) => parse_windows(list, k)?,
+        None => (0..k).collect(),
+    };
+    let cfg = &plan.config;
+    flscale::limits::check_steps(cfg.sampler.steps).map_err(|e| e.context(&source))?;
+    flscale::sim::memory::check_experiment_values(cfg).map_err(|e| e.context(&source))?;
+    super::limits::check(
+        &flscale::sim::memory::sample(cfg),
+        &format!("each window of {source}"),
+        ctx,
+    )?;
+    let windows_dir = args.out.join("windows");
+    std::fs::create_dir_all(&windows_dir).map_err(|e| {
+        Error::invalid(format!(
+            "cannot create output directory {}: {e}",
+            windows_dir.display()
+        ))
+    })?;
+    super::signals::install();
+    let ran = run_windows(&plan, &windows_dir, &which, ctx)?;
+    let mut runs = Vec::with_capacity(k);
+    let mut missing = Vec::new();
+    // The analysis always reads the windows back from their files, so that a resumed run and
+    // an uninterrupted one analyse the same numbers.
+    for w in 0..k {
+        match read_window(&windows_dir, &plan, w)? {
+            Some(run) => runs.push(run),
+            None => missing.push(w),
+        }
+    }
+    if !missing.is_empty() {
+        return report_partial(&args, &ran, &missing, k);
+    }
+    let report = plan.analyse(&runs, args.replicates, cfg.sampler.seed)?;
+    let mut json = write_outputs(&args.out, &plan, &report)?;
+    if args.json {
+        if let serde_json::Value::Object(map) = &mut json {
+            map.insert("windows".into(), serde_json::json!(k));
+            map.insert("windows_run".into(), serde_json::json!(ran.run));
+            map.insert("windows_kept".into(), serde_json::json!(ran.kept));
+            map.insert("analysed".into(), serde_json::json!(true));
+        }
+        return out_json(&json);
+    }
+    out(&human(&plan, &report, &ran, &args.out))
+}
+
+/// The answer when some windows are still missing: what ran, what is missing, no analysis.
+fn report_partial(args: &FreeEnergyArgs, ran: &Ran, missing: &[usize], k: usize) -> Result<()> {
+    if args.json {
+        return out_json(&serde_json::json!({
+            "windows": k,
+            "windows_run": ran.run,
+            "windows_kept": ran.kept,
+            "windows_missing": missing,
+            "analysed": false,
+        }));
+    }
+    out(&format!(
+        "ran windows {:?} ({} already there); {} of {k} windows are in {}, so the analysis waits: windows {} are missing (run them with --windows, or run without --windows)\n",
+        ran.run,
+        ran.kept.len(),
+        k - missing.len(),
+        args.out.join("windows").display(),
+        compact_list(missing)
+    ))
+}
+
+/// Indices as ranges: [0, 1, 2, 5] → "0-2,5".
+pub fn compact_list(v: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// "0.500 ± 0.021", the value alone without an error.
+fn pm(e: &Estimate) -> String {
+    match e.err {
+        Some(err) => format!("{:.4} ± {:.4}", e.value, err),
+        None => format!("{:.4}", e.value),
+    }
+}
+
+/// The report as the aligned text of `flscale free-energy` (without `--json`).
+fn human(plan: &FreeEnergyPlan, r: &FreeEnergyReport, ran: &Ran, dir: &Path) -> String {
+    let name = plan.table.order_parameter.as_str();
+    let along = match plan.table.neuron {
+        Some(i) => format!("{name} of neuron {i}"),
+        None => name.to_string(),
+    };
+    let mut t = format!(
+        "free energy along {along}: {} windows ({} run now, {} kept), κ = {:.4}, {} bins\n",
+        plan.windows(),
+        ran.run.len(),
+        ran.kept.len(),
+        plan.umbrella.kappa,
+        r.profile.s.len()
+    );
+    for (i, b) in r.basins.iter().enumerate() {
+        let weight = Estimate {
+            value: b.weight,
+            err: b.weight_err,
+        };
+        t += &format!(
+            "basin {}            s in [{:.3}, {:.3}], minimum at {:.3}: weight {}\n",
+            i + 1,
+            b.lo,
+            b.hi,
+            b.min_s,
+            pm(&weight)
+        );
+        let obs: Vec<String> = OBSERVABLES
+            .iter()
+            .zip(&b.observables)
+            .map(|(n, e)| format!("{n} {}", pm(e)))
+            .collect();
+        t += &format!("                   {}\n", obs.join(", "));
+    }
+    match &r.barrier {
+        Some(b) => {
+            t += &format!(
+                "barrier            {} kT at s = {:.3} (from the shallower basin {} kT)\n",
+                pm(&b.height),
+                b.top_s,
+                pm(&b.height_from_shallower)
+            )
+        }
+        None => t += "barrier            none: F(s) has one basin\n",
+    }
+    for (n, e) in OBSERVABLES.iter().zip(&r.observables) {
+        t += &format!("{:<18} {} (reweighted)\n", n, pm(e));
+    }
+    let d = &r.diagnostics;
+    if let Some((i, o)) = d
+        .neighbour_overlap
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(b.1))
+    {
+        t += &format!(
+            "overlap            smallest between neighbours {:.3} (windows {}–{}), unbiased ESS {:.0}\n",
+            o,
+            d.order[i],
+            d.order[i + 1],
+            d.unbiased_kish_ess
+        );
+    }
+    t += &format!(
+        "written to         {} (profile.csv, free_energy.json, free_energy.svg, windows/)\n",
+        dir.display()
+    );
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_lists_parse_and_refuse_in_one_sentence() {
+        assert_eq!(parse_windows("0,3-5", 16).unwrap(), vec![0, 3, 4, 5]);
+        assert_eq!(parse_windows(" 2 , 2,1-2", 4).unwrap(), vec![1, 2]);
+        for (list, want) in [
+            ("16", "the plan has 16 windows"),
+            ("3-1", "runs backwards"),
+            ("a", "`a` is not a window index"),
+            ("", "`` is not a window index"),
+            ("1,", "`` is not a window index"),
+        ] {
+            let e = parse_windows(list, 16).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(want), "{list}: {e}");
+        }
+    }
+
+    #[test]
+    fn compact_lists_join_consecutive_indices() {
+        assert_eq!(compact_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(compact_list(&[3]), "3");
+        assert_eq!(compact_list(&[]), "");
+    }
+}
