@@ -371,11 +371,13 @@ fn the_paper_rows_and_the_ties_are_named() {
     assert_eq!(starred + hidden_tied, winners.len());
     assert!(
         out.contains(&format!(
-            "* {} patterns tie at the smallest exponent, Ẽ ∝ d: {starred} in this table, {hidden_tied} among",
+            "* {} patterns tie at the smallest exponent, Ẽ ∝ d: {starred} in this table, and {hidden_tied} of the ",
             winners.len()
         )),
         "{out}"
     );
+    assert!(out.contains(" patterns not shown (muSp"), "{out}");
+    assert!(!out.contains("among the"), "{out}");
     assert_eq!(v["paper_table"], "Table 1");
     assert_eq!(
         v["paper_patterns"],
