@@ -432,6 +432,43 @@ fn an_unknown_scale_names_the_preset_not_the_title() {
     );
 }
 
+/// A malformed `--at` entry is named once, with the option once (not `--at: --at entry`);
+/// `predict` names the preset or file it applies to, not its title.
+#[test]
+fn a_malformed_at_entry_names_the_option_once() {
+    let only = |args: &[&str]| {
+        let o = flscale(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(err.matches("--at").count(), 1, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        err.trim().to_string()
+    };
+    assert_eq!(
+        only(&["energy", "M*d + N/M", "--free", "M", "--at", "N"]),
+        "error: --at entry \"N\" has no '='; write e.g. N1=d^2"
+    );
+    assert_eq!(
+        only(&["energy", "M*d + N/M", "--free", "M", "--at", "N=K^2"]),
+        "error: --at entry \"N=K^2\" mentions 'K', which has no value; write the value as a power of d, e.g. N=d^2"
+    );
+    assert_eq!(
+        only(&["predict", "--preset", "fcn3-erf-he3", "--at", "N1=d,N2"]),
+        "error: preset fcn3-erf-he3: --at entry \"N2\" has no '='; write e.g. N1=d^2"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("net.toml");
+    let toml = flscale(&["preset", "show", "fcn3-erf-he3"]);
+    assert!(toml.status.success());
+    std::fs::write(&file, &toml.stdout).unwrap();
+    let path = file.display().to_string();
+    let err = only(&["predict", &path, "--at", "N1=q"]);
+    assert!(
+        err.starts_with(&format!("error: {path}: --at entry \"N1=q\" mentions 'q'")),
+        "{err}"
+    );
+}
+
 /// Issue 40: Python's power operator gets a hint to write `^`.
 #[test]
 fn a_python_power_gets_a_hint() {
