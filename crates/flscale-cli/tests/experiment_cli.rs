@@ -52,6 +52,27 @@ fn check_results(dir: &Path, runs: usize) {
         .collect();
     assert_eq!(alignments.len(), runs);
     assert!(alignments.iter().all(|a| a.is_finite()));
+    // The stored file itself (not only the library's reading of it) holds the whole
+    // coordinates and swept integers as integers and the verdicts as booleans.
+    let stored = ["parquet", "csv"]
+        .map(|ext| dir.join(format!("results.{ext}")))
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap();
+    let raw = flscale::experiment::Table::read(&stored).unwrap();
+    // (An attention network has no width n1.)
+    let widths = raw.column("n1").map(|_| "n1");
+    for name in ["d", "p", "seed", "seed_cold"].into_iter().chain(widths) {
+        assert!(
+            matches!(raw.column(name), Some(Column::OptInt(_))),
+            "{name} in {}: {:?}",
+            stored.display(),
+            raw.column(name)
+        );
+    }
+    assert!(matches!(raw.column("p_over_d"), Some(Column::Float(_))));
+    assert!(matches!(raw.column("equilibrated"), Some(Column::Bool(_))));
+    assert!(matches!(raw.column("starts_agree"), Some(Column::Bool(_))));
 }
 
 /// Starts `flscale sweep exp.toml --out OUT ARGS`, SIGKILLs it right after its first run

@@ -371,11 +371,13 @@ fn the_paper_rows_and_the_ties_are_named() {
     assert_eq!(starred + hidden_tied, winners.len());
     assert!(
         out.contains(&format!(
-            "* {} patterns tie at the smallest exponent, Ẽ ∝ d: {starred} in this table, {hidden_tied} among",
+            "* {} patterns tie at the smallest exponent, Ẽ ∝ d: {starred} in this table, and {hidden_tied} of the ",
             winners.len()
         )),
         "{out}"
     );
+    assert!(out.contains(" patterns not shown (muSp"), "{out}");
+    assert!(!out.contains("among the"), "{out}");
     assert_eq!(v["paper_table"], "Table 1");
     assert_eq!(
         v["paper_patterns"],
@@ -427,6 +429,43 @@ fn an_unknown_scale_names_the_preset_not_the_title() {
     assert_eq!(
         err.trim(),
         "error: --at names the scale 'N3', which preset fcn3-erf-he3 does not have; its scales are d, N1, N2"
+    );
+}
+
+/// A malformed `--at` entry is named once, with the option once (not `--at: --at entry`);
+/// `predict` names the preset or file it applies to, not its title.
+#[test]
+fn a_malformed_at_entry_names_the_option_once() {
+    let only = |args: &[&str]| {
+        let o = flscale(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = stderr(&o);
+        assert_eq!(err.matches("--at").count(), 1, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        err.trim().to_string()
+    };
+    assert_eq!(
+        only(&["energy", "M*d + N/M", "--free", "M", "--at", "N"]),
+        "error: --at entry \"N\" has no '='; write e.g. N1=d^2"
+    );
+    assert_eq!(
+        only(&["energy", "M*d + N/M", "--free", "M", "--at", "N=K^2"]),
+        "error: --at entry \"N=K^2\" mentions 'K', which has no value; write the value as a power of d, e.g. N=d^2"
+    );
+    assert_eq!(
+        only(&["predict", "--preset", "fcn3-erf-he3", "--at", "N1=d,N2"]),
+        "error: preset fcn3-erf-he3: --at entry \"N2\" has no '='; write e.g. N1=d^2"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("net.toml");
+    let toml = flscale(&["preset", "show", "fcn3-erf-he3"]);
+    assert!(toml.status.success());
+    std::fs::write(&file, &toml.stdout).unwrap();
+    let path = file.display().to_string();
+    let err = only(&["predict", &path, "--at", "N1=q"]);
+    assert!(
+        err.starts_with(&format!("error: {path}: --at entry \"N1=q\" mentions 'q'")),
+        "{err}"
     );
 }
 

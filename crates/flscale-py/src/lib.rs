@@ -523,97 +523,48 @@ fn sweep(
     serde_json_text(&outcome.map_err(to_py_err)?)
 }
 
-/// Coordinates that are whole numbers by definition (data sizes, widths, seeds, heads).
-fn integer_coordinate(name: &str) -> bool {
-    matches!(name, "d" | "p" | "seed" | "tokens" | "heads")
-        || name
-            .strip_prefix('n')
-            .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// The swept fields (`data.d`, `sampler.kappa`, …) whose every value in the manifest's grid is
-/// a TOML integer.
-fn integer_swept_fields(manifest: &serde_json::Value) -> std::collections::BTreeSet<String> {
-    let mut ints = std::collections::BTreeSet::new();
-    let mut other = std::collections::BTreeSet::new();
-    for run in manifest
-        .get("runs")
-        .and_then(|r| r.as_array())
-        .into_iter()
-        .flatten()
-    {
-        for (k, v) in run
-            .get("point")
-            .and_then(|p| p.as_object())
-            .into_iter()
-            .flatten()
-        {
-            if v.is_i64() || v.is_u64() {
-                ints.insert(k.clone());
-            } else {
-                other.insert(k.clone());
-            }
-        }
-    }
-    ints.difference(&other).cloned().collect()
-}
-
-/// The `results` table as Python columns: the coordinates that are integers (d, p, widths,
-/// seeds, integer swept fields) as int; a swept field equal row by row to a coordinate of its
-/// own (`data.d` beside `d`) left out; the yes/no columns (`starts_agree`, `equilibrated`) as
-/// True/False/None; everything else as stored.
+/// The `results` table as Python columns, each as stored: text as str, whole numbers (the
+/// grid index, the integer coordinates d, p, widths, seeds and integer swept fields) as int,
+/// verdicts (`starts_agree`, `equilibrated`) as True/False/None, measurements as float or
+/// None; a swept field equal row by row to a coordinate of its own (`data.d` beside `d`) left
+/// out.
 fn results_columns<'py>(
     py: Python<'py>,
     table: flscale::experiment::table::Table,
-    manifest: &serde_json::Value,
 ) -> PyResult<Bound<'py, PyDict>> {
     use flscale::experiment::table::Column;
-    let int_fields = integer_swept_fields(manifest);
     let position = |name: &str| table.names.iter().position(|n| n == name);
     // The coordinates lie between `index` and `observable` (experiment::results::results_table).
     let coords = match (position("index"), position("observable")) {
         (Some(a), Some(b)) if a < b => a + 1..b,
         _ => 0..0,
     };
-    let floats = |i: usize| match &table.columns[i] {
-        Column::Float(v) => Some(v),
-        _ => None,
+    // A swept field of integers (`data.p_over_d = [2, 8]`) is an integer column, its own
+    // coordinate (p_over_d = p/d) a double one: equal is equal in value.
+    let numbers = |c: &Column| -> Option<Vec<Option<f64>>> {
+        match c {
+            Column::OptInt(v) => Some(v.iter().map(|x| x.map(|x| x as f64)).collect()),
+            Column::Float(v) => Some(v.clone()),
+            _ => None,
+        }
     };
     let out = PyDict::new(py);
     for (i, (name, column)) in table.names.iter().zip(&table.columns).enumerate() {
-        let coordinate = coords.contains(&i);
-        if coordinate && name.contains('.') {
+        if coords.contains(&i) && name.contains('.') {
             let same = coords.clone().any(|j| {
-                !table.names[j].contains('.') && floats(j).is_some() && floats(j) == floats(i)
+                !table.names[j].contains('.')
+                    && numbers(&table.columns[j]).is_some()
+                    && numbers(&table.columns[j]) == numbers(column)
             });
             if same {
                 continue;
             }
         }
         match column {
-            Column::Float(v)
-                if coordinate
-                    && (integer_coordinate(name) || int_fields.contains(name))
-                    && v.iter()
-                        .flatten()
-                        .all(|x| x.fract() == 0.0 && x.abs() < 9.0e15) =>
-            {
-                let ints: Vec<Option<i64>> = v.iter().map(|x| x.map(|x| x as i64)).collect();
-                out.set_item(name, ints)?
-            }
-            Column::Text(v) if matches!(name.as_str(), "starts_agree" | "equilibrated") => {
-                let flags: Vec<Option<bool>> = v
-                    .iter()
-                    .map(|x| match x.as_str() {
-                        "yes" => Some(true),
-                        "no" => Some(false),
-                        _ => None,
-                    })
-                    .collect();
-                out.set_item(name, flags)?
-            }
             Column::Text(v) => out.set_item(name, v)?,
             Column::Int(v) => out.set_item(name, v)?,
+            Column::OptInt(v) => out.set_item(name, v)?,
+            Column::Bool(v) => out.set_item(name, v)?,
             Column::Float(v) => out.set_item(name, v)?,
         }
     }
@@ -622,8 +573,8 @@ fn results_columns<'py>(
 
 /// load_results(dir, skip_damaged=False) -> {column: list} of the sweep's `results` table,
 /// read from `results.parquet` or `results.csv`: text as str, whole numbers (the grid index,
-/// integer coordinates) as int, yes/no columns as bool or None, measurements as float or
-/// None ([`results_columns`]). Every run is verified first: damaged runs raise ValueError
+/// integer coordinates) as int, verdicts as bool or None, measurements as float or None
+/// ([`results_columns`]). Every run is verified first: damaged runs raise ValueError
 /// naming them; with skip_damaged their rows are dropped and a warning lists them.
 #[pyfunction]
 #[pyo3(signature = (dir, skip_damaged = false))]
@@ -632,13 +583,10 @@ fn load_results<'py>(
     dir: String,
     skip_damaged: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (table, notes, manifest) = py
+    let (table, notes) = py
         .detach(|| {
             let path = std::path::Path::new(&dir);
-            let (table, notes) =
-                flscale::experiment::results::load_results_verified(path, skip_damaged)?;
-            let manifest = flscale::experiment::Store::open(path)?.manifest()?;
-            Ok((table, notes, manifest))
+            flscale::experiment::results::load_results_verified(path, skip_damaged)
         })
         .map_err(to_py_err)?;
     if !notes.is_empty() {
@@ -647,7 +595,7 @@ fn load_results<'py>(
             warnings.call_method1("warn", (n,))?;
         }
     }
-    results_columns(py, table, &manifest)
+    results_columns(py, table)
 }
 
 /// The `flscale._native` module.

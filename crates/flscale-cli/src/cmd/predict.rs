@@ -194,7 +194,8 @@ fn load_architecture(args: &PredictArgs) -> Result<Architecture> {
     }
 }
 
-/// The architecture's regime with the `--at` assignments applied (each scale checked first).
+/// The architecture's regime with the `--at` assignments applied (each scale checked first);
+/// a bad entry's message names the file or preset it was given for.
 pub(crate) fn regime_with_overrides(arch: &Architecture, at: Option<&str>) -> Result<Regime> {
     let mut regime = arch.regime.clone();
     if let Some(at) = at {
@@ -202,8 +203,8 @@ pub(crate) fn regime_with_overrides(arch: &Architecture, at: Option<&str>) -> Re
             check_scale(arch, "--at", part.0.trim())?;
         }
         regime
-            .apply_assignments(at)
-            .map_err(|e| super::energy::power_hint(e.context("--at"), &[at]))?;
+            .apply_assignments(at, "--at")
+            .map_err(|e| super::energy::power_hint(e.context(&arch.source), &[at]))?;
     }
     Ok(regime)
 }

@@ -233,8 +233,8 @@ def load_results(directory: Union[str, "os.PathLike[str]"],
     True/False (None where not known); missing values as None. A swept field equal to a
     coordinate of its own (``data.d`` when ``d`` is swept) appears once, under the short
     name. ``pandas.DataFrame(...)`` and ``polars.DataFrame(...)`` take it directly;
-    ``pandas.read_parquet("DIR/results.parquet")`` reads the stored table, where every
-    coordinate is a float, yes/no columns are text and swept fields keep their own column.
+    ``pandas.read_parquet("DIR/results.parquet")`` reads the stored table, which holds the
+    same types (integer columns, boolean verdicts) and keeps each swept field's own column.
 
     Example::
 

@@ -8,6 +8,7 @@
 //! sharding and merging produce the same bytes as one uninterrupted sweep; a kill before the
 //! end leaves no table at all rather than a partial one.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value as Json;
@@ -17,7 +18,7 @@ use super::io::{io_err, write_atomic};
 use super::specialised::{push_classifier_column, specialising_err};
 use super::starts::push_start_columns;
 use super::store::{RunData, Store, StoreData, OBSERVABLES};
-use super::table::{Column, ResultsFormat, Table};
+use super::table::{whole_by_name, Column, ResultsFormat, Table};
 use crate::error::{Error, Result};
 
 /// Rebuilds the aggregate tables `results`, `chains`, `histograms` and `histograms_probe` (as
@@ -96,9 +97,44 @@ fn run_columns(data: &StoreData, rows_per_run: impl Fn(&RunData) -> usize) -> Ta
     t
 }
 
-/// `results`: one row per (run, observable) — run, index, every coordinate, observable,
-/// value, err (long format), the hot/cold columns ([`super::starts`]) and, on the μ and M rows,
-/// the rule that identified the specialised neurons ([`super::specialised`]).
+/// The swept fields (`data.d`, `sampler.kappa`, …) whose every value in the manifest's grid
+/// (`runs[].point`) is a TOML integer: their columns hold whole numbers.
+fn integer_swept_fields(manifest: &Json) -> BTreeSet<String> {
+    let mut ints = BTreeSet::new();
+    let mut other = BTreeSet::new();
+    let points = manifest["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["point"].as_object());
+    for (k, v) in points.flatten() {
+        if v.is_i64() || v.is_u64() {
+            ints.insert(k.clone());
+        } else {
+            other.insert(k.clone());
+        }
+    }
+    ints.difference(&other).cloned().collect()
+}
+
+/// A coordinate's column: whole numbers ([`Column::OptInt`]) for d, p, the widths, seed …
+/// ([`whole_by_name`]) and integer swept fields, doubles for the rest.
+fn coordinate_column(
+    name: &str,
+    values: Vec<Option<f64>>,
+    swept_ints: &BTreeSet<String>,
+) -> Column {
+    if whole_by_name(name) || swept_ints.contains(name) {
+        Column::whole(values)
+    } else {
+        Column::Float(values)
+    }
+}
+
+/// `results`: one row per (run, observable) — run, index, every coordinate (whole numbers as
+/// integers), observable, value, err (long format), the hot/cold columns
+/// ([`super::starts`]) and, on the μ and M rows, the rule that identified the specialised
+/// neurons ([`super::specialised`]).
 pub fn results_table(data: &StoreData) -> Table {
     let mut coord_names: Vec<String> = data
         .runs
@@ -108,6 +144,7 @@ pub fn results_table(data: &StoreData) -> Table {
     coord_names.sort();
     coord_names.dedup();
     let per_run = OBSERVABLES.len() + 1;
+    let swept_ints = integer_swept_fields(&data.manifest);
     let mut t = run_columns(data, |_| per_run);
     for k in &coord_names {
         let col = data
@@ -115,7 +152,7 @@ pub fn results_table(data: &StoreData) -> Table {
             .iter()
             .flat_map(|r| std::iter::repeat_n(r.coords.get(k).copied(), per_run))
             .collect();
-        t.push(k.clone(), Column::Float(col));
+        t.push(k.clone(), coordinate_column(k, col, &swept_ints));
     }
     let mut names = Vec::new();
     let mut values = Vec::new();
@@ -241,18 +278,38 @@ pub fn probe_histograms_table(data: &StoreData) -> Table {
     t
 }
 
-/// Reads the `results` table of a results directory, Parquet or CSV (whichever is there).
+/// Reads the `results` table of a results directory, Parquet or CSV (whichever is there),
+/// with the column types [`results_table`] writes: a table that holds the whole-number
+/// coordinates as doubles (a store written before they were integers, or a CSV file, whose
+/// cells do not say which swept fields are integers) gets them as integers, as the manifest
+/// says; the readers turn older `yes`/`no` verdicts into booleans.
 pub fn load_results(dir: &Path) -> Result<Table> {
+    let manifest = Store::open(dir)?.manifest()?;
     for f in ResultsFormat::ALL {
         let path = dir.join(format!("results.{}", f.ext()));
         if path.exists() {
-            return Table::read(&path);
+            return Ok(with_integer_coordinates(Table::read(&path)?, &manifest));
         }
     }
     Err(Error::invalid(format!(
         "{} has no results.parquet or results.csv; give a directory written by flscale sweep --out DIR",
         dir.display()
     )))
+}
+
+/// `table` with each whole-number coordinate ([`coordinate_column`]) that it holds as doubles
+/// turned into integers (when every value is whole); the other columns unchanged.
+fn with_integer_coordinates(table: Table, manifest: &Json) -> Table {
+    let swept_ints = integer_swept_fields(manifest);
+    let mut out = Table::default();
+    for (name, column) in table.names.into_iter().zip(table.columns) {
+        let column = match column {
+            Column::Float(v) => coordinate_column(&name, v, &swept_ints),
+            other => other,
+        };
+        out.push(name, column);
+    }
+    out
 }
 
 /// Columns of `results` added after the first stores were written: the hot/cold
@@ -303,31 +360,7 @@ pub fn load_results_verified(dir: &Path, skip_damaged: bool) -> Result<(Table, V
     };
     let mut out = Table::default();
     for (name, col) in table.names.iter().zip(&table.columns) {
-        let pick = |i: usize| keep[i];
-        let col = match col {
-            Column::Text(v) => Column::Text(
-                v.iter()
-                    .enumerate()
-                    .filter(|(i, _)| pick(*i))
-                    .map(|(_, x)| x.clone())
-                    .collect(),
-            ),
-            Column::Int(v) => Column::Int(
-                v.iter()
-                    .enumerate()
-                    .filter(|(i, _)| pick(*i))
-                    .map(|(_, x)| *x)
-                    .collect(),
-            ),
-            Column::Float(v) => Column::Float(
-                v.iter()
-                    .enumerate()
-                    .filter(|(i, _)| pick(*i))
-                    .map(|(_, x)| *x)
-                    .collect(),
-            ),
-        };
-        out.push(name.clone(), col);
+        out.push(name.clone(), col.select(&keep));
     }
     Ok((out, notes))
 }
@@ -403,5 +436,127 @@ mod tests {
             t.column("mu_classifier"),
             Some(&Column::Text(vec!["side_peak".into()]))
         );
+    }
+
+    /// The coordinates that are whole numbers are stored as integers (`6`, not `6.0`), the
+    /// others as doubles; a swept field is whole when its TOML values are integers.
+    #[test]
+    fn whole_coordinates_are_stored_as_integers() {
+        let coords = |d: f64| {
+            BTreeMap::from([
+                ("d".to_string(), d),
+                ("kappa".to_string(), 0.5),
+                ("data.d".to_string(), d),
+                ("p_over_d".to_string(), 2.0),
+            ])
+        };
+        let mut data = StoreData::of_runs(vec![
+            RunData::synthetic(0, coords(6.0), Vec::new()),
+            RunData::synthetic(1, coords(8.0), Vec::new()),
+        ]);
+        data.manifest = serde_json::json!({"runs": [
+            {"point": {"data.d": 6}}, {"point": {"data.d": 8}},
+        ]});
+        let t = results_table(&data);
+        let rows = OBSERVABLES.len() + 1;
+        let mut d = vec![Some(6); rows];
+        d.extend(vec![Some(8); rows]);
+        assert_eq!(t.column("d"), Some(&Column::OptInt(d.clone())));
+        assert_eq!(t.column("data.d"), Some(&Column::OptInt(d)));
+        assert_eq!(
+            t.column("kappa"),
+            Some(&Column::Float(vec![Some(0.5); 2 * rows]))
+        );
+        assert_eq!(
+            t.column("p_over_d"),
+            Some(&Column::Float(vec![Some(2.0); 2 * rows]))
+        );
+        // A swept field with one non-integer value is a double column throughout.
+        data.manifest["runs"][1]["point"]["data.d"] = serde_json::json!(8.5);
+        let t = results_table(&data);
+        assert!(matches!(t.column("data.d"), Some(Column::Float(_))));
+    }
+
+    /// A store written before the verdicts were booleans and the whole coordinates integers
+    /// (`yes`/`no` text, doubles in Parquet) reads as a new one, in both formats.
+    #[test]
+    fn an_older_store_with_yes_no_and_double_coordinates_reads_as_a_new_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        super::super::integrity::tests::write_run(&dir.join("runs").join("run-00000"));
+        let manifest = r#"{"format": "flscale-results/1",
+            "runs": [{"id": "run-00000", "point": {"data.d": 6, "sampler.kappa": 0.5}}]}"#;
+        std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+        let old_csv = "run,index,d,data.d,kappa,sampler.kappa,observable,value,err,\
+            hot_value,hot_err,z_cold_hot,starts_agree,equilibrated,seed_cold,seed_hot,mu_classifier\n\
+            run-00000,0,6,6,0.5,0.5,alignment,0.25,0.01,0.3,0.02,1.5,yes,no,7,8670364517712541,\n\
+            run-00000,0,6,6,0.5,0.5,mu,1.5,,,,,,no,7,8670364517712541,side_peak\n";
+        let old = Table::from_csv(old_csv, "old.csv").unwrap();
+        // The same table as the older Parquet writer wrote it: every number a double, the
+        // verdicts text.
+        let mut old_parquet = Table::default();
+        for (name, column) in old.names.iter().zip(&old.columns) {
+            let column = match column {
+                Column::OptInt(v) => Column::Float(v.iter().map(|x| x.map(|x| x as f64)).collect()),
+                Column::Bool(v) => Column::Text(
+                    v.iter()
+                        .map(|b| match b {
+                            Some(true) => "yes",
+                            Some(false) => "no",
+                            None => "",
+                        })
+                        .map(String::from)
+                        .collect(),
+                ),
+                other => other.clone(),
+            };
+            old_parquet.push(name.clone(), column);
+        }
+        assert!(matches!(old_parquet.column("d"), Some(Column::Float(_))));
+        let two = |a, b| Some(Column::OptInt(vec![Some(a), Some(b)]));
+        for (format, bytes) in [
+            ("csv", old_csv.as_bytes().to_vec()),
+            ("parquet", old_parquet.to_parquet().unwrap()),
+        ] {
+            for f in ResultsFormat::ALL {
+                let _ = std::fs::remove_file(dir.join(format!("results.{}", f.ext())));
+            }
+            std::fs::write(dir.join(format!("results.{format}")), bytes).unwrap();
+            let (t, _) = load_results_verified(dir, false).unwrap();
+            assert_eq!(t.column("d"), two(6, 6).as_ref(), "{format}");
+            assert_eq!(t.column("data.d"), two(6, 6).as_ref(), "{format}");
+            assert_eq!(t.column("seed_cold"), two(7, 7).as_ref(), "{format}");
+            assert_eq!(
+                t.column("seed_hot"),
+                two(8_670_364_517_712_541, 8_670_364_517_712_541).as_ref(),
+                "{format}"
+            );
+            assert_eq!(
+                t.column("kappa"),
+                Some(&Column::Float(vec![Some(0.5), Some(0.5)])),
+                "{format}"
+            );
+            assert_eq!(
+                t.column("starts_agree"),
+                Some(&Column::Bool(vec![Some(true), None])),
+                "{format}"
+            );
+            assert_eq!(
+                t.column("equilibrated"),
+                Some(&Column::Bool(vec![Some(false), Some(false)])),
+                "{format}"
+            );
+            assert_eq!(
+                t.column("mu_classifier"),
+                Some(&Column::Text(vec![String::new(), "side_peak".into()])),
+                "{format}"
+            );
+            // Written again, the table holds integers and booleans.
+            let csv = t.to_csv().unwrap();
+            assert!(
+                csv.lines().nth(1).unwrap().contains(",true,false,7,"),
+                "{csv}"
+            );
+        }
     }
 }

@@ -9,21 +9,16 @@ use super::store::{RunData, StoreData, OBSERVABLES};
 use super::table::{Column, Table};
 
 /// The hot/cold columns of `results`: per row, the hot start's value and error, the
-/// z-score of cold − hot and whether the two starts agree (`yes`/`no`, empty when the run had
+/// z-score of cold − hot and whether the two starts agree (a boolean, missing when the run had
 /// one start, coupled starts, or the observable no error bar); per run, `equilibrated` over all
 /// its fitted observables (`sim::equilibration`) and the seed of each start's noise streams,
-/// `seed_cold` and `seed_hot` (empty for a start that did not run; floats, exact
-/// below 2⁵³, which derived seeds are: `sim::driver::coupling::start_seed`).
+/// `seed_cold` and `seed_hot` (missing for a start that did not run; integers, or doubles
+/// should a seed lie beyond 2⁵³, which derived seeds do not: `sim::driver::coupling::start_seed`).
 pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
     let per_run = OBSERVABLES.len() + 1;
     let (mut hv, mut he, mut z, mut agree, mut run_eq) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut seed_cold, mut seed_hot) = (Vec::new(), Vec::new());
-    let yes_no = |b: Option<bool>| match b {
-        Some(true) => "yes".to_string(),
-        Some(false) => "no".to_string(),
-        None => String::new(),
-    };
     for r in &data.runs {
         let verdicts = r
             .summary
@@ -55,10 +50,8 @@ pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
             hv.push(f("hot"));
             he.push(f("hot_err"));
             z.push(f("z"));
-            agree.push(yes_no(
-                o.and_then(|o| o.get("agree")).and_then(Json::as_bool),
-            ));
-            run_eq.push(yes_no(r.equilibrated));
+            agree.push(o.and_then(|o| o.get("agree")).and_then(Json::as_bool));
+            run_eq.push(r.equilibrated);
             let seed = |start: &str| r.summary["start_seeds"][start].as_u64().map(|s| s as f64);
             seed_cold.push(seed("cold"));
             seed_hot.push(seed("hot"));
@@ -67,10 +60,10 @@ pub(super) fn push_start_columns(t: &mut Table, data: &StoreData) {
     t.push("hot_value", Column::Float(hv));
     t.push("hot_err", Column::Float(he));
     t.push("z_cold_hot", Column::Float(z));
-    t.push("starts_agree", Column::Text(agree));
-    t.push("equilibrated", Column::Text(run_eq));
-    t.push("seed_cold", Column::Float(seed_cold));
-    t.push("seed_hot", Column::Float(seed_hot));
+    t.push("starts_agree", Column::Bool(agree));
+    t.push("equilibrated", Column::Bool(run_eq));
+    t.push("seed_cold", Column::whole(seed_cold));
+    t.push("seed_hot", Column::whole(seed_hot));
 }
 
 /// The names of the hot/cold verdicts (`summary.equilibration.observables`,
@@ -277,7 +270,7 @@ mod tests {
             }
         }
         let rows = OBSERVABLES.len() + 1;
-        let Some(Column::Text(agree)) = t.column("starts_agree") else {
+        let Some(Column::Bool(agree)) = t.column("starts_agree") else {
             panic!("no starts_agree column")
         };
         let Some(Column::Float(z)) = t.column("z_cold_hot") else {
@@ -288,28 +281,36 @@ mod tests {
             .position(|o| o.0 == "outliers_layer1")
             .unwrap();
         let m = OBSERVABLES.iter().position(|o| o.0 == "mu").unwrap();
-        assert_eq!(agree[k], "no");
-        assert_eq!(agree[rows + k], "yes");
-        assert_eq!(agree[2 * rows + k], "");
+        assert_eq!(agree[k], Some(false));
+        assert_eq!(agree[rows + k], Some(true));
+        assert_eq!(agree[2 * rows + k], None);
         assert_eq!(z[k], Some(-3.8890872965260113));
         // μ of the summary is the first parity direction's.
         assert_eq!(z[m], Some(0.25));
-        let Some(Column::Text(eq)) = t.column("equilibrated") else {
+        let Some(Column::Bool(eq)) = t.column("equilibrated") else {
             panic!("no equilibrated column")
         };
         assert_eq!(
-            (eq[0].as_str(), eq[rows].as_str(), eq[2 * rows].as_str()),
-            ("no", "yes", "")
+            (eq[0], eq[rows], eq[2 * rows]),
+            (Some(false), Some(true), None)
         );
-        let Some(Column::Float(hot_seed)) = t.column("seed_hot") else {
+        let csv_line = |row: usize| csv.lines().nth(row + 1).unwrap().to_string();
+        assert!(csv_line(k).contains(",false,false,"), "{}", csv_line(k));
+        // One start: no hot value, error, z or verdicts; the cold seed 7.
+        assert!(
+            csv_line(2 * rows + k).contains(",,,,,7,"),
+            "{}",
+            csv_line(2 * rows + k)
+        );
+        let Some(Column::OptInt(hot_seed)) = t.column("seed_hot") else {
             panic!("no seed_hot column")
         };
-        // A derived seed below 2⁵³ survives the float column exactly; a one-start run has none.
-        assert_eq!(hot_seed[k], Some(8_670_364_517_712_541.0));
+        // A derived seed is a whole number; a one-start run has none.
+        assert_eq!(hot_seed[k], Some(8_670_364_517_712_541));
         assert_eq!(hot_seed[2 * rows], None);
         assert_eq!(
             t.column("seed_cold"),
-            Some(&Column::Float(vec![Some(7.0); 3 * rows]))
+            Some(&Column::OptInt(vec![Some(7); 3 * rows]))
         );
     }
 

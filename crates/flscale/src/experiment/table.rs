@@ -1,8 +1,9 @@
 //! The aggregate tables of a results store (`results`, `chains`, `histograms`) and their two
 //! file formats (spec 03 "Results store": "Parquet preferred; CSV as an option").
 //!
-//! A [`Table`] is a list of named, typed columns: text, 64-bit integers, or optional doubles
-//! (a missing or non-finite value is `None`: an empty CSV cell, a Parquet null, never `NaN`).
+//! A [`Table`] is a list of named, typed columns: text, 64-bit integers (required, or optional
+//! for integer coordinates and seeds), optional booleans, or optional doubles (a missing or
+//! non-finite value is `None`: an empty CSV cell, a Parquet null, never `NaN`).
 //! The Parquet file is written with the `parquet` crate's low-level column writer (no Arrow):
 //! one row group, plain/dictionary encodings, no compression, and a fixed `created_by`, so
 //! the same table always gives the same bytes — which the store's resume and merge
@@ -74,6 +75,11 @@ pub enum Column {
     Text(Vec<String>),
     /// Whole numbers (grid index, chain index, histogram counts).
     Int(Vec<i64>),
+    /// Whole numbers that may be missing (integer coordinates such as d, p, n1, seed; the
+    /// seeds of the two starts).
+    OptInt(Vec<Option<i64>>),
+    /// Verdicts that may be missing (`starts_agree`, `equilibrated`).
+    Bool(Vec<Option<bool>>),
     /// Measured or derived numbers; `None` is a missing value.
     Float(Vec<Option<f64>>),
 }
@@ -84,6 +90,8 @@ impl Column {
         match self {
             Column::Text(v) => v.len(),
             Column::Int(v) => v.len(),
+            Column::OptInt(v) => v.len(),
+            Column::Bool(v) => v.len(),
             Column::Float(v) => v.len(),
         }
     }
@@ -97,7 +105,43 @@ impl Column {
         match self {
             Column::Text(v) => v[row].clone(),
             Column::Int(v) => v[row].to_string(),
+            Column::OptInt(v) => v[row].map(|x| x.to_string()).unwrap_or_default(),
+            Column::Bool(v) => v[row].map(|b| b.to_string()).unwrap_or_default(),
             Column::Float(v) => num(v[row]),
+        }
+    }
+
+    /// Numbers that are whole by definition (coordinates, seeds) as [`Column::OptInt`];
+    /// [`Column::Float`] when one of them is not whole or lies beyond ±2⁵³ (where a double
+    /// stops telling whole numbers apart, so the value may already be rounded).
+    pub fn whole(values: Vec<Option<f64>>) -> Column {
+        const EXACT: f64 = 9_007_199_254_740_992.0;
+        if values
+            .iter()
+            .flatten()
+            .all(|x| x.fract() == 0.0 && x.abs() <= EXACT)
+        {
+            Column::OptInt(values.iter().map(|x| x.map(|x| x as i64)).collect())
+        } else {
+            Column::Float(values)
+        }
+    }
+
+    /// The rows where `keep` is true (`keep` has one entry per row).
+    pub fn select(&self, keep: &[bool]) -> Column {
+        fn pick<T: Clone>(v: &[T], keep: &[bool]) -> Vec<T> {
+            v.iter()
+                .zip(keep)
+                .filter(|(_, k)| **k)
+                .map(|(x, _)| x.clone())
+                .collect()
+        }
+        match self {
+            Column::Text(v) => Column::Text(pick(v, keep)),
+            Column::Int(v) => Column::Int(pick(v, keep)),
+            Column::OptInt(v) => Column::OptInt(pick(v, keep)),
+            Column::Bool(v) => Column::Bool(pick(v, keep)),
+            Column::Float(v) => Column::Float(pick(v, keep)),
         }
     }
 }
@@ -112,18 +156,57 @@ pub struct Table {
 }
 
 /// Columns whose values are text, by name (for reading CSV back with the writer's types).
-const TEXT_COLUMNS: [&str; 8] = [
+const TEXT_COLUMNS: [&str; 6] = [
     "run",
     "observable",
     "status",
     "histogram",
-    "starts_agree",
-    "equilibrated",
     "mu_classifier",
     "warnings",
 ];
 /// Columns whose values are whole numbers, by name.
 const INT_COLUMNS: [&str; 3] = ["index", "chain", "count"];
+/// Columns whose values are verdicts, by name. Stores written before the verdicts were
+/// booleans hold them as `yes`/`no`/empty text; both readers turn that into booleans.
+pub const BOOL_COLUMNS: [&str; 2] = ["starts_agree", "equilibrated"];
+
+/// Whether a column of that name holds whole numbers that may be missing: the coordinates
+/// that are whole by definition (data size d, sample count p, the widths n1 …, seed, tokens,
+/// heads) and the seeds of the two starts. Swept fields with integer values are whole too,
+/// which only the manifest tells (`experiment::results::load_results`).
+pub fn whole_by_name(name: &str) -> bool {
+    matches!(
+        name,
+        "d" | "p" | "seed" | "tokens" | "heads" | "seed_cold" | "seed_hot"
+    ) || name
+        .strip_prefix('n')
+        .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A verdict cell as written now (`true`/`false`) or by older stores (`yes`/`no`); empty is
+/// unknown. None for anything else.
+fn parse_flag(v: &str) -> Option<Option<bool>> {
+    match v {
+        "true" | "yes" => Some(Some(true)),
+        "false" | "no" => Some(Some(false)),
+        "" => Some(None),
+        _ => None,
+    }
+}
+
+/// A verdict column that an older store wrote as `yes`/`no`/empty text, as booleans; any
+/// other column unchanged (also a text column with other words, which is not a verdict).
+fn legacy_flags(name: &str, column: Column) -> Column {
+    match column {
+        Column::Text(v) if BOOL_COLUMNS.contains(&name) => {
+            match v.iter().map(|x| parse_flag(x)).collect::<Option<Vec<_>>>() {
+                Some(flags) => Column::Bool(flags),
+                None => Column::Text(v),
+            }
+        }
+        other => other,
+    }
+}
 
 thread_local! {
     static SILENCE_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -167,6 +250,13 @@ fn unreadable_parquet(path: &Path, e: impl std::fmt::Display) -> Error {
         "{} is not a readable Parquet table ({what}); `flscale merge DIR` rebuilds a results directory's tables from its runs",
         path.display()
     ))
+}
+
+/// The values present, and the Parquet definition level of every row (1 present, 0 null).
+fn present_and_levels<T: Copy>(v: &[Option<T>]) -> (Vec<T>, Vec<i16>) {
+    let present = v.iter().flatten().copied().collect();
+    let levels = v.iter().map(|x| i16::from(x.is_some())).collect();
+    (present, levels)
 }
 
 impl Table {
@@ -223,8 +313,10 @@ impl Table {
     }
 
     /// Reads the CSV written by [`Table::to_csv`]; the columns get the types the store wrote
-    /// them with (text: run, observable, status; whole numbers: index, chain, count; every
-    /// other column optional floats). `source` names the file in messages.
+    /// them with, by name (text: run, observable, status …; whole numbers: index, chain,
+    /// count, and the coordinates of [`whole_by_name`] when every cell is one; verdicts:
+    /// [`BOOL_COLUMNS`], `true`/`false` or an older store's `yes`/`no`; every other column
+    /// optional floats). `source` names the file in messages.
     pub fn from_csv(text: &str, source: &str) -> Result<Table> {
         let mut lines = text.lines();
         let header = lines
@@ -255,6 +347,16 @@ impl Table {
             };
             let column = if TEXT_COLUMNS.contains(&name.as_str()) {
                 Column::Text(col)
+            } else if BOOL_COLUMNS.contains(&name.as_str()) {
+                Column::Bool(
+                    col.iter()
+                        .map(|v| parse_flag(v).ok_or_else(|| bad(v, "true, false or empty")))
+                        .collect::<Result<_>>()?,
+                )
+            } else if whole_by_name(&name)
+                && col.iter().all(|v| v.is_empty() || v.parse::<i64>().is_ok())
+            {
+                Column::OptInt(col.iter().map(|v| v.parse().ok()).collect())
             } else if INT_COLUMNS.contains(&name.as_str()) {
                 Column::Int(
                     col.iter()
@@ -280,7 +382,8 @@ impl Table {
     }
 
     /// The table as the bytes of a Parquet file: text as required UTF-8 `BYTE_ARRAY`, whole
-    /// numbers as required `INT64`, floats as optional `DOUBLE` (nulls for missing values).
+    /// numbers as required `INT64` (optional `INT64` where they may be missing), verdicts as
+    /// optional `BOOLEAN`, floats as optional `DOUBLE` (nulls for missing values).
     pub fn to_parquet(&self) -> Result<Vec<u8>> {
         self.check_shape()?;
         let here = Path::new("(in memory)");
@@ -297,6 +400,8 @@ impl Table {
                         Some(LogicalType::String),
                     ),
                     Column::Int(_) => (PhysicalType::INT64, Repetition::REQUIRED, None),
+                    Column::OptInt(_) => (PhysicalType::INT64, Repetition::OPTIONAL, None),
+                    Column::Bool(_) => (PhysicalType::BOOLEAN, Repetition::OPTIONAL, None),
                     Column::Float(_) => (PhysicalType::DOUBLE, Repetition::OPTIONAL, None),
                 };
                 SchemaType::primitive_type_builder(name, physical)
@@ -334,9 +439,16 @@ impl Table {
                 (ColumnWriter::Int64ColumnWriter(w), Column::Int(v)) => {
                     w.write_batch(v, None, None).map_err(err)?;
                 }
+                (ColumnWriter::Int64ColumnWriter(w), Column::OptInt(v)) => {
+                    let (present, levels) = present_and_levels(v);
+                    w.write_batch(&present, Some(&levels), None).map_err(err)?;
+                }
+                (ColumnWriter::BoolColumnWriter(w), Column::Bool(v)) => {
+                    let (present, levels) = present_and_levels(v);
+                    w.write_batch(&present, Some(&levels), None).map_err(err)?;
+                }
                 (ColumnWriter::DoubleColumnWriter(w), Column::Float(v)) => {
-                    let present: Vec<f64> = v.iter().flatten().copied().collect();
-                    let levels: Vec<i16> = v.iter().map(|x| i16::from(x.is_some())).collect();
+                    let (present, levels) = present_and_levels(v);
                     w.write_batch(&present, Some(&levels), None).map_err(err)?;
                 }
                 _ => {
@@ -352,8 +464,9 @@ impl Table {
         Ok(buf)
     }
 
-    /// Reads a flat Parquet file: string columns as text, integer columns as whole numbers,
-    /// floating-point columns as optional floats.
+    /// Reads a flat Parquet file: string columns as text, integer columns as whole numbers
+    /// (optional ones as [`Column::OptInt`]), boolean columns as verdicts, floating-point
+    /// columns as optional floats; an older store's `yes`/`no` verdicts as booleans.
     pub fn read_parquet(path: &Path) -> Result<Table> {
         // The parquet crate (57.x) still panics on some corrupt files (an `unwrap` in its
         // row-group metadata decoder, found by the fuzz test below; upstream apache/arrow-rs
@@ -378,6 +491,8 @@ impl Table {
                 PhysicalType::INT32 | PhysicalType::INT64 if !col.self_type().is_optional() => {
                     Column::Int(Vec::new())
                 }
+                PhysicalType::INT32 | PhysicalType::INT64 => Column::OptInt(Vec::new()),
+                PhysicalType::BOOLEAN => Column::Bool(Vec::new()),
                 _ => Column::Float(Vec::new()),
             };
             table.names.push(col.name().to_string());
@@ -400,6 +515,11 @@ impl Table {
                     (Column::Text(v), Field::Str(s)) => v.push(s.clone()),
                     (Column::Int(v), Field::Long(x)) => v.push(*x),
                     (Column::Int(v), Field::Int(x)) => v.push(i64::from(*x)),
+                    (Column::OptInt(v), Field::Null) => v.push(None),
+                    (Column::OptInt(v), Field::Long(x)) => v.push(Some(*x)),
+                    (Column::OptInt(v), Field::Int(x)) => v.push(Some(i64::from(*x))),
+                    (Column::Bool(v), Field::Null) => v.push(None),
+                    (Column::Bool(v), Field::Bool(b)) => v.push(Some(*b)),
                     (Column::Float(v), Field::Null) => v.push(None),
                     (Column::Float(v), Field::Double(x)) => v.push(Some(*x)),
                     (Column::Float(v), Field::Float(x)) => v.push(Some(f64::from(*x))),
@@ -410,7 +530,13 @@ impl Table {
             }
         }
         table.check_shape()?;
-        Ok(table)
+        let Table { names, columns } = table;
+        let columns = names
+            .iter()
+            .zip(columns)
+            .map(|(n, c)| legacy_flags(n, c))
+            .collect();
+        Ok(Table { names, columns })
     }
 
     /// Reads `path` as Parquet or CSV, by its extension.
@@ -445,7 +571,11 @@ mod tests {
             ]),
         );
         t.push("index", Column::Int(vec![0, 1, 1]));
-        t.push("d", Column::Float(vec![Some(8.0), Some(12.0), Some(12.0)]));
+        t.push("d", Column::OptInt(vec![Some(8), Some(12), None]));
+        t.push(
+            "kappa",
+            Column::Float(vec![Some(0.5), Some(1.0), Some(1.0)]),
+        );
         t.push(
             "observable",
             Column::Text(vec![
@@ -459,6 +589,10 @@ mod tests {
             Column::Float(vec![Some(0.1 + 0.2), Some(-1e-300), Some(f64::NAN)]),
         );
         t.push("err", Column::Float(vec![None, Some(1.0 / 3.0), None]));
+        t.push(
+            "equilibrated",
+            Column::Bool(vec![Some(true), Some(false), None]),
+        );
         t
     }
 
@@ -484,14 +618,34 @@ mod tests {
     fn csv_round_trip_matches_the_parquet_one() {
         let t = sample();
         let csv = t.to_csv().unwrap();
+        // Whole numbers as `12`, doubles that happen to be whole as `1` too (the column's
+        // name says which), verdicts as true/false, missing values empty.
+        assert_eq!(
+            csv.lines().nth(1),
+            Some("run-00000,0,8,0.5,alignment,0.30000000000000004,,true"),
+            "{csv}"
+        );
+        assert!(
+            csv.lines()
+                .nth(2)
+                .unwrap()
+                .ends_with(",0.3333333333333333,false"),
+            "{csv}"
+        );
         assert_eq!(
             csv.lines().nth(3),
-            Some("run-00001,1,12,test_mse,,"),
+            Some("run-00001,1,,1,test_mse,,,"),
             "{csv}"
         );
         assert_eq!(Table::from_csv(&csv, "t.csv").unwrap(), t);
         let e = Table::from_csv("run,index\nrun-0,x\n", "t.csv").unwrap_err();
         assert!(e.to_string().contains("column index holds `x`"), "{e}");
+        let e = Table::from_csv("run,equilibrated\nrun-0,maybe\n", "t.csv").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("holds `maybe`, which is not true, false or empty"),
+            "{e}"
+        );
         assert!(ResultsFormat::ALL.contains(&"CSV".parse().unwrap()));
         let e = "feather".parse::<ResultsFormat>().unwrap_err();
         assert!(e.to_string().contains("parquet or csv"), "{e}");

@@ -443,7 +443,7 @@ impl Architecture {
     pub fn predict(&self, at: Option<&str>) -> Result<Prediction> {
         let mut regime = self.regime.clone();
         if let Some(a) = at {
-            regime.apply_assignments(a)?;
+            regime.apply_assignments(a, "at")?;
         }
         self.predict_in(&regime)
     }

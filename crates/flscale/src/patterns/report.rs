@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use super::fcn::feature_name;
 use super::predict::{PatternResult, Prediction};
 use crate::scaling::energy::{exponent_strings, BASE};
-use crate::scaling::{fmt_q, Minimum, Monomial};
+use crate::scaling::{fmt_q, Minimum, Monomial, Q};
 
 fn argmin_text(min: &Minimum, name: &str) -> String {
     match (min.argmin_symbolic.get(name), min.argmin.get(name)) {
@@ -182,6 +182,50 @@ fn in_compact_view(p: &PatternResult) -> bool {
     p.layers.is_empty() || Prediction::is_paper_kind(p)
 }
 
+/// The lines under the table on ties and on the patterns it leaves out: `winners` patterns
+/// tie at the smallest exponent `exponent`; `hidden` patterns with a finite energy are not
+/// shown, `hidden_tied` of them winners. Empty when there is nothing to say (at most one
+/// winner and every pattern shown); a count of one reads as one pattern, not "1 patterns".
+fn ties_and_hidden(
+    winners: usize,
+    exponent: Option<Q>,
+    hidden: usize,
+    hidden_tied: usize,
+) -> String {
+    let more = "muSp, or feature learning on features other than Phi / the target; `--all` lists them, docs/scaling.md explains the names";
+    match exponent {
+        Some(exp) if winners > 1 => {
+            let shown = match winners - hidden_tied {
+                0 => "none".to_string(),
+                n => n.to_string(),
+            };
+            let rest = match (hidden, hidden_tied) {
+                (0, _) => String::new(),
+                (1, 1) => format!(", and the one pattern not shown ({more})"),
+                (1, _) => format!("; the one pattern not shown does not tie ({more})"),
+                (2, 0) => format!("; neither of the 2 patterns not shown ties ({more})"),
+                (h, 0) => format!("; none of the {h} patterns not shown ties ({more})"),
+                (2, 2) => format!(", and both patterns not shown ({more})"),
+                (h, t) if t == h => format!(", and all {h} patterns not shown ({more})"),
+                (h, t) => format!(", and {t} of the {h} patterns not shown ({more})"),
+            };
+            format!(
+                "\n* {winners} patterns tie at the smallest exponent, Ẽ ∝ {}: {shown} in this table{rest}\n",
+                Monomial::power(BASE, exp),
+            )
+        }
+        _ => match (hidden, hidden_tied) {
+            (0, _) => String::new(),
+            (1, 0) => format!("\n1 more pattern is not shown ({more})\n"),
+            (1, _) => format!("\n1 more pattern, the winner, is not shown ({more})\n"),
+            (h, 0) => format!("\n{h} more patterns are not shown ({more})\n"),
+            (h, _) => {
+                format!("\n{h} more patterns are not shown, the winner among them ({more})\n")
+            }
+        },
+    }
+}
+
 /// The prediction as text: the title with what was parsed, a Table-1-like table sorted by Ẽ
 /// (ties: fewer feature-learning layers first) with the winners marked `*` and the paper's
 /// rows named, how many patterns tie and where the rest are, the binding constraints and a
@@ -290,28 +334,12 @@ pub fn to_text(p: &Prediction, all: bool) -> String {
         .iter()
         .filter(|x| p.winners.contains(&x.name))
         .count();
-    let more = "muSp, or feature learning on features other than Phi / the target; `--all` lists them, docs/scaling.md explains the names";
-    if let (Some(exp), true) = (p.p_star_exponent, p.winners.len() > 1) {
-        let starred = p.winners.len() - hidden_tied;
-        out.push_str(&format!(
-            "\n* {} patterns tie at the smallest exponent, Ẽ ∝ {}: {starred} in this table",
-            p.winners.len(),
-            Monomial::power(BASE, exp)
-        ));
-        if hidden.is_empty() {
-            out.push('\n');
-        } else {
-            out.push_str(&format!(
-                ", {hidden_tied} among the {} patterns not shown ({more})\n",
-                hidden.len()
-            ));
-        }
-    } else if !hidden.is_empty() {
-        out.push_str(&format!(
-            "\n{} more pattern(s) not shown ({more}), {hidden_tied} of them tied with the winner\n",
-            hidden.len()
-        ));
-    }
+    out.push_str(&ties_and_hidden(
+        p.winners.len(),
+        p.p_star_exponent,
+        hidden.len(),
+        hidden_tied,
+    ));
     if let (Some(table), false) = (&p.paper_table, order.is_empty()) {
         out.push_str(&format!(
             "paper: the rows of the paper's {table} for this network and target ({})\n",
@@ -351,4 +379,89 @@ pub fn to_text(p: &Prediction, all: bool) -> String {
     out.push_str(&p.reading());
     out.push('\n');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sentence under the table for 0, 1, 2 and many patterns left out, with and without
+    /// ties: no "1 patterns", no "1 among the 1", nothing at all when nothing is left out.
+    #[test]
+    fn the_tie_and_hidden_sentence_reads_for_every_count() {
+        let d = Some(Q::from_integer(1));
+        let more = "(muSp, or feature learning";
+        // One winner (or none), nothing hidden: nothing to say.
+        assert_eq!(ties_and_hidden(1, d, 0, 0), "");
+        assert_eq!(ties_and_hidden(0, None, 0, 0), "");
+        let one = ties_and_hidden(1, d, 1, 0);
+        assert!(
+            one.starts_with("\n1 more pattern is not shown (muSp"),
+            "{one}"
+        );
+        let the_winner = ties_and_hidden(1, d, 1, 1);
+        assert!(
+            the_winner.starts_with("\n1 more pattern, the winner, is not shown"),
+            "{the_winner}"
+        );
+        let two = ties_and_hidden(1, d, 2, 0);
+        assert!(
+            two.starts_with("\n2 more patterns are not shown (muSp"),
+            "{two}"
+        );
+        let many = ties_and_hidden(1, d, 24, 1);
+        assert!(
+            many.starts_with("\n24 more patterns are not shown, the winner among them (muSp"),
+            "{many}"
+        );
+        // Ties: the count in the table, then what the hidden patterns hold.
+        let head = "\n* 5 patterns tie at the smallest exponent, Ẽ ∝ d: ";
+        assert_eq!(
+            ties_and_hidden(5, d, 0, 0),
+            format!("{head}5 in this table\n")
+        );
+        let cases = [
+            (
+                1,
+                0,
+                "5 in this table; the one pattern not shown does not tie ",
+            ),
+            (1, 1, "4 in this table, and the one pattern not shown "),
+            (
+                2,
+                0,
+                "5 in this table; neither of the 2 patterns not shown ties ",
+            ),
+            (2, 1, "4 in this table, and 1 of the 2 patterns not shown "),
+            (2, 2, "3 in this table, and both patterns not shown "),
+            (
+                24,
+                0,
+                "5 in this table; none of the 24 patterns not shown ties ",
+            ),
+        ];
+        for (hidden, tied, text) in cases {
+            let s = ties_and_hidden(5, d, hidden, tied);
+            assert!(s.starts_with(&format!("{head}{text}{more}")), "{s}");
+            assert!(s.ends_with("the names)\n"), "{s}");
+        }
+        let many = ties_and_hidden(20, d, 24, 15);
+        assert!(
+            many.starts_with(
+                "\n* 20 patterns tie at the smallest exponent, Ẽ ∝ d: 5 in this table, and 15 of the 24 patterns not shown (muSp"
+            ),
+            "{many}"
+        );
+        let all_hidden = ties_and_hidden(3, d, 3, 3);
+        assert!(
+            all_hidden.contains(": none in this table, and all 3 patterns not shown ("),
+            "{all_hidden}"
+        );
+        for s in [one, two, many, all_hidden] {
+            assert!(
+                !s.contains("1 patterns") && !s.contains("pattern(s)"),
+                "{s}"
+            );
+        }
+    }
 }

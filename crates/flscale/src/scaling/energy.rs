@@ -39,47 +39,71 @@ impl Regime {
         }
     }
 
-    /// Parses `value` (e.g. `d^2`, `sqrt(d)`, `d^(1/3)`, `1`) as a power of d and sets it.
-    pub fn set_str(&mut self, scale: &str, value: &str) -> Result<()> {
+    /// The power of d that `value` (e.g. `d^2`, `sqrt(d)`, `d^(1/3)`, `1`, or a product with
+    /// scales already set) gives `scale`; what is wrong is left for the caller to word in its
+    /// own syntax (a TOML `[regime]` line or an `--at` entry).
+    fn exponent_of(&self, scale: &str, value: &str) -> std::result::Result<Q, BadValue> {
         if scale == BASE {
-            return Err(Error::invalid(format!(
-                "the regime cannot set '{BASE}': every other scale is a power of {BASE}"
-            )));
+            return Err(BadValue::Base);
         }
         if !is_symbol(scale) {
-            return Err(Error::invalid(format!(
-                "'{scale}' is not a scale name; use letters, digits and '_' starting with a letter"
-            )));
+            return Err(BadValue::NotSymbol);
         }
-        let m =
-            parse_monomial(value).map_err(|e| e.context(format!("regime value for {scale}")))?;
+        let m = parse_monomial(value).map_err(BadValue::Parse)?;
         let mut e = Q::zero();
         for (s, p) in m.iter() {
             match s {
                 BASE => e += p,
                 other => match self.exps.get(other) {
                     Some(v) if other != scale => e += v * p,
-                    _ => {
-                        return Err(Error::invalid(format!(
-                            "regime value for {scale} = \"{value}\" mentions '{other}'; write it as a power of {BASE}, e.g. {scale} = \"{BASE}^2\""
-                        )))
-                    }
+                    _ => return Err(BadValue::Mentions(other.to_string())),
                 },
             }
         }
+        Ok(e)
+    }
+
+    /// Parses `value` (e.g. `d^2`, `sqrt(d)`, `d^(1/3)`, `1`) as a power of d and sets it;
+    /// messages are worded for a TOML `[regime]` table.
+    pub fn set_str(&mut self, scale: &str, value: &str) -> Result<()> {
+        let e = self.exponent_of(scale, value).map_err(|bad| match bad {
+            BadValue::Base => Error::invalid(format!(
+                "the regime cannot set '{BASE}': every other scale is a power of {BASE}"
+            )),
+            BadValue::NotSymbol => Error::invalid(format!(
+                "'{scale}' is not a scale name; use letters, digits and '_' starting with a letter"
+            )),
+            BadValue::Parse(e) => e.context(format!("regime value for {scale}")),
+            BadValue::Mentions(other) => Error::invalid(format!(
+                "regime value for {scale} = \"{value}\" mentions '{other}'; write it as a power of {BASE}, e.g. {scale} = \"{BASE}^2\""
+            )),
+        })?;
         self.set(scale, e);
         Ok(())
     }
 
-    /// Parses `N1=d^2,N2=d` (the `--at` syntax) on top of this regime.
-    pub fn apply_assignments(&mut self, text: &str) -> Result<()> {
+    /// Parses `N1=d^2,N2=d` (the `--at` syntax) on top of this regime. `option` is what the
+    /// text was given as (`--at`, `at`): every message names it once, with the entry at fault.
+    pub fn apply_assignments(&mut self, text: &str, option: &str) -> Result<()> {
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part.split_once('=').ok_or_else(|| {
-                Error::invalid(format!(
-                    "--at entry \"{part}\" has no '='; write e.g. N1=d^2"
-                ))
+            let entry = format!("{option} entry \"{part}\"");
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| Error::invalid(format!("{entry} has no '='; write e.g. N1=d^2")))?;
+            let (k, v) = (k.trim(), v.trim());
+            let e = self.exponent_of(k, v).map_err(|bad| match bad {
+                BadValue::Base => Error::invalid(format!(
+                    "{entry} sets '{BASE}', the base that every other scale is a power of; give the other scales instead, e.g. N1=d^2"
+                )),
+                BadValue::NotSymbol => Error::invalid(format!(
+                    "{entry}: '{k}' is not a scale name; use letters, digits and '_' starting with a letter"
+                )),
+                BadValue::Parse(e) => e.context(entry.clone()),
+                BadValue::Mentions(other) => Error::invalid(format!(
+                    "{entry} mentions '{other}', which has no value; write the value as a power of {BASE}, e.g. {k}={BASE}^2"
+                )),
             })?;
-            self.set_str(k.trim(), v.trim())?;
+            self.set(k, e);
         }
         Ok(())
     }
@@ -112,6 +136,18 @@ impl Regime {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Why a regime value cannot be set ([`Regime::exponent_of`]).
+enum BadValue {
+    /// The value is for d itself.
+    Base,
+    /// The scale's name is not a symbol.
+    NotSymbol,
+    /// The value does not parse as a monomial.
+    Parse(Error),
+    /// The value mentions a name that is neither d nor a scale set before.
+    Mentions(String),
 }
 
 /// True for a valid symbol name.
@@ -679,11 +715,48 @@ mod tests {
     #[test]
     fn regime_parsing() {
         let mut r = Regime::new();
-        r.apply_assignments("N1=d^2, N2=sqrt(d)").unwrap();
+        r.apply_assignments("N1=d^2, N2=sqrt(d)", "--at").unwrap();
         assert_eq!(r.get("N1"), Some(Q::from_integer(2)));
         assert_eq!(r.get("N2"), Some(Q::new(1, 2)));
-        assert!(r.apply_assignments("N1").is_err());
-        assert!(r.apply_assignments("d=N").is_err());
-        assert!(r.apply_assignments("N3=K^2").is_err());
+        assert!(r.apply_assignments("N1", "--at").is_err());
+        assert!(r.apply_assignments("d=N", "--at").is_err());
+        assert!(r.apply_assignments("N3=K^2", "--at").is_err());
+    }
+
+    /// Each message of a bad `--at` entry names the option once, with the entry at fault, in
+    /// the entry's own syntax (`N1=d^2`, not the TOML `N1 = "d^2"` of `[regime]`).
+    #[test]
+    fn a_bad_assignment_names_the_option_once() {
+        let message = |text: &str| {
+            Regime::new()
+                .apply_assignments(text, "--at")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            message("N1=d, N2"),
+            "--at entry \"N2\" has no '='; write e.g. N1=d^2"
+        );
+        assert_eq!(
+            message("N3=K^2"),
+            "--at entry \"N3=K^2\" mentions 'K', which has no value; write the value as a power of d, e.g. N3=d^2"
+        );
+        assert!(message("d=N").starts_with("--at entry \"d=N\" sets 'd', the base"));
+        assert!(message("3x=d").starts_with("--at entry \"3x=d\": '3x' is not a scale name"));
+        assert!(message("N1=d^(").starts_with("--at entry \"N1=d^(\": "));
+        for text in ["N1", "N3=K^2", "d=N", "3x=d", "N1=d^("] {
+            assert_eq!(
+                message(text).matches("--at").count(),
+                1,
+                "{}",
+                message(text)
+            );
+        }
+        // The TOML wording of `[regime]` is its own.
+        let e = Regime::new().set_str("N3", "K^2").unwrap_err().to_string();
+        assert!(
+            e.starts_with("regime value for N3 = \"K^2\" mentions 'K'"),
+            "{e}"
+        );
     }
 }

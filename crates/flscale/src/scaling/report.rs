@@ -36,9 +36,7 @@ impl EnergyProblem {
             constraints.extend(parse_constraints(c)?);
         }
         let mut regime = Regime::new();
-        regime
-            .apply_assignments(&self.at)
-            .map_err(|e| e.context("--at"))?;
+        regime.apply_assignments(&self.at, "--at")?;
         for f in &self.free {
             if f == "d" || regime.get(f).is_some() {
                 return Err(Error::invalid(format!(
