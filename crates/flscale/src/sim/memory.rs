@@ -176,7 +176,8 @@ pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
     );
     // θ and ∇U per chain (ChainBlock); MALA keeps a proposal and its gradient, HMC a momentum.
     let copies =
-        2.0 + if s.mala { 2.0 } else { 0.0 } + if s.hmc_steps.is_some() { 1.0 } else { 0.0 };
+        2.0 + if s.proposal.is_metropolis() { 2.0 } else { 0.0 }
+        + if s.proposal.leapfrog_steps().is_some() { 1.0 } else { 0.0 };
     e.add(
         "weights and gradients of every chain",
         chains * net.params * copies * float,
@@ -252,7 +253,7 @@ pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
     e.memory.extend(per_thread_terms(threads));
     // Forward + backward ≈ 3 passes of 2 flops per multiply–add on the training set, a test
     // forward at every measurement (the Fig. 2 count of sim/bench/speed.rs: 6·P·(d·N + N)).
-    let evals = s.steps as f64 * s.hmc_steps.unwrap_or(1) as f64;
+    let evals = s.steps as f64 * s.proposal.leapfrog_steps().unwrap_or(1) as f64;
     e.flops =
         chains * (evals * 6.0 * p.max(1.0) * net.macs + measurements * 2.0 * n_test * net.macs);
     if s.method == SamplerMethod::Collapsed {

@@ -29,19 +29,24 @@ pub(super) fn widths<'de, D: serde::Deserializer<'de>>(
 impl ExperimentConfig {
     /// Parses and validates an experiment file's text. `source` names the file in errors.
     pub fn from_toml(text: &str, source: &str) -> Result<Self> {
-        let cfg: ExperimentConfig =
+        let raw: raw::RawExperimentConfig =
             toml::from_str(text).map_err(|e| crate::error::toml_error(source, text, &e))?;
-        cfg.validate().map_err(|e| e.context(source))?;
-        Ok(cfg)
+        Self::checked(raw).map_err(|e| e.context(source))
     }
 
     /// As [`ExperimentConfig::from_toml`] for text the program generated from the user's
     /// file (a sweep's grid point): a syntax or type error quotes the offending line rather
     /// than a line number in text the user never saw. `where_` names the file and grid point.
     pub fn from_generated_toml(text: &str, where_: &str) -> Result<Self> {
-        let cfg: ExperimentConfig = toml::from_str(text)
+        let raw: raw::RawExperimentConfig = toml::from_str(text)
             .map_err(|e| crate::error::generated_toml_error(where_, text, &e))?;
-        cfg.validate().map_err(|e| e.context(where_))?;
+        Self::checked(raw).map_err(|e| e.context(where_))
+    }
+
+    /// The typed configuration of a parsed file, validated.
+    fn checked(raw: raw::RawExperimentConfig) -> Result<Self> {
+        let cfg = ExperimentConfig::try_from(raw)?;
+        cfg.validate()?;
         Ok(cfg)
     }
 
@@ -158,18 +163,6 @@ impl ExperimentConfig {
             if s.frozen_layers.contains(&layers) {
                 return Err(Error::invalid(format!(
                     "sampler.method = \"collapsed\" with the readout (layer {layers}) in sampler.frozen_layers is not allowed; the collapsed sampler integrates the readout out, so it cannot be held fixed: use method = \"plain\" or unfreeze layer {layers}"
-                )));
-            }
-        }
-        if let Some(l) = s.hmc_steps {
-            if l == 0 || l > 10_000 {
-                return Err(Error::invalid(format!(
-                    "sampler.hmc_steps = {l} is not allowed; it is the number of leapfrog steps per HMC proposal, an integer between 1 and 10000"
-                )));
-            }
-            if !s.mala {
-                return Err(Error::invalid(format!(
-                    "sampler.hmc_steps = {l} is not allowed with mala = false; HMC is exact only through its Metropolis test: set mala = true"
                 )));
             }
         }

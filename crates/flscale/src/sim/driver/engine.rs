@@ -9,7 +9,6 @@ use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::transition::Transition;
-use crate::sim::langevin::Proposal;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 use crate::sim::observe::observables::finite;
@@ -72,7 +71,7 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
     // plain ULA keeps the ensemble's fused step.
     let tempered = s.tempering().is_some();
-    let mut transition = if s.method == SamplerMethod::Collapsed || s.mala || tempered {
+    let mut transition = if s.method == SamplerMethod::Collapsed || s.proposal.is_metropolis() || tempered {
         Transition::Cached(new_kernel(&ens, s))
     } else {
         Transition::FusedUla
@@ -86,7 +85,10 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
             |ens: &Ensemble<T, M>| new_kernel(ens, s),
         )
     });
-    let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
+    let mut steering = StepSteering::new(
+        s.proposal.is_metropolis(),
+        s.proposal.leapfrog_steps().is_some(),
+    );
     let mut sketches = ParameterSketches::default();
     let sketching = records_sketches(s.start, s.starts_coupling);
     let started = std::time::Instant::now();
@@ -196,7 +198,7 @@ pub(crate) fn final_state<T: Real, M: Model<T>>(ens: &Ensemble<T, M>) -> Vec<Vec
 
 /// The cached-gradient kernel the sampler settings ask for.
 fn new_kernel<T: Real, M: Model<T>>(ens: &Ensemble<T, M>, s: &SamplerConfig) -> Kernel<T> {
-    let mut k = Kernel::new(ens, s.method, Proposal::from_sampler(s.mala, s.hmc_steps));
+    let mut k = Kernel::new(ens, s.method, s.proposal);
     k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
     k
 }

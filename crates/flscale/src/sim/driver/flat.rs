@@ -326,7 +326,7 @@ seed = 3
                 cfg.sampler.start == Start::Both
             );
             let acceptance = a.summary.diagnostics.acceptance_rate;
-            assert_eq!(acceptance.is_some(), cfg.sampler.mala, "{acceptance:?}");
+            assert_eq!(acceptance.is_some(), cfg.sampler.proposal.is_metropolis(), "{acceptance:?}");
         }
     }
 
