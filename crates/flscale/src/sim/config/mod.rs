@@ -59,7 +59,7 @@ pub struct ExperimentConfig {
     pub priors: PriorsConfig,
 }
 
-/// Which architecture.
+/// Which architecture (`model.kind`), without its settings ([`Architecture`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ModelKind {
@@ -72,6 +72,17 @@ pub enum ModelKind {
     Attention,
 }
 
+impl ModelKind {
+    /// The name in the experiment file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Fcn => "fcn",
+            ModelKind::Cnn => "cnn",
+            ModelKind::Attention => "attention",
+        }
+    }
+}
+
 /// Readout prior scaling (spec 00).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -82,36 +93,73 @@ pub enum Parametrization {
     MeanField,
 }
 
-/// `[model]`.
+/// `[model]`, read and written through `RawModelConfig` (config/raw.rs), the fields of the
+/// file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "raw::RawModelConfig", into = "raw::RawModelConfig")]
 pub struct ModelConfig {
-    /// Architecture: "fcn", "cnn" (non-overlapping patches, App. E.1.2) or "attention"
-    /// (softmax attention, App. E.3).
-    pub kind: ModelKind,
+    /// The architecture with the settings only it has, written `kind`, `patch` and `heads` in
+    /// the file.
+    pub architecture: Architecture,
     /// Hidden-layer activation: erf | relu | tanh | linear | poly (σ = 1 + h + h²); default
     /// erf. The attention model has no such activation (its non-linearity is the softmax).
-    #[serde(default = "default_activation")]
     pub activation: Activation,
     /// Hidden widths N_1 … N_{L−1}; `[40]` is a two-layer network with 40 hidden neurons.
     /// CNN: exactly one entry, the number of channels N. Attention: leave it out.
-    #[serde(default, deserialize_with = "validate::widths")]
     pub widths: Vec<usize>,
     /// "standard" (default) or "mean-field" readout scaling.
-    #[serde(default = "default_parametrization")]
     pub parametrization: Parametrization,
     /// Layer normalisation of the input of every hidden layer l ≥ 2 (paper App. C.5, Fig. 6):
     /// per input, over the N_{l−1} neurons, LN(a) = (a − mean)/√(variance + 10⁻⁶), no learned
     /// gain or bias; the readout sees the un-normalised activations (default false).
-    #[serde(default)]
     pub layernorm: bool,
-    /// CNN only: the patch size S. The input x ∈ R^d is cut into N_w = d/S non-overlapping
-    /// patches x_i of S consecutive coordinates (S must divide d).
-    #[serde(default)]
-    pub patch: Option<usize>,
-    /// Attention only: the number of heads H.
-    #[serde(default)]
-    pub heads: Option<usize>,
+}
+
+/// The architecture (`model.kind`) with its own settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    /// Fully connected network of any depth (paper eq. 1); `kind = "fcn"`.
+    Fcn,
+    /// CNN with non-overlapping patches (paper App. E.1.2; [`crate::sim::model::cnn`]);
+    /// `kind = "cnn"`.
+    Cnn {
+        /// The patch size S (`model.patch`): the input x ∈ R^d is cut into N_w = d/S
+        /// non-overlapping patches x_i of S consecutive coordinates (S must divide d).
+        patch: usize,
+    },
+    /// Softmax attention layer with H heads over L tokens (paper App. E.3;
+    /// [`crate::sim::model::attention`]); `kind = "attention"`. L is `data.tokens`.
+    Attention {
+        /// The number of heads H (`model.heads`).
+        heads: usize,
+    },
+}
+
+impl ModelConfig {
+    /// The architecture without its settings.
+    pub fn kind(&self) -> ModelKind {
+        match self.architecture {
+            Architecture::Fcn => ModelKind::Fcn,
+            Architecture::Cnn { .. } => ModelKind::Cnn,
+            Architecture::Attention { .. } => ModelKind::Attention,
+        }
+    }
+
+    /// The CNN's patch size S (`None` for the other architectures).
+    pub fn patch(&self) -> Option<usize> {
+        match self.architecture {
+            Architecture::Cnn { patch } => Some(patch),
+            _ => None,
+        }
+    }
+
+    /// The attention model's number of heads H (`None` for the other architectures).
+    pub fn heads(&self) -> Option<usize> {
+        match self.architecture {
+            Architecture::Attention { heads } => Some(heads),
+            _ => None,
+        }
+    }
 }
 
 fn default_activation() -> Activation {
@@ -220,7 +268,8 @@ pub enum Precision {
     F64,
 }
 
-/// `[sampler]`, read and written through [`raw::RawSamplerConfig`], the fields of the file.
+/// `[sampler]`, read and written through `RawSamplerConfig` (config/raw.rs), the fields of
+/// the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "raw::RawSamplerConfig", into = "raw::RawSamplerConfig")]
 pub struct SamplerConfig {

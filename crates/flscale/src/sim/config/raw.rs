@@ -1,10 +1,84 @@
 //! The tables as the experiment file writes them, one field per key, and their conversion to
-//! the typed configuration, where a setting that only some variants have (`hmc_steps` of
-//! HMC) is part of its variant. Serde reads and writes [`SamplerConfig`] through
-//! [`RawSamplerConfig`], so the file's format, the sweeps' dotted paths
-//! ([`crate::experiment::fields`]) and the written configuration stay those of these fields.
+//! the typed configuration, where a setting that only some variants have (`patch` of the CNN,
+//! `heads` of attention, `hmc_steps` of HMC) is part of its variant. Serde reads and writes
+//! [`ModelConfig`] and [`SamplerConfig`] through [`RawModelConfig`] and [`RawSamplerConfig`],
+//! so the file's format, the sweeps' dotted paths ([`crate::experiment::fields`]) and the
+//! written configuration stay those of these fields.
 
 use super::*;
+
+/// `[model]` as written. The container name is the typed one, as for [`RawSamplerConfig`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename = "ModelConfig", deny_unknown_fields)]
+pub(super) struct RawModelConfig {
+    kind: ModelKind,
+    #[serde(default = "default_activation")]
+    activation: Activation,
+    #[serde(default, deserialize_with = "validate::widths")]
+    widths: Vec<usize>,
+    #[serde(default = "default_parametrization")]
+    parametrization: Parametrization,
+    #[serde(default)]
+    layernorm: bool,
+    #[serde(default)]
+    patch: Option<usize>,
+    #[serde(default)]
+    heads: Option<usize>,
+}
+
+impl RawModelConfig {
+    /// The architecture that `kind` names with its setting: `patch` belongs to the CNN and
+    /// `heads` to attention, each needed there and refused elsewhere.
+    fn architecture(&self) -> Result<Architecture> {
+        let kind = self.kind.name();
+        let only = |field: &str, value: usize, owner: &str| {
+            Error::invalid(format!(
+                "{field} = {value} is not allowed with model.kind = \"{kind}\"; it belongs to model.kind = \"{owner}\" only"
+            ))
+        };
+        match (self.kind, self.patch, self.heads) {
+            (ModelKind::Fcn | ModelKind::Attention, Some(v), _) => Err(only("model.patch", v, "cnn")),
+            (ModelKind::Fcn | ModelKind::Cnn, _, Some(v)) => Err(only("model.heads", v, "attention")),
+            (ModelKind::Fcn, None, None) => Ok(Architecture::Fcn),
+            (ModelKind::Cnn, Some(patch), None) => Ok(Architecture::Cnn { patch }),
+            (ModelKind::Cnn, None, None) => Err(Error::invalid(
+                "model.patch is missing; model.kind = \"cnn\" needs the patch size S (d = N_w·S), e.g. patch = 5",
+            )),
+            (ModelKind::Attention, None, Some(heads)) => Ok(Architecture::Attention { heads }),
+            (ModelKind::Attention, None, None) => Err(Error::invalid(
+                "model.heads is missing; model.kind = \"attention\" needs the number of heads H, e.g. heads = 2",
+            )),
+        }
+    }
+}
+
+impl TryFrom<RawModelConfig> for ModelConfig {
+    type Error = Error;
+
+    fn try_from(r: RawModelConfig) -> Result<Self> {
+        Ok(ModelConfig {
+            architecture: r.architecture()?,
+            activation: r.activation,
+            widths: r.widths,
+            parametrization: r.parametrization,
+            layernorm: r.layernorm,
+        })
+    }
+}
+
+impl From<ModelConfig> for RawModelConfig {
+    fn from(m: ModelConfig) -> Self {
+        RawModelConfig {
+            kind: m.kind(),
+            patch: m.patch(),
+            heads: m.heads(),
+            activation: m.activation,
+            widths: m.widths,
+            parametrization: m.parametrization,
+            layernorm: m.layernorm,
+        }
+    }
+}
 
 /// `[sampler]` as written. The container name is the typed one so that serde's messages
 /// ("expected struct SamplerConfig") name what the user sees documented.
@@ -125,7 +199,7 @@ impl From<SamplerConfig> for RawSamplerConfig {
 #[derive(Deserialize)]
 #[serde(rename = "ExperimentConfig", deny_unknown_fields)]
 pub(super) struct RawExperimentConfig {
-    model: ModelConfig,
+    model: RawModelConfig,
     data: DataConfig,
     target: TargetConfig,
     sampler: RawSamplerConfig,
@@ -138,7 +212,7 @@ impl TryFrom<RawExperimentConfig> for ExperimentConfig {
 
     fn try_from(r: RawExperimentConfig) -> Result<Self> {
         Ok(ExperimentConfig {
-            model: r.model,
+            model: r.model.try_into()?,
             data: r.data,
             target: r.target,
             sampler: r.sampler.try_into()?,

@@ -71,11 +71,12 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     // The collapsed posterior, MALA and replica exchange run on the cached-gradient kernel;
     // plain ULA keeps the ensemble's fused step.
     let tempered = s.tempering().is_some();
-    let mut transition = if s.method == SamplerMethod::Collapsed || s.proposal.is_metropolis() || tempered {
-        Transition::Cached(new_kernel(&ens, s))
-    } else {
-        Transition::FusedUla
-    };
+    let mut transition =
+        if s.method == SamplerMethod::Collapsed || s.proposal.is_metropolis() || tempered {
+            Transition::Cached(new_kernel(&ens, s))
+        } else {
+            Transition::FusedUla
+        };
     let mut replicas = s.tempering().map(|t| {
         Replicas::new(
             t,
