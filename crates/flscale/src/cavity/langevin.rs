@@ -61,7 +61,7 @@ fn close(a: f64, b: f64) -> bool {
 /// Why the run's configuration is not the cavity setting `prm` (None when it is).
 pub(crate) fn mismatch(cfg: &ExperimentConfig, prm: &AdaptiveParams) -> Option<String> {
     let m = &cfg.model;
-    if m.kind != ModelKind::Fcn {
+    if m.kind() != ModelKind::Fcn {
         return Some("its model.kind is not \"fcn\"".into());
     }
     if m.activation != Activation::Erf {

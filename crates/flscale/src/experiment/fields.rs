@@ -265,14 +265,14 @@ mod tests {
     #[test]
     fn experiment_fields_cover_a_serialised_config_with_every_option_set() {
         let paths = field_paths::<ExperimentConfig>();
-        // Independent reference: the leaves of a parsed config with every optional field given.
+        // Independent reference: the leaves of parsed configs with every optional field given,
+        // a CNN's (`patch`) and an attention model's (`heads`).
         let text = r#"
 [model]
-kind = "fcn"
+kind = "cnn"
 activation = "erf"
 widths = [8]
 patch = 4
-heads = 2
 [data]
 d = 8
 p = 40
@@ -296,10 +296,16 @@ tempering = { replicas = 4, adapt = true, beta_min = 0.05, swap_every = 3, max_r
 [priors]
 sigma2 = [1.0, 1.0]
 "#;
-        let config: ExperimentConfig = toml::from_str(text).unwrap();
+        let attention = text
+            .replace("kind = \"cnn\"", "kind = \"attention\"")
+            .replace("patch = 4", "heads = 2");
         let mut want = Vec::new();
-        leaves("", &toml::Value::try_from(&config).unwrap(), &mut want);
+        for text in [text, attention.as_str()] {
+            let config: ExperimentConfig = toml::from_str(text).unwrap();
+            leaves("", &toml::Value::try_from(&config).unwrap(), &mut want);
+        }
         want.sort();
+        want.dedup();
         let mut got = paths.clone();
         got.sort();
         assert_eq!(got, want);

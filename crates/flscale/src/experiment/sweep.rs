@@ -219,7 +219,7 @@ impl RunPlan {
         m.insert("kappa".to_string(), c.sampler.kappa);
         m.insert("seed".to_string(), c.sampler.seed as f64);
         m.insert("temperature".to_string(), c.sampler.temperature);
-        if let (Some(l), Some(h)) = (c.data.tokens, c.model.heads) {
+        if let (Some(l), Some(h)) = (c.data.tokens, c.model.heads()) {
             // Attention (paper App. E.3, Fig. 3b): context length L, heads H and the scale
             // √(L·d³)/P at which O(1) alignment appears (P* ∝ √(L·H)·d^{3/2}).
             let (l, d) = (l as f64, c.data.d as f64);

@@ -270,9 +270,12 @@ impl FreeEnergyConfig {
 pub fn weight_rows(cfg: &ExperimentConfig) -> Result<WeightRows> {
     let d = cfg.data.d;
     let first = cfg.model.widths.first().copied().unwrap_or(0);
-    match cfg.model.kind {
+    match cfg.model.kind() {
         ModelKind::Fcn => Ok(WeightRows::fcn_first_layer(first, d)),
-        ModelKind::Cnn => Ok(WeightRows::cnn_filters(first, cfg.model.patch.unwrap_or(d))),
+        ModelKind::Cnn => Ok(WeightRows::cnn_filters(
+            first,
+            cfg.model.patch().unwrap_or(d),
+        )),
         ModelKind::Attention => Err(Error::invalid(
             "[free_energy] is not available for model.kind = \"attention\"; its order \
              parameters are defined for \"fcn\" and \"cnn\" only",
@@ -504,13 +507,10 @@ mod tests {
             weight_rows(&cfg).unwrap(),
             WeightRows::fcn_first_layer(6, 20)
         );
-        cfg.model.kind = ModelKind::Cnn;
+        cfg.model.architecture = crate::sim::config::NetworkVariant::Cnn { patch: 5 };
         cfg.model.widths = vec![4];
-        cfg.model.patch = Some(5);
         assert_eq!(weight_rows(&cfg).unwrap(), WeightRows::cnn_filters(4, 5));
-        cfg.model.patch = None;
-        assert_eq!(weight_rows(&cfg).unwrap(), WeightRows::cnn_filters(4, 20));
-        cfg.model.kind = ModelKind::Attention;
+        cfg.model.architecture = crate::sim::config::NetworkVariant::Attention { heads: 1 };
         let err = weight_rows(&cfg).unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
         assert!(err.to_string().contains("model.kind = \"attention\""));

@@ -316,7 +316,7 @@ impl FreeEnergyPlan {
 /// The teacher direction the order parameters compare the rows with: w\* of the FCN's data
 /// set, the CNN's teacher filter.
 fn teacher_direction(config: &ExperimentConfig) -> Vec<f64> {
-    match config.model.kind {
+    match config.model.kind() {
         ModelKind::Cnn => CnnModel::from_config(config).dataset(config).teacher,
         _ => Dataset::generate(&config.data, &config.target, config.sampler.seed).teacher,
     }

@@ -20,56 +20,8 @@
 
 use rand::Rng;
 
+pub use crate::sim::config::Proposal;
 use crate::sim::num::real::Real;
-
-/// The proposal a sampler makes at every step, chosen once from the experiment's
-/// `sampler.mala` and `sampler.hmc_steps` ([`Proposal::from_sampler`]).
-///
-/// The cached-gradient kernel of every model dispatches on it once per step
-/// ([`crate::sim::kernel::mala::Kernel::proposal`]) with an exhaustive match, so a new
-/// proposal (a new variant) does not build until the kernel handles it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proposal {
-    /// Unadjusted Langevin (ULA, paper App. A.1): every move is taken, O(η) bias.
-    Langevin,
-    /// MALA (spec 02 (c)): the Langevin move accepted with the Metropolis–Hastings
-    /// probability of the module doc; exact for any η.
-    MetropolisLangevin,
-    /// HMC: one proposal is `leapfrog_steps` leapfrog steps of size √(2η) (jittered) and one
-    /// Metropolis test on H (module doc); a step costs `leapfrog_steps` gradient evaluations.
-    Hmc {
-        /// L ≥ 1; L = 1 proposes as MALA does (same law, different draws).
-        leapfrog_steps: usize,
-    },
-}
-
-impl Proposal {
-    /// The proposal of `sampler.mala` and `sampler.hmc_steps`: HMC when both are set, MALA
-    /// with `mala` alone, unadjusted otherwise. `hmc_steps` without `mala` is refused by the
-    /// configuration's checks (HMC is exact only through its Metropolis test); here it is
-    /// unadjusted Langevin, as the FCN kernel reads it.
-    pub fn from_sampler(mala: bool, hmc_steps: Option<usize>) -> Proposal {
-        match (mala, hmc_steps) {
-            (false, _) => Proposal::Langevin,
-            (true, None) => Proposal::MetropolisLangevin,
-            (true, Some(leapfrog_steps)) => Proposal::Hmc { leapfrog_steps },
-        }
-    }
-
-    /// Whether every step is accepted or rejected by a Metropolis test (MALA, HMC), so that
-    /// acceptance is counted and the step size is steered by it ([`crate::sim::adapt`]).
-    pub fn is_metropolis(self) -> bool {
-        self != Proposal::Langevin
-    }
-
-    /// HMC's L (`None` for the Langevin proposals).
-    pub fn leapfrog_steps(self) -> Option<usize> {
-        match self {
-            Proposal::Hmc { leapfrog_steps } => Some(leapfrog_steps),
-            _ => None,
-        }
-    }
-}
 
 /// HMC's leapfrog step for Langevin step `eta`: ε = √(2η) (module doc), jittered uniformly in
 /// [0.8ε, 1.2ε] by `uniform` ∈ [0, 1) from the chain's stream, against the periodic
@@ -192,17 +144,10 @@ mod tests {
         assert!(!metropolis_accepts(f64::NAN, 0.0));
     }
 
-    /// The proposal read from `sampler.mala` and `sampler.hmc_steps`, and the jitter's range.
+    /// The proposal's Metropolis flag and leapfrog count, and the jitter's range.
     #[test]
-    fn proposal_from_the_sampler_settings_and_the_jittered_step() {
-        assert_eq!(Proposal::from_sampler(false, None), Proposal::Langevin);
-        assert_eq!(Proposal::from_sampler(false, Some(3)), Proposal::Langevin);
-        assert_eq!(
-            Proposal::from_sampler(true, None),
-            Proposal::MetropolisLangevin
-        );
-        let hmc = Proposal::from_sampler(true, Some(3));
-        assert_eq!(hmc, Proposal::Hmc { leapfrog_steps: 3 });
+    fn proposal_flags_and_the_jittered_step() {
+        let hmc = Proposal::Hmc { leapfrog_steps: 3 };
         assert_eq!(hmc.leapfrog_steps(), Some(3));
         assert!(hmc.is_metropolis() && Proposal::MetropolisLangevin.is_metropolis());
         assert!(!Proposal::Langevin.is_metropolis());

@@ -73,7 +73,7 @@ struct NetSizes {
 fn net_sizes(cfg: &ExperimentConfig) -> NetSizes {
     let d = cfg.data.d as f64;
     let widths: Vec<f64> = cfg.model.widths.iter().map(|&w| w as f64).collect();
-    match cfg.model.kind {
+    match cfg.model.kind() {
         ModelKind::Fcn => {
             // W¹ (N₁ × d), W^l (N_l × N_{l−1}), readout N_{L−1} (paper eq. 1).
             let mut fan_in = d;
@@ -93,7 +93,7 @@ fn net_sizes(cfg: &ExperimentConfig) -> NetSizes {
         }
         ModelKind::Cnn => {
             // N filters of S entries on N_w = d/S patches, readout N × N_w (App. E.1.2).
-            let s = cfg.model.patch.unwrap_or(cfg.data.d).max(1) as f64;
+            let s = cfg.model.patch().unwrap_or(cfg.data.d).max(1) as f64;
             let n = widths.first().copied().unwrap_or(1.0);
             let windows = (d / s).floor().max(1.0);
             NetSizes {
@@ -107,7 +107,7 @@ fn net_sizes(cfg: &ExperimentConfig) -> NetSizes {
         ModelKind::Attention => {
             // H heads of A_h (d × d) and w_h (d) over L tokens (App. E.3): per head the scores
             // x^a A x^b (L·d² + L²·d), the softmax (L²) and the values (L·d).
-            let h = cfg.model.heads.unwrap_or(1) as f64;
+            let h = cfg.model.heads().unwrap_or(1) as f64;
             let l = cfg.data.tokens.unwrap_or(1) as f64;
             NetSizes {
                 params: h * (d * d + d),
@@ -175,8 +175,13 @@ pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
         "data.n_test, data.d, data.tokens",
     );
     // θ and ∇U per chain (ChainBlock); MALA keeps a proposal and its gradient, HMC a momentum.
-    let copies =
-        2.0 + if s.mala { 2.0 } else { 0.0 } + if s.hmc_steps.is_some() { 1.0 } else { 0.0 };
+    let copies = 2.0
+        + if s.proposal.is_metropolis() { 2.0 } else { 0.0 }
+        + if s.proposal.leapfrog_steps().is_some() {
+            1.0
+        } else {
+            0.0
+        };
     e.add(
         "weights and gradients of every chain",
         chains * net.params * copies * float,
@@ -252,7 +257,7 @@ pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
     e.memory.extend(per_thread_terms(threads));
     // Forward + backward ≈ 3 passes of 2 flops per multiply–add on the training set, a test
     // forward at every measurement (the Fig. 2 count of sim/bench/speed.rs: 6·P·(d·N + N)).
-    let evals = s.steps as f64 * s.hmc_steps.unwrap_or(1) as f64;
+    let evals = s.steps as f64 * s.proposal.leapfrog_steps().unwrap_or(1) as f64;
     e.flops =
         chains * (evals * 6.0 * p.max(1.0) * net.macs + measurements * 2.0 * n_test * net.macs);
     if s.method == SamplerMethod::Collapsed {
@@ -268,13 +273,13 @@ pub fn sample_on_threads(cfg: &ExperimentConfig, threads: usize) -> Estimate {
 /// Width N of the layer whose readout the collapsed sampler integrates out.
 fn collapsed_width(cfg: &ExperimentConfig) -> f64 {
     let m = &cfg.model;
-    match m.kind {
+    match m.kind() {
         ModelKind::Fcn => m.widths.last().copied().unwrap_or(1) as f64,
         ModelKind::Cnn => {
-            let s = m.patch.unwrap_or(cfg.data.d).max(1);
+            let s = m.patch().unwrap_or(cfg.data.d).max(1);
             (m.widths.first().copied().unwrap_or(1) * (cfg.data.d / s).max(1)) as f64
         }
-        ModelKind::Attention => (m.heads.unwrap_or(1) * cfg.data.d) as f64,
+        ModelKind::Attention => (m.heads().unwrap_or(1) * cfg.data.d) as f64,
     }
 }
 
@@ -295,7 +300,7 @@ fn collapsed_terms(cfg: &ExperimentConfig, e: &mut Estimate, chains: f64, live: 
         "model.widths, sampler.chains",
     );
     let block = cfg.sampler.adapt_step
-        && cfg.model.kind == ModelKind::Fcn
+        && cfg.model.kind() == ModelKind::Fcn
         && matches!(
             cfg.sampler.preconditioner,
             None | Some(crate::sim::config::Preconditioner::Block)

@@ -59,7 +59,7 @@ pub struct ExperimentConfig {
     pub priors: PriorsConfig,
 }
 
-/// Which architecture.
+/// Which architecture (`model.kind`), without its settings ([`NetworkVariant`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ModelKind {
@@ -72,6 +72,17 @@ pub enum ModelKind {
     Attention,
 }
 
+impl ModelKind {
+    /// The name in the experiment file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Fcn => "fcn",
+            ModelKind::Cnn => "cnn",
+            ModelKind::Attention => "attention",
+        }
+    }
+}
+
 /// Readout prior scaling (spec 00).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -82,36 +93,73 @@ pub enum Parametrization {
     MeanField,
 }
 
-/// `[model]`.
+/// `[model]`, read and written through `RawModelConfig` (config/raw.rs), the fields of the
+/// file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "raw::RawModelConfig", into = "raw::RawModelConfig")]
 pub struct ModelConfig {
-    /// Architecture: "fcn", "cnn" (non-overlapping patches, App. E.1.2) or "attention"
-    /// (softmax attention, App. E.3).
-    pub kind: ModelKind,
+    /// The architecture with the settings only it has, written `kind`, `patch` and `heads` in
+    /// the file.
+    pub architecture: NetworkVariant,
     /// Hidden-layer activation: erf | relu | tanh | linear | poly (σ = 1 + h + h²); default
     /// erf. The attention model has no such activation (its non-linearity is the softmax).
-    #[serde(default = "default_activation")]
     pub activation: Activation,
     /// Hidden widths N_1 … N_{L−1}; `[40]` is a two-layer network with 40 hidden neurons.
     /// CNN: exactly one entry, the number of channels N. Attention: leave it out.
-    #[serde(default, deserialize_with = "validate::widths")]
     pub widths: Vec<usize>,
     /// "standard" (default) or "mean-field" readout scaling.
-    #[serde(default = "default_parametrization")]
     pub parametrization: Parametrization,
     /// Layer normalisation of the input of every hidden layer l ≥ 2 (paper App. C.5, Fig. 6):
     /// per input, over the N_{l−1} neurons, LN(a) = (a − mean)/√(variance + 10⁻⁶), no learned
     /// gain or bias; the readout sees the un-normalised activations (default false).
-    #[serde(default)]
     pub layernorm: bool,
-    /// CNN only: the patch size S. The input x ∈ R^d is cut into N_w = d/S non-overlapping
-    /// patches x_i of S consecutive coordinates (S must divide d).
-    #[serde(default)]
-    pub patch: Option<usize>,
-    /// Attention only: the number of heads H.
-    #[serde(default)]
-    pub heads: Option<usize>,
+}
+
+/// The architecture (`model.kind`) with its own settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkVariant {
+    /// Fully connected network of any depth (paper eq. 1); `kind = "fcn"`.
+    Fcn,
+    /// CNN with non-overlapping patches (paper App. E.1.2; [`crate::sim::model::cnn`]);
+    /// `kind = "cnn"`.
+    Cnn {
+        /// The patch size S (`model.patch`): the input x ∈ R^d is cut into N_w = d/S
+        /// non-overlapping patches x_i of S consecutive coordinates (S must divide d).
+        patch: usize,
+    },
+    /// Softmax attention layer with H heads over L tokens (paper App. E.3;
+    /// [`crate::sim::model::attention`]); `kind = "attention"`. L is `data.tokens`.
+    Attention {
+        /// The number of heads H (`model.heads`).
+        heads: usize,
+    },
+}
+
+impl ModelConfig {
+    /// The architecture without its settings.
+    pub fn kind(&self) -> ModelKind {
+        match self.architecture {
+            NetworkVariant::Fcn => ModelKind::Fcn,
+            NetworkVariant::Cnn { .. } => ModelKind::Cnn,
+            NetworkVariant::Attention { .. } => ModelKind::Attention,
+        }
+    }
+
+    /// The CNN's patch size S (`None` for the other architectures).
+    pub fn patch(&self) -> Option<usize> {
+        match self.architecture {
+            NetworkVariant::Cnn { patch } => Some(patch),
+            _ => None,
+        }
+    }
+
+    /// The attention model's number of heads H (`None` for the other architectures).
+    pub fn heads(&self) -> Option<usize> {
+        match self.architecture {
+            NetworkVariant::Attention { heads } => Some(heads),
+            _ => None,
+        }
+    }
 }
 
 fn default_activation() -> Activation {
@@ -220,9 +268,10 @@ pub enum Precision {
     F64,
 }
 
-/// `[sampler]`.
+/// `[sampler]`, read and written through `RawSamplerConfig` (config/raw.rs), the fields of
+/// the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "raw::RawSamplerConfig", into = "raw::RawSamplerConfig")]
 pub struct SamplerConfig {
     /// Ridge κ: the likelihood variance, π ∝ exp(−|f(X) − y|²/(2κ))·prior (App. A.1). With
     /// `likelihood = "cross-entropy"` it divides the cross-entropy instead,
@@ -232,7 +281,6 @@ pub struct SamplerConfig {
     /// "gaussian" (default; the regression posterior of App. A.1) or "cross-entropy" (the
     /// two-class cross-entropy of App. A.2 with labels y = ±1, i.e. softmax over the logits
     /// (f/2, −f/2); needs a `target.parity` label).
-    #[serde(default = "default_likelihood")]
     pub likelihood: Likelihood,
     /// Langevin step η in θ ← θ − η∇U + √(2ηT)ξ.
     pub step: f64,
@@ -247,15 +295,12 @@ pub struct SamplerConfig {
     /// Seed of the data and of every chain's stream (chain k uses stream (seed, k)).
     pub seed: u64,
     /// Temperature T (default 1, which samples the Bayesian posterior).
-    #[serde(default = "default_temperature")]
     pub temperature: f64,
     /// "f32" (default) or "f64".
-    #[serde(default = "default_precision")]
     pub precision: Precision,
     /// Layers held at their initial (prior) values, numbered 1 … L (L = readout); e.g. `[1]`
     /// freezes the first layer, which turns the readout posterior into Bayesian linear
     /// regression on random features.
-    #[serde(default)]
     pub frozen_layers: Vec<usize>,
     /// Initial state: "cold" (default; weights drawn from the prior), "hot" (teacher-aligned:
     /// every first-layer neuron's component along w* set to ±σ1, alternating signs, the rest
@@ -264,7 +309,6 @@ pub struct SamplerConfig {
     /// the cold one and flags them "not equilibrated" when they disagree beyond their errors —
     /// spec 02, "First-order transitions cause hysteresis"). Which noise streams the hot start
     /// runs on is `starts_coupling`.
-    #[serde(default = "default_start")]
     pub start: Start,
     /// The hot start's noise streams. "independent" (default): the hot ensemble runs on
     /// streams of its own seed, derived from `seed` ([`crate::sim::driver::coupling::start_seed`]),
@@ -273,7 +317,6 @@ pub struct SamplerConfig {
     /// initial state differs), a synchronous coupling whose meeting times the summary reports
     /// as a coupling certificate instead of a verdict (`coupling`; docs/langevin.md, "Starts").
     /// "coupled" needs `start` = "hot" or "both".
-    #[serde(default, skip_serializing_if = "StartsCoupling::is_independent")]
     pub starts_coupling: StartsCoupling,
     /// Step-size control (spec 02 (a)): during burn-in, at every measurement (every `thin`
     /// steps, but at most about 200 times over the burn-in), estimate λ_max of the Hessian of U by power iteration on Hessian–vector
@@ -283,31 +326,31 @@ pub struct SamplerConfig {
     /// Markov kernel. Default true: `step` is then the largest step allowed, and with the
     /// default `mala = true` the numbers are exact in the limit of long runs whatever `step`
     /// is. `adapt_step = false` keeps η = `step` throughout.
-    #[serde(default = "default_true")]
     pub adapt_step: bool,
     /// "plain" (default): Langevin on every weight. "collapsed" (spec 02 (b)): the readout
     /// is integrated out exactly (its posterior given the hidden features is Gaussian),
     /// Langevin runs on the hidden weights only and readouts are drawn exactly from their
     /// conditional at every measurement; much less stiff when P/κ is large (docs/langevin.md).
     /// For the CNN the readout W² and for attention the value vectors w_h are integrated out.
-    #[serde(default = "default_method")]
     pub method: SamplerMethod,
-    /// Metropolis-adjusted Langevin (MALA, spec 02 (c)): every step is a proposal accepted
-    /// with the Metropolis–Hastings probability, which removes the O(η) bias of the
-    /// unadjusted chain; the acceptance rate is reported in the diagnostics. Default true.
+    /// The transition of every step, written `mala` and `hmc_steps` in the file.
+    ///
+    /// `mala = true` (the default): Metropolis-adjusted Langevin (MALA, spec 02 (c)), every
+    /// step a proposal accepted with the Metropolis–Hastings probability, which removes the
+    /// O(η) bias of the unadjusted chain; the acceptance rate is reported in the diagnostics.
     /// `mala = false` runs unadjusted Langevin (the paper's dynamics), whose averages carry an
     /// O(η) bias: the summary, `--json` and the results store then warn when η·λ_max exceeds
     /// [`crate::sim::driver::summary::ULA_BIAS_THRESHOLD`] (docs/langevin.md, "Step-size bias").
-    #[serde(default = "default_true")]
-    pub mala: bool,
-    /// With `mala = true` (every model): Hamiltonian Monte Carlo instead of MALA
-    /// (docs/langevin.md, "HMC"): every step is one proposal made of L = `hmc_steps` leapfrog
-    /// steps of size ε = √(2η) with the sampler's metric (the collapsed preconditioner;
-    /// the identity otherwise) as inverse mass matrix, then one Metropolis test; a step therefore costs L gradient evaluations
-    /// (`steps`, `burn_in` and `thin` count proposals). L = 1 is MALA. With `adapt_step` the
-    /// acceptance is steered to 0.7 instead of 0.574. An integer ≥ 1; absent (default): MALA.
-    #[serde(default)]
-    pub hmc_steps: Option<usize>,
+    ///
+    /// `hmc_steps = L` with `mala = true` (every model): Hamiltonian Monte Carlo instead of
+    /// MALA (docs/langevin.md, "HMC"): every step is one proposal made of L leapfrog steps of
+    /// size ε = √(2η) with the sampler's metric (the collapsed preconditioner; the identity
+    /// otherwise) as inverse mass matrix, then one Metropolis test; a step therefore costs L
+    /// gradient evaluations (`steps`, `burn_in` and `thin` count proposals). L = 1 is MALA.
+    /// With `adapt_step` the acceptance is steered to 0.7 instead of 0.574. An integer
+    /// between 1 and 10000; absent (default): MALA. With `mala = false` it is refused, HMC
+    /// being exact only through its Metropolis test.
+    pub proposal: Proposal,
     /// Collapsed sampler with `adapt_step` only: the constant preconditioner M of the last
     /// hidden layer's weights (the CNN: its filters; attention: its matrices A_h, per head),
     /// θ ← θ − ηM∇U + √(2ηT·M)ξ, set during burn-in (averaged over its second half) and
@@ -315,14 +358,12 @@ pub struct SamplerConfig {
     /// "block" (default): one n_in × n_in matrix per neuron, the inverse of its Gauss–Newton
     /// block. "neuron": one scalar per neuron, its mean Gauss–Newton curvature (the default
     /// before the block existed; mixes worse, BENCHMARKS.md). "none": M = I.
-    #[serde(default)]
     pub preconditioner: Option<Preconditioner>,
     /// Replica exchange on the data term (`tempering = { replicas = 8 }`; docs/langevin.md,
     /// "Replica exchange"): R copies of every chain at inverse temperatures
     /// 1 = β_0 > … > β_{R−1} of the data term, advanced by the sampler above, with
     /// non-reversible even/odd swaps between neighbours; only β = 1 is observed. Every model.
     /// Off by default (`replicas = 1`); every field is sweepable (`sampler.tempering.replicas`).
-    #[serde(default, skip_serializing_if = "TemperingConfig::is_off")]
     pub tempering: TemperingConfig,
 }
 
@@ -330,6 +371,43 @@ impl SamplerConfig {
     /// The replica-exchange settings when tempering is on (`tempering.replicas` ≥ 2).
     pub fn tempering(&self) -> Option<&TemperingConfig> {
         (self.tempering.replicas >= 2).then_some(&self.tempering)
+    }
+}
+
+/// The proposal a sampler makes at every step ([`SamplerConfig::proposal`]; the moves and
+/// their acceptance ratios are in [`crate::sim::langevin`]).
+///
+/// The cached-gradient kernel of every model dispatches on it once per step
+/// ([`crate::sim::kernel::mala::Kernel::proposal`]) with an exhaustive match, so a new
+/// proposal (a new variant) does not build until the kernel handles it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proposal {
+    /// Unadjusted Langevin (ULA, paper App. A.1): every move is taken, O(η) bias.
+    Langevin,
+    /// MALA (spec 02 (c)): the Langevin move accepted with the Metropolis–Hastings
+    /// probability of [`crate::sim::langevin`]; exact for any η.
+    MetropolisLangevin,
+    /// HMC: one proposal is `leapfrog_steps` leapfrog steps of size √(2η) (jittered) and one
+    /// Metropolis test on H ([`crate::sim::langevin`]); a step costs `leapfrog_steps` gradient evaluations.
+    Hmc {
+        /// L ≥ 1; L = 1 proposes as MALA does (same law, different draws).
+        leapfrog_steps: usize,
+    },
+}
+
+impl Proposal {
+    /// Whether every step is accepted or rejected by a Metropolis test (MALA, HMC), so that
+    /// acceptance is counted and the step size is steered by it ([`crate::sim::adapt`]).
+    pub fn is_metropolis(self) -> bool {
+        self != Proposal::Langevin
+    }
+
+    /// HMC's L (`None` for the Langevin proposals).
+    pub fn leapfrog_steps(self) -> Option<usize> {
+        match self {
+            Proposal::Hmc { leapfrog_steps } => Some(leapfrog_steps),
+            _ => None,
+        }
     }
 }
 
@@ -511,6 +589,7 @@ pub struct PriorsConfig {
     pub sigma2: Option<Vec<f64>>,
 }
 
+mod raw;
 mod validate;
 
 #[cfg(test)]

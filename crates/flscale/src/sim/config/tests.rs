@@ -107,7 +107,7 @@ fn cnn_and_attention_fields_are_checked_per_architecture() {
     assert_eq!(cfg.sigma2(), vec![1.0, 1.0]);
     let cnn = EXAMPLE.replace("kind = \"fcn\"", "kind = \"cnn\"\npatch = 8");
     let cfg = ExperimentConfig::from_toml(&cnn, "c.toml").unwrap();
-    assert_eq!((cfg.model.patch, cfg.n_groups()), (Some(8), 2));
+    assert_eq!((cfg.model.patch(), cfg.n_groups()), (Some(8), 2));
     let cases = [
         (
             ATTENTION.replace("heads = 2\n", ""),
@@ -276,6 +276,72 @@ fn starts_coupling_defaults_to_independent_and_names_its_values_when_bad() {
         .to_string();
     assert!(
         e.contains("sampler.starts_coupling = \"coupled\"") && e.contains("start = \"cold\""),
+        "{e}"
+    );
+}
+
+/// The variants are read from and written as the file's fields: a configuration written and
+/// read back is the same, with `kind`, `patch`, `heads`, `mala` and `hmc_steps` in the text.
+#[test]
+fn variants_round_trip_through_the_files_fields() {
+    let cnn = EXAMPLE
+        .replace("kind = \"fcn\"", "kind = \"cnn\"\npatch = 8")
+        .replace("seed = 1", "seed = 1\nhmc_steps = 4");
+    let ula = EXAMPLE.replace("seed = 1", "seed = 1\nmala = false");
+    for (text, arch, proposal, written) in [
+        (
+            cnn.as_str(),
+            NetworkVariant::Cnn { patch: 8 },
+            Proposal::Hmc { leapfrog_steps: 4 },
+            [
+                "kind = \"cnn\"",
+                "patch = 8",
+                "mala = true",
+                "hmc_steps = 4",
+            ],
+        ),
+        (
+            ATTENTION,
+            NetworkVariant::Attention { heads: 2 },
+            Proposal::MetropolisLangevin,
+            [
+                "kind = \"attention\"",
+                "heads = 2",
+                "mala = true",
+                "tokens = 16",
+            ],
+        ),
+        (
+            ula.as_str(),
+            NetworkVariant::Fcn,
+            Proposal::Langevin,
+            [
+                "kind = \"fcn\"",
+                "widths = [40]",
+                "mala = false",
+                "seed = 1",
+            ],
+        ),
+    ] {
+        let cfg = ExperimentConfig::from_toml(text, "x.toml").unwrap();
+        assert_eq!(
+            (cfg.model.architecture, cfg.sampler.proposal),
+            (arch, proposal)
+        );
+        let out = toml::to_string(&cfg).unwrap();
+        for line in written {
+            assert!(out.lines().any(|l| l == line), "{line}: {out}");
+        }
+        assert_eq!(ExperimentConfig::from_toml(&out, "y.toml").unwrap(), cfg);
+    }
+    // Read by serde alone (a stored configuration), a combination without a variant is
+    // refused with the same sentence.
+    let bad = EXAMPLE.replace("kind = \"fcn\"", "kind = \"fcn\"\npatch = 4");
+    let e = toml::from_str::<ExperimentConfig>(&bad)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("model.patch = 4 is not allowed with model.kind = \"fcn\"; it belongs to model.kind = \"cnn\" only"),
         "{e}"
     );
 }

@@ -29,19 +29,24 @@ pub(super) fn widths<'de, D: serde::Deserializer<'de>>(
 impl ExperimentConfig {
     /// Parses and validates an experiment file's text. `source` names the file in errors.
     pub fn from_toml(text: &str, source: &str) -> Result<Self> {
-        let cfg: ExperimentConfig =
+        let raw: raw::RawExperimentConfig =
             toml::from_str(text).map_err(|e| crate::error::toml_error(source, text, &e))?;
-        cfg.validate().map_err(|e| e.context(source))?;
-        Ok(cfg)
+        Self::checked(raw).map_err(|e| e.context(source))
     }
 
     /// As [`ExperimentConfig::from_toml`] for text the program generated from the user's
     /// file (a sweep's grid point): a syntax or type error quotes the offending line rather
     /// than a line number in text the user never saw. `where_` names the file and grid point.
     pub fn from_generated_toml(text: &str, where_: &str) -> Result<Self> {
-        let cfg: ExperimentConfig = toml::from_str(text)
+        let raw: raw::RawExperimentConfig = toml::from_str(text)
             .map_err(|e| crate::error::generated_toml_error(where_, text, &e))?;
-        cfg.validate().map_err(|e| e.context(where_))?;
+        Self::checked(raw).map_err(|e| e.context(where_))
+    }
+
+    /// The typed configuration of a parsed file, validated.
+    fn checked(raw: raw::RawExperimentConfig) -> Result<Self> {
+        let cfg = ExperimentConfig::try_from(raw)?;
+        cfg.validate()?;
         Ok(cfg)
     }
 
@@ -58,7 +63,7 @@ impl ExperimentConfig {
     /// Widths and data sizes: positive, and below the limits that catch typos.
     fn validate_sizes(&self) -> Result<()> {
         let m = &self.model;
-        if m.widths.is_empty() && m.kind != ModelKind::Attention {
+        if m.widths.is_empty() && m.kind() != ModelKind::Attention {
             return Err(Error::invalid(
                 "model.widths = [] is not allowed; give at least one hidden width, e.g. [40]",
             ));
@@ -161,18 +166,6 @@ impl ExperimentConfig {
                 )));
             }
         }
-        if let Some(l) = s.hmc_steps {
-            if l == 0 || l > 10_000 {
-                return Err(Error::invalid(format!(
-                    "sampler.hmc_steps = {l} is not allowed; it is the number of leapfrog steps per HMC proposal, an integer between 1 and 10000"
-                )));
-            }
-            if !s.mala {
-                return Err(Error::invalid(format!(
-                    "sampler.hmc_steps = {l} is not allowed with mala = false; HMC is exact only through its Metropolis test: set mala = true"
-                )));
-            }
-        }
         if let Some(pc) = s.preconditioner {
             let name = pc.name();
             if s.method != SamplerMethod::Collapsed || !s.adapt_step {
@@ -267,7 +260,7 @@ impl ExperimentConfig {
                 "[target] sets {given} of hermite, terms, parity, cubic_tokens, which is not allowed; set exactly one (e.g. hermite = 3)"
             )));
         }
-        let attention = self.model.kind == ModelKind::Attention;
+        let attention = self.model.kind() == ModelKind::Attention;
         if attention && !t.cubic_tokens {
             return Err(Error::invalid(
                 "[target] of model.kind = \"attention\" must be cubic_tokens = true (paper App. E.3); hermite, terms and parity are targets of single inputs",
@@ -330,41 +323,26 @@ impl ExperimentConfig {
     /// FCN: hidden layers + readout; CNN: filters W¹ and readout W²; attention: the
     /// attention matrices A_h and the value vectors w_h.
     pub fn n_groups(&self) -> usize {
-        match self.model.kind {
+        match self.model.kind() {
             ModelKind::Fcn => self.model.widths.len() + 1,
             ModelKind::Cnn | ModelKind::Attention => 2,
         }
     }
 
-    /// The fields that belong to one architecture only (`model.patch`, `model.heads`,
-    /// `data.tokens`), the shapes each architecture needs, and the settings that apply to the
-    /// FCN only, each refused for the others with its reason.
+    /// `data.tokens`, which belongs to attention only, the shapes each architecture needs,
+    /// and the settings that apply to the FCN only, each refused for the others with its
+    /// reason. (`model.patch` and `model.heads` are part of [`NetworkVariant`].)
     fn validate_kind(&self) -> Result<()> {
         let (m, d, s) = (&self.model, &self.data, &self.sampler);
-        let kind = match m.kind {
-            ModelKind::Fcn => "fcn",
-            ModelKind::Cnn => "cnn",
-            ModelKind::Attention => "attention",
-        };
-        let only = |field: &str, value: usize, owner: &str| {
-            Error::invalid(format!(
-                "{field} = {value} is not allowed with model.kind = \"{kind}\"; it belongs to model.kind = \"{owner}\" only"
-            ))
-        };
-        if m.kind != ModelKind::Cnn {
-            if let Some(v) = m.patch {
-                return Err(only("model.patch", v, "cnn"));
-            }
-        }
-        if m.kind != ModelKind::Attention {
-            if let Some(v) = m.heads {
-                return Err(only("model.heads", v, "attention"));
-            }
+        let kind = m.kind().name();
+        if m.kind() != ModelKind::Attention {
             if let Some(v) = d.tokens {
-                return Err(only("data.tokens", v, "attention"));
+                return Err(Error::invalid(format!(
+                    "data.tokens = {v} is not allowed with model.kind = \"{kind}\"; it belongs to model.kind = \"attention\" only"
+                )));
             }
         }
-        if m.kind != ModelKind::Fcn {
+        if m.kind() != ModelKind::Fcn {
             if m.layernorm {
                 return Err(Error::invalid(format!(
                     "model.layernorm = true is not allowed with model.kind = \"{kind}\"; layer normalisation exists for \"fcn\" only"
@@ -380,71 +358,67 @@ impl ExperimentConfig {
                 )));
             }
         }
-        match m.kind {
-            ModelKind::Fcn => {}
-            ModelKind::Cnn => {
-                if m.widths.len() != 1 {
-                    return Err(Error::invalid(format!(
-                        "model.widths = {:?} is not allowed with model.kind = \"cnn\"; give one entry, the number of channels N, e.g. [20]",
-                        m.widths
-                    )));
-                }
-                let Some(patch) = m.patch else {
-                    return Err(Error::invalid(
-                        "model.patch is missing; model.kind = \"cnn\" needs the patch size S (d = N_w·S), e.g. patch = 5",
-                    ));
-                };
-                if patch == 0 || d.d % patch != 0 {
-                    return Err(Error::invalid(format!(
-                        "model.patch = {patch} is not allowed; it must be at least 1 and divide data.d = {}",
-                        d.d
-                    )));
-                }
-                if let Some(k) = self.target.parity {
-                    return Err(Error::invalid(format!(
-                        "target.parity = {k} is not allowed with model.kind = \"cnn\"; its target is a sum over patches of hermite or terms"
-                    )));
-                }
+        match m.architecture {
+            NetworkVariant::Fcn => Ok(()),
+            NetworkVariant::Cnn { patch } => self.validate_cnn(patch),
+            NetworkVariant::Attention { heads } => self.validate_attention(heads),
+        }
+    }
+
+    /// The CNN's one width, its patch size against `data.d`, and its targets.
+    fn validate_cnn(&self, patch: usize) -> Result<()> {
+        let m = &self.model;
+        if m.widths.len() != 1 {
+            return Err(Error::invalid(format!(
+                "model.widths = {:?} is not allowed with model.kind = \"cnn\"; give one entry, the number of channels N, e.g. [20]",
+                m.widths
+            )));
+        }
+        if patch == 0 || self.data.d % patch != 0 {
+            return Err(Error::invalid(format!(
+                "model.patch = {patch} is not allowed; it must be at least 1 and divide data.d = {}",
+                self.data.d
+            )));
+        }
+        if let Some(k) = self.target.parity {
+            return Err(Error::invalid(format!(
+                "target.parity = {k} is not allowed with model.kind = \"cnn\"; its target is a sum over patches of hermite or terms"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The attention model's sizes (no widths; heads and tokens in range) and its priors.
+    fn validate_attention(&self, heads: usize) -> Result<()> {
+        let m = &self.model;
+        if !m.widths.is_empty() {
+            return Err(Error::invalid(format!(
+                "model.widths = {:?} is not allowed with model.kind = \"attention\"; leave it out and set model.heads",
+                m.widths
+            )));
+        }
+        if heads == 0 || heads > MAX_DIM {
+            return Err(Error::invalid(format!(
+                "model.heads = {heads} is not allowed; it must be between 1 and {MAX_DIM}"
+            )));
+        }
+        match self.data.tokens {
+            None => {
+                return Err(Error::invalid(
+                    "data.tokens is missing; model.kind = \"attention\" needs the context length L, e.g. tokens = 16",
+                ))
             }
-            ModelKind::Attention => {
-                if !m.widths.is_empty() {
-                    return Err(Error::invalid(format!(
-                        "model.widths = {:?} is not allowed with model.kind = \"attention\"; leave it out and set model.heads",
-                        m.widths
-                    )));
-                }
-                match m.heads {
-                    None => {
-                        return Err(Error::invalid(
-                            "model.heads is missing; model.kind = \"attention\" needs the number of heads H, e.g. heads = 2",
-                        ))
-                    }
-                    Some(h) if h == 0 || h > MAX_DIM => {
-                        return Err(Error::invalid(format!(
-                            "model.heads = {h} is not allowed; it must be between 1 and {MAX_DIM}"
-                        )))
-                    }
-                    Some(_) => {}
-                }
-                match d.tokens {
-                    None => {
-                        return Err(Error::invalid(
-                            "data.tokens is missing; model.kind = \"attention\" needs the context length L, e.g. tokens = 16",
-                        ))
-                    }
-                    Some(l) if l == 0 || l > MAX_DIM => {
-                        return Err(Error::invalid(format!(
-                            "data.tokens = {l} is not allowed; it must be between 1 and {MAX_DIM}"
-                        )))
-                    }
-                    Some(_) => {}
-                }
-                if m.parametrization != Parametrization::Standard {
-                    return Err(Error::invalid(
-                        "model.parametrization = \"mean-field\" is not allowed with model.kind = \"attention\"; its priors are fixed by App. E.3, use \"standard\"",
-                    ));
-                }
+            Some(l) if l == 0 || l > MAX_DIM => {
+                return Err(Error::invalid(format!(
+                    "data.tokens = {l} is not allowed; it must be between 1 and {MAX_DIM}"
+                )))
             }
+            Some(_) => {}
+        }
+        if m.parametrization != Parametrization::Standard {
+            return Err(Error::invalid(
+                "model.parametrization = \"mean-field\" is not allowed with model.kind = \"attention\"; its priors are fixed by App. E.3, use \"standard\"",
+            ));
         }
         Ok(())
     }

@@ -9,7 +9,6 @@ use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::transition::Transition;
-use crate::sim::langevin::Proposal;
 use crate::sim::model::interface::Model;
 use crate::sim::num::real::Real;
 use crate::sim::observe::observables::{finite, ChainAccumulator, Measurement};
@@ -96,7 +95,10 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     // The collapsed posterior, MALA, replica exchange and a restraint run on the
     // cached-gradient kernel; plain ULA keeps the ensemble's fused step.
     let tempered = s.tempering().is_some();
-    let cached = s.method == SamplerMethod::Collapsed || s.mala || tempered || restraint.is_some();
+    let cached = s.method == SamplerMethod::Collapsed
+        || s.proposal.is_metropolis()
+        || tempered
+        || restraint.is_some();
     let mut transition = if cached {
         Transition::Cached(new_kernel(&ens, s, restraint))
     } else {
@@ -111,7 +113,10 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
             |ens: &Ensemble<T, M>| new_kernel(ens, s, restraint),
         )
     });
-    let mut steering = StepSteering::new(s.mala, s.hmc_steps.is_some());
+    let mut steering = StepSteering::new(
+        s.proposal.is_metropolis(),
+        s.proposal.leapfrog_steps().is_some(),
+    );
     let mut sketches = ParameterSketches::default();
     let mut order_trace = Vec::new();
     let sketching = records_sketches(s.start, s.starts_coupling);
@@ -277,7 +282,7 @@ fn new_kernel<T: Real, M: Model<T>>(
     s: &SamplerConfig,
     restraint: Option<&Restraint>,
 ) -> Kernel<T> {
-    let mut k = Kernel::new(ens, s.method, Proposal::from_sampler(s.mala, s.hmc_steps));
+    let mut k = Kernel::new(ens, s.method, s.proposal);
     k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
     k.restraint = restraint.cloned();
     k

@@ -31,7 +31,7 @@ pub(crate) fn run_model<T: Real>(
     opts: RunOptions<'_>,
     observer: &mut dyn RunObserver,
 ) -> Result<Outcome> {
-    match cfg.model.kind {
+    match cfg.model.kind() {
         ModelKind::Cnn => {
             let model = CnnModel::from_config(cfg);
             let data = model.dataset(cfg);
@@ -343,7 +343,11 @@ seed = 3
                 cfg.sampler.start == Start::Both
             );
             let acceptance = a.summary.diagnostics.acceptance_rate;
-            assert_eq!(acceptance.is_some(), cfg.sampler.mala, "{acceptance:?}");
+            assert_eq!(
+                acceptance.is_some(),
+                cfg.sampler.proposal.is_metropolis(),
+                "{acceptance:?}"
+            );
         }
     }
 
@@ -368,7 +372,7 @@ seed = 3
             let hot = r.hot_start.clone().unwrap();
             // Hot: every unit has |ρ| = σ1 (CNN, σ1² = 1) or d·σ_A (attention, d = 4, σ_A = 1),
             // so R is that squared; cold: the prior value σ1²/S = 1/3, σ_A² = 1.
-            let (r_hot, r_cold) = if cfg.model.kind == ModelKind::Cnn {
+            let (r_hot, r_cold) = if cfg.model.kind() == ModelKind::Cnn {
                 (1.0, 1.0 / 3.0)
             } else {
                 (16.0, 1.0)

@@ -113,7 +113,7 @@ fn execute(
     cfg.validate()?;
     let outcome = match initial {
         Some(initial) => run_from(cfg, initial, opts, observer)?,
-        None => match (cfg.model.kind, cfg.sampler.precision) {
+        None => match (cfg.model.kind(), cfg.sampler.precision) {
             (ModelKind::Fcn, Precision::F32) => super::fcn::run_typed::<f32>(cfg, opts, observer),
             (ModelKind::Fcn, Precision::F64) => super::fcn::run_typed::<f64>(cfg, opts, observer),
             (_, Precision::F32) => super::flat::run_model::<f32>(cfg, opts, observer)?,
@@ -134,7 +134,7 @@ fn run_from(
     observer: &mut dyn RunObserver,
 ) -> Result<Outcome> {
     let model = FcnModel::from_config(cfg);
-    let shape_ok = cfg.model.kind == ModelKind::Fcn
+    let shape_ok = cfg.model.kind() == ModelKind::Fcn
         && cfg.sampler.start == Start::Cold
         && initial.len() == cfg.sampler.chains
         && initial.iter().all(|chain| {

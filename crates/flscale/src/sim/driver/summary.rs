@@ -32,7 +32,7 @@ pub(crate) fn step_warnings(s: &SamplerConfig, dg: &Diagnostics) -> Vec<String> 
     let Some(h) = dg.step_times_lambda_max else {
         return out;
     };
-    if s.mala || h <= ULA_BIAS_THRESHOLD {
+    if s.proposal.is_metropolis() || h <= ULA_BIAS_THRESHOLD {
         return out;
     }
     let inflation = if h < 2.0 {

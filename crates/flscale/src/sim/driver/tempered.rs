@@ -192,7 +192,10 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
             start: Box::new(start),
             kernel: Box::new(kernel),
             streams: 1,
-            steering: (sampler.mala, sampler.hmc_steps.is_some()),
+            steering: (
+                sampler.proposal.is_metropolis(),
+                sampler.proposal.leapfrog_steps().is_some(),
+            ),
         };
         let slots = (1..config.replicas)
             .map(|j| {

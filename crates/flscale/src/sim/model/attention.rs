@@ -81,7 +81,7 @@ impl AttentionModel {
     /// The model of a validated `model.kind = "attention"` experiment.
     pub fn from_config(cfg: &ExperimentConfig) -> AttentionModel {
         let d = cfg.data.d;
-        let heads = cfg.model.heads.unwrap_or(1);
+        let heads = cfg.model.heads().unwrap_or(1);
         let sigma2 = cfg.sigma2();
         let frozen = |l: usize| cfg.sampler.frozen_layers.contains(&l);
         let df = d as f64;

@@ -59,7 +59,7 @@ impl CnnModel {
     /// The model of a validated `model.kind = "cnn"` experiment.
     pub fn from_config(cfg: &ExperimentConfig) -> CnnModel {
         let d = cfg.data.d;
-        let patch = cfg.model.patch.unwrap_or(d);
+        let patch = cfg.model.patch().unwrap_or(d);
         let windows = d / patch;
         let channels = cfg.model.widths[0];
         let sigma2 = cfg.sigma2();

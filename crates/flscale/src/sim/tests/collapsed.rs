@@ -80,9 +80,8 @@ fn collapsed_mala_matches_quadrature_where_ula_is_biased() {
         };
         let chains = 32;
         let mut estimates = Vec::new();
-        for mala in [true, false] {
+        for proposal in [Proposal::MetropolisLangevin, Proposal::Langevin] {
             let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 5, dynamics, None);
-            let proposal = Proposal::from_sampler(mala, None);
             let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, proposal);
             kernel.advance(&mut ens, 200);
             let (mut sw, mut sa) = (vec![0.0; chains], vec![0.0; chains]);
@@ -192,18 +191,18 @@ fn plain_mala_removes_the_ula_bias_of_bayesian_linear_regression() {
     }
     let step = 1.0 / lambda_top;
     let mut whitened = Vec::new();
-    for (mala, hmc_steps) in [(true, None), (false, None), (true, Some(4))] {
+    for proposal in [
+        Proposal::MetropolisLangevin,
+        Proposal::Langevin,
+        Proposal::Hmc { leapfrog_steps: 4 },
+    ] {
         let dynamics = Dynamics {
             kappa,
             step,
             temperature,
         };
         let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 3, dynamics, None);
-        let mut kernel = Kernel::new(
-            &ens,
-            SamplerMethod::Plain,
-            Proposal::from_sampler(mala, hmc_steps),
-        );
+        let mut kernel = Kernel::new(&ens, SamplerMethod::Plain, proposal);
         kernel.advance(&mut ens, 500);
         let mut per_chain = vec![0.0; chains];
         let samples = 2000;
@@ -319,10 +318,10 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
     }
     let exact: Vec<f64> = moments.iter().map(|m| m / z).collect();
     for kind in [Preconditioner::Neuron, Preconditioner::Block] {
-        for (mala, hmc_steps, step_times_lambda, steps, every) in [
-            (true, None, 0.7, 4000, 4),
-            (false, None, 0.02, 40_000, 20),
-            (true, Some(5), 0.5, 1000, 1),
+        for (proposal, step_times_lambda, steps, every) in [
+            (Proposal::MetropolisLangevin, 0.7, 4000, 4),
+            (Proposal::Langevin, 0.02, 40_000, 20),
+            (Proposal::Hmc { leapfrog_steps: 5 }, 0.5, 1000, 1),
         ] {
             let dynamics = Dynamics {
                 kappa,
@@ -331,7 +330,6 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
             };
             let chains = 32;
             let mut ens = Ensemble::<f64>::new(model.clone(), &x, &y, chains, 9, dynamics, None);
-            let proposal = Proposal::from_sampler(mala, hmc_steps);
             let mut kernel = Kernel::new(&ens, SamplerMethod::Collapsed, proposal);
             kernel.preconditioner = kind;
             ens.dynamics.step = 1e-3;
@@ -360,7 +358,7 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
                 }
             }
             assert!(ens.divergences().iter().all(Option::is_none));
-            if mala {
+            if proposal.is_metropolis() {
                 let acceptance = kernel.acceptance_rate(&ens).unwrap();
                 assert!(acceptance > 0.3, "{kind:?}: acceptance {acceptance}");
             }
@@ -369,7 +367,7 @@ fn preconditioned_collapsed_sampler_matches_quadrature_in_two_dimensions() {
                 let (m, e) = mean_err(&series);
                 assert!(
                     (m - exact[q]).abs() < 4.0 * e + 0.03 * exact[q].abs().max(0.05),
-                    "{kind:?} mala = {mala} hmc_steps = {hmc_steps:?}: {name} = {m} ± {e}, quadrature {}",
+                    "{kind:?} {proposal:?}: {name} = {m} ± {e}, quadrature {}",
                     exact[q]
                 );
             }

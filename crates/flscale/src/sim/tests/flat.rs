@@ -321,7 +321,7 @@ fn collapsed_energy_is_the_marginal_likelihood_and_its_gradient_is_exact() {
     let cnn_wide = config(&cnn_toml(12, 3, 3, 7));
     let att = config(&attention_toml(3, 4, 2, 8));
     for cfg in [&cnn_small, &cnn_wide, &att] {
-        let is_cnn = cfg.model.kind == crate::sim::config::ModelKind::Cnn;
+        let is_cnn = cfg.model.kind() == crate::sim::config::ModelKind::Cnn;
         // The model of the other kind is built from a stand-in configuration and not used.
         let other = config(&cnn_toml(6, 2, 2, 9));
         let (cnn, attention) = if is_cnn {
@@ -372,7 +372,7 @@ fn collapsed_energy_is_the_marginal_likelihood_and_its_gradient_is_exact() {
             assert!(
                 (u[c] - want).abs() < 1e-10 * (1.0 + want.abs()),
                 "{:?} chain {c}: Woodbury {} vs brute force {want}",
-                cfg.model.kind,
+                cfg.model.kind(),
                 u[c]
             );
             assert!(grads[c][n - k..].iter().all(|&g| g == 0.0));
@@ -388,7 +388,7 @@ fn collapsed_energy_is_the_marginal_likelihood_and_its_gradient_is_exact() {
                 assert!(
                     (fd - grads[c][i]).abs() <= 1e-6 * (1.0 + fd.abs()),
                     "{:?} chain {c} entry {i}: fd {fd} analytic {}",
-                    cfg.model.kind,
+                    cfg.model.kind(),
                     grads[c][i]
                 );
             }
@@ -471,7 +471,7 @@ fn frozen_hidden_groups_give_exact_bayesian_linear_regression_draws() {
     let (kappa, t) = (0.4, 0.6);
     for text in [cnn_toml(6, 2, 2, 12), attention_toml(3, 3, 2, 10)] {
         let cfg = config(&text);
-        let is_cnn = cfg.model.kind == crate::sim::config::ModelKind::Cnn;
+        let is_cnn = cfg.model.kind() == crate::sim::config::ModelKind::Cnn;
         let dynamics = Dynamics {
             kappa,
             step: 1e-3,
@@ -549,7 +549,7 @@ fn frozen_hidden_groups_give_exact_bayesian_linear_regression_draws() {
         } else {
             sample!(frozen_att, &attention);
         }
-        moments.assert_standard_normal(0.1, 0.12, &format!("{:?}", cfg.model.kind));
+        moments.assert_standard_normal(0.1, 0.12, &format!("{:?}", cfg.model.kind()));
     }
 }
 
