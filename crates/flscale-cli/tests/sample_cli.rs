@@ -416,7 +416,12 @@ fn example_experiments_parse() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let text = std::fs::read_to_string(&path).unwrap();
-            flscale::sim::ExperimentConfig::from_toml(&text, &path.display().to_string()).unwrap();
+            // Every table a file may hold ([quick], [free_energy], [sweep]) through the sweep
+            // loader, which validates each grid point as the engine's config.
+            let sweep =
+                flscale::experiment::Sweep::from_toml(&text, &path.display().to_string(), false)
+                    .unwrap();
+            assert!(!sweep.runs.is_empty());
             n += 1;
         }
     }

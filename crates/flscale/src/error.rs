@@ -204,7 +204,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// At most `max` characters, with an ellipsis when cut.
-fn shorten(s: &str, max: usize) -> String {
+pub(crate) fn shorten(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
     } else {

@@ -96,11 +96,13 @@ pub fn run(args: SampleArgs, ctx: &Ctx) -> Result<()> {
     report_divergence(&cfg, &result, ctx)
 }
 
-/// The experiment of a file. A `[free_energy]` table is `flscale free-energy`'s and is left out
-/// (the sample is the unbiased run of the same experiment); every other table is the engine's.
+/// The experiment of a file. A `[free_energy]` table and its file's `[quick]` sizes are
+/// `flscale free-energy`'s and are left out (the sample is the unbiased run of the same
+/// experiment at its own sizes); every other table is the engine's.
 fn load_experiment(text: &str, source: &str) -> Result<ExperimentConfig> {
     if let Ok(mut doc) = toml::from_str::<toml::Table>(text) {
         if doc.remove("free_energy").is_some() {
+            doc.remove("quick");
             let rest = toml::to_string(&doc)
                 .map_err(|e| Error::runtime(format!("cannot encode {source}: {e}")))?;
             return ExperimentConfig::from_generated_toml(&rest, source);

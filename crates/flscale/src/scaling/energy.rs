@@ -86,7 +86,9 @@ impl Regime {
     /// text was given as (`--at`, `at`): every message names it once, with the entry at fault.
     pub fn apply_assignments(&mut self, text: &str, option: &str) -> Result<()> {
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let entry = format!("{option} entry \"{part}\"");
+            // Quoted up to 60 characters: a pathological entry (60 000 parentheses) must not
+            // turn the one-sentence error into a page.
+            let entry = format!("{option} entry \"{}\"", crate::error::shorten(part, 60));
             let (k, v) = part
                 .split_once('=')
                 .ok_or_else(|| Error::invalid(format!("{entry} has no '='; write e.g. N1=d^2")))?;
