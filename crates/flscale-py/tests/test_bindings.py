@@ -355,6 +355,10 @@ def test_results_parquet_is_read_by_pyarrow_as_load_results_reads_it(tmp_path):
                 assert raw[col] == values, col
             assert str(table.schema.field("value").type) == "double"
             assert str(table.schema.field("run").type) == "string"
+            for col in ("d", "p", "n1", "seed"):
+                assert str(table.schema.field(col).type) == "int64", col
+            for col in ("starts_agree", "equilibrated"):
+                assert str(table.schema.field(col).type) == "bool", col
 
 
 FREE_ENERGY_EXAMPLE = os.path.join(ROOT, "examples", "experiments", "free-energy-sign.toml")
@@ -388,7 +392,3 @@ def test_free_energy_bad_table_is_a_value_error():
         flscale.free_energy(text.replace("neuron = 0", "neuron = 5"), quick=True)
     with pytest.raises(ValueError, match="has no \\[free_energy\\] table"):
         flscale.free_energy(text[: text.index("[free_energy]")], quick=True)
-            for col in ("d", "p", "n1", "seed"):
-                assert str(table.schema.field(col).type) == "int64", col
-            for col in ("starts_agree", "equilibrated"):
-                assert str(table.schema.field(col).type) == "bool", col
