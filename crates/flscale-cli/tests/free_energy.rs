@@ -17,19 +17,32 @@ fn example() -> PathBuf {
         .unwrap()
 }
 
+/// Every window file of both stages (pilot/ and windows/) with its modification time.
 fn mtimes(dir: &Path) -> Vec<(String, SystemTime)> {
-    let mut v: Vec<(String, SystemTime)> = std::fs::read_dir(dir.join("windows"))
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().to_string(),
-                e.metadata().unwrap().modified().unwrap(),
-            )
+    let mut v: Vec<(String, SystemTime)> = ["pilot", "windows"]
+        .iter()
+        .filter_map(|sub| std::fs::read_dir(dir.join(sub)).ok().map(|r| (sub, r)))
+        .flat_map(|(sub, r)| {
+            r.flatten().map(move |e| {
+                (
+                    format!("{sub}/{}", e.file_name().to_string_lossy()),
+                    e.metadata().unwrap().modified().unwrap(),
+                )
+            })
         })
         .collect();
     v.sort();
     v
+}
+
+/// The `stages` entry of `stage` ("pilot" or "umbrella") in a `--json` answer.
+fn stage<'a>(v: &'a serde_json::Value, stage: &str) -> &'a serde_json::Value {
+    v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == stage)
+        .unwrap_or_else(|| panic!("no {stage} stage in {v}"))
 }
 
 /// One sentence on stderr, exit code 2, no output directory content beyond what existed.
@@ -81,7 +94,9 @@ fn quick_run_writes_the_report_and_a_rerun_resumes() {
         assert!(v["observables"][name]["value"].is_number(), "{name}");
         assert!(v["observables"][name].get("err").is_some(), "{name}");
     }
-    assert_eq!(v["windows_run"].as_array().unwrap().len(), 16);
+    // A flattened run: 16 pilot windows, then the 16 windows MBAR joins.
+    assert_eq!(stage(&v, "pilot")["run"].as_array().unwrap().len(), 16);
+    assert_eq!(stage(&v, "umbrella")["run"].as_array().unwrap().len(), 16);
     for f in ["profile.csv", "free_energy.json", "free_energy.svg"] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
@@ -98,7 +113,7 @@ fn quick_run_writes_the_report_and_a_rerun_resumes() {
 
     // The rerun runs no window, leaves the window files untouched and reports the same numbers.
     let before = mtimes(&out);
-    assert_eq!(before.len(), 16);
+    assert_eq!(before.len(), 32);
     let again = ok(
         &[
             "free-energy",
@@ -113,8 +128,10 @@ fn quick_run_writes_the_report_and_a_rerun_resumes() {
         dir.path(),
     );
     let w: serde_json::Value = serde_json::from_str(&again).unwrap();
-    assert_eq!(w["windows_run"].as_array().unwrap().len(), 0);
-    assert_eq!(w["windows_kept"].as_array().unwrap().len(), 16);
+    for name in ["pilot", "umbrella"] {
+        assert_eq!(stage(&w, name)["run"].as_array().unwrap().len(), 0);
+        assert_eq!(stage(&w, name)["kept"].as_array().unwrap().len(), 16);
+    }
     assert_eq!(mtimes(&out), before);
     assert_eq!(w["profile"], v["profile"]);
     assert_eq!(w["basins"], v["basins"]);
@@ -139,7 +156,7 @@ fn quick_run_writes_the_report_and_a_rerun_resumes() {
         dir.path(),
     );
     assert!(
-        human.contains("basin 1") && human.contains("written to"),
+        human.contains("basin 1") && human.contains("written to") && human.contains("flattened"),
         "{human}"
     );
 }
@@ -165,9 +182,11 @@ fn a_window_subset_waits_for_the_rest_then_the_full_run_completes() {
         dir.path(),
     );
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // The subset runs in the pilot stage; the umbrella stage waits for the whole pilot.
     assert_eq!(v["analysed"], false);
-    assert_eq!(v["windows_run"], serde_json::json!([0, 3, 4, 5]));
-    assert_eq!(v["windows_missing"].as_array().unwrap().len(), 12);
+    assert_eq!(stage(&v, "pilot")["run"], serde_json::json!([0, 3, 4, 5]));
+    assert_eq!(stage(&v, "pilot")["missing"].as_array().unwrap().len(), 12);
+    assert_eq!(v["stages"].as_array().unwrap().len(), 1);
     assert!(!out.join("free_energy.json").exists());
     let said = ok(
         &[
@@ -182,7 +201,7 @@ fn a_window_subset_waits_for_the_rest_then_the_full_run_completes() {
         dir.path(),
     );
     assert!(
-        said.contains("analysis waits") && said.contains("2,6-15"),
+        said.contains("umbrella stage waits") && said.contains("2,6-15"),
         "{said}"
     );
     let first = mtimes(&out);
@@ -202,8 +221,12 @@ fn a_window_subset_waits_for_the_rest_then_the_full_run_completes() {
     );
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["analysed"], true);
-    assert_eq!(v["windows_kept"], serde_json::json!([0, 1, 3, 4, 5]));
-    assert_eq!(v["windows_run"].as_array().unwrap().len(), 11);
+    assert_eq!(
+        stage(&v, "pilot")["kept"],
+        serde_json::json!([0, 1, 3, 4, 5])
+    );
+    assert_eq!(stage(&v, "pilot")["run"].as_array().unwrap().len(), 11);
+    assert_eq!(stage(&v, "umbrella")["run"].as_array().unwrap().len(), 16);
     let all = mtimes(&out);
     assert!(
         first.iter().all(|f| all.contains(f)),

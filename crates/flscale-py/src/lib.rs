@@ -201,6 +201,8 @@ struct Signals<'a> {
     pending: &'a std::sync::Mutex<Option<PyErr>>,
 }
 
+impl flscale::free_energy::runner::WindowObserver for Signals<'_> {}
+
 impl RunObserver for Signals<'_> {
     fn should_stop(&mut self) -> bool {
         Python::attach(|py| match py.check_signals() {
@@ -603,8 +605,8 @@ fn load_results<'py>(
 ///
 /// `kind` is "toml" or "json" (a dict with the TOML file's structure, `[free_energy]`
 /// included). With `out`, every finished window is kept in `out/windows/` and a rerun skips it
-/// (as `flscale free-energy --out`), and the report's files are written there; without, the
-/// windows run in memory. Ctrl-C stops the window in progress and raises KeyboardInterrupt.
+/// (as `flscale free-energy --out`; the pilot stage's windows in `out/pilot/`), and the
+/// report's files are written there; without, the windows run in memory. Ctrl-C stops the window in progress and raises KeyboardInterrupt.
 #[pyfunction]
 #[pyo3(signature = (source, kind, out=None, quick=false, replicates=200, max_memory=None))]
 fn free_energy(
@@ -616,7 +618,8 @@ fn free_energy(
     replicates: usize,
     max_memory: Option<String>,
 ) -> PyResult<String> {
-    use flscale::free_energy::output::{read_window, report_json, write_outputs, write_window};
+    use flscale::free_energy::output::{report_json, write_outputs};
+    use flscale::free_energy::runner::{run_free_energy, Progress};
     use flscale::free_energy::window::OBSERVABLES;
     let pending: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
     let outcome = py.detach(|| -> flscale::Result<Option<serde_json::Value>> {
@@ -631,32 +634,21 @@ fn free_energy(
                 .free_energy_plan()?,
         };
         check_memory(&plan.config, max_memory.as_deref())?;
-        let windows = out
-            .as_ref()
-            .map(|o| std::path::Path::new(o).join("windows"));
         let mut signals = Signals { pending: &pending };
-        let mut runs = Vec::with_capacity(plan.windows());
-        for k in 0..plan.windows() {
-            if let Some(dir) = &windows {
-                if let Some(run) = read_window(dir, &plan, k)? {
-                    runs.push(run);
-                    continue;
-                }
+        let out_dir = out.as_ref().map(std::path::Path::new);
+        let (plan, runs) = match run_free_energy(&plan, out_dir, None, &mut signals)? {
+            Progress::Complete { plan, runs, .. } => (plan, runs),
+            Progress::Interrupted { .. } => return Ok(None),
+            // Every window is asked for, so a stage can only be incomplete if a window was
+            // interrupted, which is the arm above.
+            Progress::Waiting { stages } => {
+                return Err(flscale::Error::runtime(format!(
+                    "windows {:?} of the {} stage are missing after the run",
+                    stages.last().map(|s| s.missing.clone()).unwrap_or_default(),
+                    stages.last().map_or("umbrella", |s| s.stage.as_str())
+                )))
             }
-            let run = match plan.run_window(k, &mut signals)? {
-                Outcome::Completed(run) => run,
-                Outcome::Interrupted { .. } => return Ok(None),
-            };
-            match &windows {
-                // Read back, as the CLI does, so that a resumed and an uninterrupted run
-                // analyse the same numbers.
-                Some(dir) => {
-                    write_window(dir, &plan, &run)?;
-                    runs.extend(read_window(dir, &plan, k)?);
-                }
-                None => runs.push(run),
-            }
-        }
+        };
         let report = plan.analyse(&runs, replicates, plan.config.sampler.seed)?;
         match &out {
             Some(o) => write_outputs(std::path::Path::new(o), &plan, &report).map(Some),

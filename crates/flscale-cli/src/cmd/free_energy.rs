@@ -7,9 +7,12 @@ use std::path::{Path, PathBuf};
 
 use flscale::experiment::Sweep;
 use flscale::free_energy::analysis::{Estimate, FreeEnergyReport};
-use flscale::free_energy::output::{read_window, write_outputs, write_window};
-use flscale::free_energy::window::{FreeEnergyPlan, WindowRun, OBSERVABLES};
-use flscale::sim::driver::outcome::{Outcome, RunObserver};
+use flscale::free_energy::output::write_outputs;
+use flscale::free_energy::runner::{
+    run_free_energy, stage_dir, Progress, StageProgress, WindowObserver,
+};
+use flscale::free_energy::window::{FreeEnergyPlan, Stage, WindowRun, OBSERVABLES};
+use flscale::sim::driver::outcome::RunObserver;
 use flscale::{Error, Result};
 
 use super::{out, out_json, read_file, Ctx};
@@ -33,9 +36,13 @@ neuron = 0                           #   \"projected_fraction\" (with coordinate
 range = [-1.0, 1.0]                  # window centres, ends included (default: all of s)\n  \
 windows = 16                         # K ≥ 2\n  \
 kappa = 200.0                        # optional; default kT/spacing², neighbours overlap\n  \
-bins = 40                            # optional; bins of F(s)\n\
+bins = 40                            # optional; bins of F(s)\n  \
+flatten = true                       # optional; a pilot stage first (default true)\n\
 and optionally [quick] (used with --quick). Fields: docs/free-energy.md.\n\n\
-DIR gets windows/window-KKK.json (each finished window, written atomically), profile.csv\n\
+Barriers of hundreds of kT: with flatten = true (default) a pilot of 4(K-1)+1 stiff windows\n\
+first estimates F by umbrella integration, and the K windows then carry the bias -F, so that\n\
+they overlap; MBAR removes the bias exactly (docs/free-energy.md, \"Flattening\").\n\n\
+DIR gets pilot/ and windows/window-KKK.json (each finished window, written atomically), profile.csv\n\
 (s,F,F_err), free_energy.json (what --json prints) and free_energy.svg (F(s) with its error band,\n\
 the basins shaded with their weights). A killed run resumes: the same command skips the windows\n\
 already in DIR. --windows 0,3-5 runs only those windows (shards by hand or in Slurm array\n\
@@ -108,14 +115,27 @@ pub fn load_plan(text: &str, source: &str, quick: bool) -> Result<FreeEnergyPlan
     Sweep::from_toml(text, source, quick)?.free_energy_plan()
 }
 
-/// The progress bar over every window this invocation runs, and the signal check.
-struct Bar {
+/// The progress bar over the windows of the stage running, the signal check, and the
+/// windows' warnings printed above the bar.
+struct Bar<'a> {
     bar: indicatif::ProgressBar,
+    ctx: &'a Ctx,
+    /// Steps of one window of each stage (pilot, umbrella).
+    steps: [usize; 2],
     /// Steps of the windows finished before the current one.
     offset: usize,
 }
 
-impl RunObserver for Bar {
+impl Bar<'_> {
+    fn stage_steps(&self, stage: Stage) -> usize {
+        match stage {
+            Stage::Pilot => self.steps[0],
+            Stage::Umbrella => self.steps[1],
+        }
+    }
+}
+
+impl RunObserver for Bar<'_> {
     fn progress(&mut self, done: usize, _total: usize) {
         self.bar.set_position((self.offset + done) as u64);
     }
@@ -125,11 +145,50 @@ impl RunObserver for Bar {
     }
 }
 
-fn progress_bar(ctx: &Ctx, total: usize) -> indicatif::ProgressBar {
+impl WindowObserver for Bar<'_> {
+    fn window_started(&mut self, stage: Stage, k: usize, index: usize, count: usize) {
+        let steps = self.stage_steps(stage);
+        if index == 0 {
+            self.bar.set_length((steps * count) as u64);
+            self.bar.set_position(0);
+            self.offset = 0;
+        } else {
+            self.offset = steps * index;
+        }
+        self.bar.set_message(format!(
+            "{} window {k} ({} of {count})",
+            stage.as_str(),
+            index + 1
+        ));
+    }
+
+    fn window_finished(&mut self, plan: &FreeEnergyPlan, run: &WindowRun) {
+        if self.ctx.quiet {
+            return;
+        }
+        let stage = plan.stage.as_str();
+        self.bar.suspend(|| {
+            if run.diverged > 0 {
+                eprintln!(
+                    "warning: {stage} window {} (s₀ = {:.4}): {} of {} chains diverged and were left out; a smaller sampler.step avoids this",
+                    run.window,
+                    run.centre,
+                    run.diverged,
+                    plan.config.sampler.chains
+                );
+            }
+            for w in &run.warnings {
+                eprintln!("warning: {stage} window {}: {w}", run.window);
+            }
+        });
+    }
+}
+
+fn progress_bar(ctx: &Ctx) -> indicatif::ProgressBar {
     if ctx.quiet || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
-    let bar = indicatif::ProgressBar::new(total as u64);
+    let bar = indicatif::ProgressBar::new(1);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} free energy [{bar:30}] {pos}/{len} steps  ETA {eta}  {msg}",
@@ -138,75 +197,6 @@ fn progress_bar(ctx: &Ctx, total: usize) -> indicatif::ProgressBar {
         .progress_chars("=> "),
     );
     bar
-}
-
-/// What this invocation did with the windows it was asked for.
-struct Ran {
-    /// Windows run now.
-    run: Vec<usize>,
-    /// Windows already in DIR.
-    kept: Vec<usize>,
-}
-
-/// Runs every window of `which` that DIR/windows does not hold yet, writing each as it ends.
-fn run_windows(plan: &FreeEnergyPlan, dir: &Path, which: &[usize], ctx: &Ctx) -> Result<Ran> {
-    let mut todo = Vec::new();
-    let mut kept = Vec::new();
-    // Every kept file is checked before anything runs: a directory of another plan is refused
-    // at once, not after the first window.
-    for &k in which {
-        match read_window(dir, plan, k)? {
-            Some(_) => kept.push(k),
-            None => todo.push(k),
-        }
-    }
-    let steps = plan.config.sampler.steps;
-    let mut bar = Bar {
-        bar: progress_bar(ctx, steps * todo.len()),
-        offset: 0,
-    };
-    for (i, &k) in todo.iter().enumerate() {
-        bar.bar
-            .set_message(format!("window {k} ({} of {})", i + 1, todo.len()));
-        let run = match plan.run_window(k, &mut bar)? {
-            Outcome::Completed(run) => run,
-            Outcome::Interrupted { .. } => {
-                bar.bar.finish_and_clear();
-                let sig = super::signals::received().unwrap_or("a signal");
-                return Err(Error::runtime(format!(
-                    "stopped by {sig} in window {k}; the {} finished windows are kept in {} and the same command resumes",
-                    kept.len() + i,
-                    dir.display()
-                )));
-            }
-        };
-        warn_window(&run, plan, ctx, &bar.bar);
-        write_window(dir, plan, &run)?;
-        bar.offset += steps;
-    }
-    bar.bar.finish_and_clear();
-    Ok(Ran { run: todo, kept })
-}
-
-/// Diverged chains and the run's warnings, above the progress bar.
-fn warn_window(run: &WindowRun, plan: &FreeEnergyPlan, ctx: &Ctx, bar: &indicatif::ProgressBar) {
-    if ctx.quiet {
-        return;
-    }
-    bar.suspend(|| {
-        if run.diverged > 0 {
-            eprintln!(
-                "warning: window {} (s₀ = {:.4}): {} of {} chains diverged and were left out; a smaller sampler.step avoids this",
-                run.window,
-                run.centre,
-                run.diverged,
-                plan.config.sampler.chains
-            );
-        }
-        for w in &run.warnings {
-            eprintln!("warning: window {}: {w}", run.window);
-        }
-    });
 }
 
 /// Runs `flscale free-energy`.
@@ -222,8 +212,8 @@ pub fn run(args: FreeEnergyArgs, ctx: &Ctx) -> Result<()> {
     }
     let k = plan.windows();
     let which = match &args.windows {
-        Some(list) => parse_windows(list, k)?,
-        None => (0..k).collect(),
+        Some(list) => Some(parse_windows(list, k)?),
+        None => None,
     };
     let cfg = &plan.config;
     flscale::limits::check_steps(cfg.sampler.steps).map_err(|e| e.context(&source))?;
@@ -233,61 +223,103 @@ pub fn run(args: FreeEnergyArgs, ctx: &Ctx) -> Result<()> {
         &format!("each window of {source}"),
         ctx,
     )?;
-    let windows_dir = args.out.join("windows");
-    std::fs::create_dir_all(&windows_dir).map_err(|e| {
+    std::fs::create_dir_all(&args.out).map_err(|e| {
         Error::invalid(format!(
             "cannot create output directory {}: {e}",
-            windows_dir.display()
+            args.out.display()
         ))
     })?;
+    let pilot_steps = if plan.needs_pilot() {
+        plan.pilot()?.config.sampler.steps
+    } else {
+        0
+    };
     super::signals::install();
-    let ran = run_windows(&plan, &windows_dir, &which, ctx)?;
-    let mut runs = Vec::with_capacity(k);
-    let mut missing = Vec::new();
-    // The analysis always reads the windows back from their files, so that a resumed run and
-    // an uninterrupted one analyse the same numbers.
-    for w in 0..k {
-        match read_window(&windows_dir, &plan, w)? {
-            Some(run) => runs.push(run),
-            None => missing.push(w),
+    let mut bar = Bar {
+        bar: progress_bar(ctx),
+        ctx,
+        steps: [pilot_steps, cfg.sampler.steps],
+        offset: 0,
+    };
+    let progress = run_free_energy(&plan, Some(&args.out), which.as_deref(), &mut bar)?;
+    bar.bar.finish_and_clear();
+    let (plan, runs, stages) = match progress {
+        Progress::Complete { plan, runs, stages } => (plan, runs, stages),
+        Progress::Waiting { stages } => return report_partial(&args, &stages),
+        Progress::Interrupted {
+            stage,
+            window,
+            stages,
+        } => {
+            let sig = super::signals::received().unwrap_or("a signal");
+            let finished: usize = stages.iter().map(|s| s.run.len()).sum();
+            return Err(Error::runtime(format!(
+                "stopped by {sig} in {} window {window}; the {finished} windows finished now are kept in {} with those from before, and the same command resumes",
+                stage.as_str(),
+                args.out.display()
+            )));
         }
-    }
-    if !missing.is_empty() {
-        return report_partial(&args, &ran, &missing, k);
-    }
+    };
     let report = plan.analyse(&runs, args.replicates, cfg.sampler.seed)?;
     let mut json = write_outputs(&args.out, &plan, &report)?;
     if args.json {
         if let serde_json::Value::Object(map) = &mut json {
             map.insert("windows".into(), serde_json::json!(k));
-            map.insert("windows_run".into(), serde_json::json!(ran.run));
-            map.insert("windows_kept".into(), serde_json::json!(ran.kept));
+            map.insert("stages".into(), stages_json(&stages));
             map.insert("analysed".into(), serde_json::json!(true));
         }
         return out_json(&json);
     }
-    out(&human(&plan, &report, &ran, &args.out))
+    out(&human(&plan, &report, &stages, &args.out))
 }
 
-/// The answer when some windows are still missing: what ran, what is missing, no analysis.
-fn report_partial(args: &FreeEnergyArgs, ran: &Ran, missing: &[usize], k: usize) -> Result<()> {
+/// Each stage's windows run now, kept from before and missing, as JSON.
+fn stages_json(stages: &[StageProgress]) -> serde_json::Value {
+    stages
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "stage": s.stage.as_str(),
+                "run": s.run,
+                "kept": s.kept,
+                "missing": s.missing,
+            })
+        })
+        .collect()
+}
+
+/// The answer when some windows of a stage are still missing: what ran, what is missing, no
+/// analysis.
+fn report_partial(args: &FreeEnergyArgs, stages: &[StageProgress]) -> Result<()> {
     if args.json {
         return out_json(&serde_json::json!({
-            "windows": k,
-            "windows_run": ran.run,
-            "windows_kept": ran.kept,
-            "windows_missing": missing,
+            "stages": stages_json(stages),
             "analysed": false,
         }));
     }
-    out(&format!(
-        "ran windows {:?} ({} already there); {} of {k} windows are in {}, so the analysis waits: windows {} are missing (run them with --windows, or run without --windows)\n",
-        ran.run,
-        ran.kept.len(),
-        k - missing.len(),
-        args.out.join("windows").display(),
-        compact_list(missing)
-    ))
+    let mut t = String::new();
+    for s in stages {
+        t += &format!(
+            "{} stage: ran windows [{}] now ({} asked for were already there)",
+            s.stage.as_str(),
+            compact_list(&s.run),
+            s.kept.len()
+        );
+        if s.missing.is_empty() {
+            t += "; every window is there\n";
+        } else {
+            t += &format!(
+                "; windows {} are missing from {}, so the {} waits (run them with --windows, or run without --windows)\n",
+                compact_list(&s.missing),
+                stage_dir(&args.out, s.stage).display(),
+                match s.stage {
+                    Stage::Pilot => "umbrella stage",
+                    Stage::Umbrella => "analysis",
+                }
+            );
+        }
+    }
+    out(&t)
 }
 
 /// Indices as ranges: [0, 1, 2, 5] → "0-2,5".
@@ -318,20 +350,53 @@ fn pm(e: &Estimate) -> String {
 }
 
 /// The report as the aligned text of `flscale free-energy` (without `--json`).
-fn human(plan: &FreeEnergyPlan, r: &FreeEnergyReport, ran: &Ran, dir: &Path) -> String {
+fn human(
+    plan: &FreeEnergyPlan,
+    r: &FreeEnergyReport,
+    stages: &[StageProgress],
+    dir: &Path,
+) -> String {
     let name = plan.table.order_parameter.as_str();
     let along = match plan.table.neuron {
         Some(i) => format!("{name} of neuron {i}"),
         None => name.to_string(),
     };
+    let counts = |stage: Stage| {
+        stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .map_or((0, 0), |s| (s.run.len(), plan.windows() - s.run.len()))
+    };
+    let (run, kept) = counts(Stage::Umbrella);
     let mut t = format!(
-        "free energy along {along}: {} windows ({} run now, {} kept), κ = {:.4}, {} bins\n",
+        "free energy along {along}: {} windows ({run} run now, {kept} kept), κ = {:.4}, {} bins\n",
         plan.windows(),
-        ran.run.len(),
-        ran.kept.len(),
         plan.umbrella.kappa,
         r.profile.s.len()
     );
+    if let Some(b) = &plan.umbrella.flattening {
+        let pilot_windows = plan.table.pilot_windows();
+        let (run, kept) = stages
+            .iter()
+            .find(|s| s.stage == Stage::Pilot)
+            .map_or((0, pilot_windows), |s| {
+                (s.run.len(), pilot_windows - s.run.len())
+            });
+        let (lo, hi) = b
+            .values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, z), &v| {
+                (a.min(v), z.max(v))
+            });
+        t += &format!(
+            "flattened          by a pilot of {} windows at κ = {:.1} ({run} run now, {kept} kept): its estimate spans {:.1} kT over s in [{:.3}, {:.3}]\n",
+            pilot_windows,
+            plan.table.pilot_kappa(plan.config.sampler.temperature),
+            (hi - lo) / plan.config.sampler.temperature,
+            b.lo,
+            b.hi
+        );
+    }
     for (i, b) in r.basins.iter().enumerate() {
         let weight = Estimate {
             value: b.weight,
@@ -382,8 +447,13 @@ fn human(plan: &FreeEnergyPlan, r: &FreeEnergyReport, ran: &Ran, dir: &Path) -> 
         );
     }
     t += &format!(
-        "written to         {} (profile.csv, free_energy.json, free_energy.svg, windows/)\n",
-        dir.display()
+        "written to         {} (profile.csv, free_energy.json, free_energy.svg, windows/{})\n",
+        dir.display(),
+        if plan.umbrella.flattening.is_some() {
+            ", pilot/"
+        } else {
+            ""
+        }
     );
     t
 }

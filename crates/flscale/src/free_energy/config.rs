@@ -11,6 +11,9 @@
 //! windows = 16
 //! kappa = 200.0                        # optional: see `FreeEnergyConfig::kappa`
 //! bins = 40                            # optional
+//! flatten = true                       # optional: a pilot stage first (default true)
+//! pilot_windows = 61                   # optional: see `FreeEnergyConfig::pilot_windows`
+//! pilot_kappa = 3600.0                 # optional: see `FreeEnergyConfig::pilot_kappa`
 //! ```
 //!
 //! Parsing checks types and refuses unknown fields; [`FreeEnergyConfig::validate`] checks the
@@ -35,12 +38,21 @@ pub const MAX_BINS: usize = 100_000;
 /// Bins of the profile when the table gives none.
 pub const DEFAULT_BINS: usize = 40;
 
+/// The pilot windows' default stiffness in units of kT/Δ_p², Δ_p their spacing
+/// ([`FreeEnergyConfig::pilot_kappa`]).
+pub const PILOT_STIFFNESS: f64 = 4.0;
+
+/// Pilot windows per interval between two umbrella windows ([`FreeEnergyConfig::pilot_windows`]).
+pub const PILOT_DENSITY: usize = 4;
+
 /// The order parameters a table can name ([`OrderKind`] without its teacher data).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderParameterName {
     /// s_i = w_i·w\*/|w_i| of the neuron (or CNN filter) `neuron`.
     NeuronOverlap,
+    /// m_i = w_i·w\* of the neuron (or CNN filter) `neuron` ([`OrderKind::NeuronProjection`]).
+    NeuronProjection,
     /// Q = Σ_i (w_i·w\*)² / Σ_i |w_i|².
     AlignedFraction,
     /// Q with (w_i·w\*)² replaced by |P w_i|², P the projector onto `coordinates`.
@@ -52,6 +64,7 @@ impl OrderParameterName {
     pub fn as_str(self) -> &'static str {
         match self {
             OrderParameterName::NeuronOverlap => "neuron_overlap",
+            OrderParameterName::NeuronProjection => "neuron_projection",
             OrderParameterName::AlignedFraction => "aligned_fraction",
             OrderParameterName::ProjectedFraction => "projected_fraction",
         }
@@ -61,6 +74,7 @@ impl OrderParameterName {
     pub fn range(self) -> (f64, f64) {
         match self {
             OrderParameterName::NeuronOverlap => (-1.0, 1.0),
+            OrderParameterName::NeuronProjection => (f64::NEG_INFINITY, f64::INFINITY),
             _ => (0.0, 1.0),
         }
     }
@@ -91,6 +105,18 @@ pub struct FreeEnergyConfig {
     /// Bins of the profile F(s) over the range; default [`DEFAULT_BINS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bins: Option<usize>,
+    /// Run a pilot stage of stiff windows first and flatten the windows with its estimate of
+    /// F ([`super::flatten`]); default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flatten: Option<bool>,
+    /// Number of pilot windows over the same range; default [`PILOT_DENSITY`]·(K − 1) + 1
+    /// ([`FreeEnergyConfig::pilot_windows`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pilot_windows: Option<usize>,
+    /// Stiffness of the pilot windows; default [`PILOT_STIFFNESS`]·kT/Δ_p²
+    /// ([`FreeEnergyConfig::pilot_kappa`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pilot_kappa: Option<f64>,
 }
 
 /// The document around the table: every other table of the experiment file is left to
@@ -134,6 +160,38 @@ impl FreeEnergyConfig {
             .unwrap_or_else(|| temperature / self.spacing().powi(2))
     }
 
+    /// Whether a pilot stage flattens the windows (default true).
+    pub fn flatten(&self) -> bool {
+        self.flatten.unwrap_or(true)
+    }
+
+    /// The pilot windows: the table's count, or [`PILOT_DENSITY`]·(K − 1) + 1, so that the
+    /// pilot's centres include the umbrella windows' and the mean force is sampled every
+    /// Δ/[`PILOT_DENSITY`]. Umbrella integration interpolates F′ between the pilot windows with
+    /// Gaussian weights of their widths, so structure of F narrower than the pilot's spacing is
+    /// smoothed away, and the umbrella windows then meet it unflattened (measured: at one erf
+    /// neuron with ridge 0.1, 16 pilot windows left wells of many kT near s = 0 that trapped the
+    /// umbrella windows' chains; 61 did not).
+    pub fn pilot_windows(&self) -> usize {
+        self.pilot_windows
+            .unwrap_or(PILOT_DENSITY * (self.windows.max(2) - 1) + 1)
+    }
+
+    /// The pilot windows' stiffness: the table's, or [`PILOT_STIFFNESS`]·kT/Δ_p² for their
+    /// spacing Δ_p, a width √(kT/κ) of half the spacing. A pilot window must stay on one side of
+    /// a barrier rather than slide into a basin, so its κ must exceed the steepest downward
+    /// curvature −F″ it sits on (Kästner & Thiel, J. Chem. Phys. 123, 144104 (2005), sec. II:
+    /// each window is then close to a Gaussian, which umbrella integration assumes); with 61
+    /// windows over [−1, 1] that is κ = 3600 kT, above the −F″ ≈ 2000 kT of a 300 kT barrier
+    /// over half the range.
+    pub fn pilot_kappa(&self, temperature: f64) -> f64 {
+        self.pilot_kappa.unwrap_or_else(|| {
+            let (lo, hi) = self.range();
+            let spacing = (hi - lo) / (self.pilot_windows().max(2) - 1) as f64;
+            PILOT_STIFFNESS * temperature / spacing.powi(2)
+        })
+    }
+
     /// Bins of the profile.
     pub fn bins(&self) -> usize {
         self.bins.unwrap_or(DEFAULT_BINS)
@@ -149,18 +207,21 @@ impl FreeEnergyConfig {
     /// The fields that depend on the order parameter: neuron and coordinates.
     fn validate_fields(&self, rows: &WeightRows) -> Result<()> {
         let name = self.order_parameter.as_str();
-        let wants_neuron = self.order_parameter == OrderParameterName::NeuronOverlap;
+        let wants_neuron = matches!(
+            self.order_parameter,
+            OrderParameterName::NeuronOverlap | OrderParameterName::NeuronProjection
+        );
         let wants_coordinates = self.order_parameter == OrderParameterName::ProjectedFraction;
         match (self.neuron, wants_neuron) {
             (Some(i), false) => {
                 return Err(Error::invalid(format!(
                     "free_energy.neuron = {i} does not apply to order_parameter = \"{name}\"; \
-                     remove it (only \"neuron_overlap\" reads it)"
+                     remove it (only \"neuron_overlap\" and \"neuron_projection\" read it)"
                 )))
             }
             (None, true) => {
                 return Err(Error::invalid(format!(
-                    "free_energy.neuron is missing; order_parameter = \"neuron_overlap\" needs \
+                    "free_energy.neuron is missing; order_parameter = \"{name}\" needs \
                      the neuron to follow ({})",
                     rows.count_phrase()
                 )))
@@ -192,6 +253,12 @@ impl FreeEnergyConfig {
     fn validate_windows(&self) -> Result<()> {
         let (min, max) = self.order_parameter.range();
         let name = self.order_parameter.as_str();
+        if self.range.is_none() && !(min.is_finite() && max.is_finite()) {
+            return Err(Error::invalid(format!(
+                "free_energy.range is missing; order_parameter = \"{name}\" is unbounded, so \
+                 the windows need a range, e.g. [-1.5, 1.5]"
+            )));
+        }
         if let Some([lo, hi]) = self.range {
             if !(lo.is_finite() && hi.is_finite() && min <= lo && lo < hi && hi <= max) {
                 return Err(Error::invalid(format!(
@@ -214,6 +281,33 @@ impl FreeEnergyConfig {
                 )));
             }
         }
+        if let Some(n) = self.pilot_windows {
+            if !(2..=MAX_WINDOWS).contains(&n) {
+                return Err(Error::invalid(format!(
+                    "free_energy.pilot_windows = {n} is not allowed; it must be between 2 and {MAX_WINDOWS}"
+                )));
+            }
+            if !self.flatten() {
+                return Err(Error::invalid(format!(
+                    "free_energy.pilot_windows = {n} does not apply with flatten = false; remove \
+                     it or set flatten = true"
+                )));
+            }
+        }
+        if let Some(k) = self.pilot_kappa {
+            if !(k.is_finite() && k > 0.0) {
+                return Err(Error::invalid(format!(
+                    "free_energy.pilot_kappa = {k} is not allowed; it must be a finite number > 0 \
+                     (or left out for {PILOT_STIFFNESS}·kT/pilot spacing²)"
+                )));
+            }
+            if !self.flatten() {
+                return Err(Error::invalid(format!(
+                    "free_energy.pilot_kappa = {k} does not apply with flatten = false; remove \
+                     it or set flatten = true"
+                )));
+            }
+        }
         if let Some(b) = self.bins {
             if !(2..=MAX_BINS).contains(&b) {
                 return Err(Error::invalid(format!(
@@ -230,6 +324,10 @@ impl FreeEnergyConfig {
         self.validate(&rows)?;
         let kind = match self.order_parameter {
             OrderParameterName::NeuronOverlap => OrderKind::NeuronOverlap {
+                neuron: self.neuron.unwrap_or_default(),
+                direction: teacher.to_vec(),
+            },
+            OrderParameterName::NeuronProjection => OrderKind::NeuronProjection {
                 neuron: self.neuron.unwrap_or_default(),
                 direction: teacher.to_vec(),
             },

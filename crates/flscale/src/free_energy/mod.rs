@@ -22,6 +22,9 @@
 //! * [`config`]: the `[free_energy]` table of an experiment file, its validation against the
 //!   model, and the windows, bins and order parameter it describes.
 //! * [`window`]: the umbrella windows as restrained runs of the sampler, and their analysis.
+//! * [`flatten`]: the pilot stage — stiff windows, umbrella integration of their mean forces,
+//!   and the flattening bias B = −F̂ the umbrella windows then carry.
+//! * [`runner`]: the windows of both stages run in turn, each kept in a file (resume, shards).
 //! * [`output`]: the report as CSV, JSON and a figure, and the files finished windows are kept
 //!   in so that a rerun resumes.
 //!
@@ -33,10 +36,12 @@
 pub mod analysis;
 pub mod autocorr;
 pub mod config;
+pub mod flatten;
 pub mod mbar;
 pub mod output;
 pub mod overlap;
 pub mod profile;
+pub mod runner;
 pub mod umbrella;
 pub mod window;
 

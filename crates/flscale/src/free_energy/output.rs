@@ -293,12 +293,16 @@ pub struct WindowFile {
     pub run: WindowRun,
 }
 
-/// FNV-1a (64 bit) of the plan's experiment and table as JSON text: equal for equal plans
+/// FNV-1a (64 bit) of the plan's experiment and table (and flattening bias, if any) as JSON
+/// text: equal for equal plans
 /// (serialisation is deterministic), different when any field differs (up to hash
 /// collisions, 2⁻⁶⁴ per pair).
 pub fn plan_fingerprint(plan: &FreeEnergyPlan) -> Result<String> {
-    let text = serde_json::to_string(&(&plan.config, &plan.table))
-        .map_err(|e| Error::runtime(format!("cannot encode the plan: {e}")))?;
+    let encoded = match &plan.umbrella.flattening {
+        None => serde_json::to_string(&(&plan.config, &plan.table)),
+        Some(b) => serde_json::to_string(&(&plan.config, &plan.table, b)),
+    };
+    let text = encoded.map_err(|e| Error::runtime(format!("cannot encode the plan: {e}")))?;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h ^= b as u64;

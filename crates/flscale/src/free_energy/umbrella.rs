@@ -1,8 +1,10 @@
 //! Harmonic umbrella restraints on an order parameter (Torrie & Valleau, J. Comput. Phys. 23,
-//! 187 (1977)): window k adds V_k(s) = ½ κ (s − s_k)² to the energy.
+//! 187 (1977)): window k adds V_k(s) = ½ κ (s − s_k)² + B(s) to the energy, B an optional
+//! flattening bias common to every window ([`TabulatedBias`], [`super::flatten`]).
 
 use super::mbar::ReducedEnergies;
 use super::FreeEnergyError;
+use crate::sim::restraint::TabulatedBias;
 
 /// Harmonic windows with centres s_k and one stiffness κ (energy units per unit s²).
 #[derive(Debug, Clone, PartialEq)]
@@ -11,6 +13,8 @@ pub struct Umbrella {
     pub centres: Vec<f64>,
     /// Stiffness κ > 0.
     pub kappa: f64,
+    /// The flattening term B(s) every window carries, if any.
+    pub flattening: Option<TabulatedBias>,
 }
 
 impl Umbrella {
@@ -54,7 +58,17 @@ impl Umbrella {
                 "umbrella centres must be a non-empty list of finite numbers".into(),
             ));
         }
-        Ok(Umbrella { centres, kappa })
+        Ok(Umbrella {
+            centres,
+            kappa,
+            flattening: None,
+        })
+    }
+
+    /// The same windows with the common term B(s) added to each.
+    pub fn with_flattening(mut self, flattening: TabulatedBias) -> Umbrella {
+        self.flattening = Some(flattening);
+        self
     }
 
     /// Number of windows K.
@@ -62,15 +76,20 @@ impl Umbrella {
         self.centres.len()
     }
 
-    /// V_k(s) = ½ κ (s − s_k)².
+    /// V_k(s) = ½ κ (s − s_k)² + B(s).
     pub fn bias(&self, k: usize, s: f64) -> f64 {
         let d = s - self.centres[k];
-        0.5 * self.kappa * d * d
+        0.5 * self.kappa * d * d + self.flattening.as_ref().map_or(0.0, |b| b.value(s))
     }
 
-    /// V_k′(s) = κ (s − s_k): the sampler adds V_k′(s) ∇_θ s to the gradient of the energy.
+    /// V_k′(s) = κ (s − s_k) + B′(s): the sampler adds V_k′(s) ∇_θ s to the gradient of the
+    /// energy.
     pub fn bias_derivative(&self, k: usize, s: f64) -> f64 {
         self.kappa * (s - self.centres[k])
+            + self
+                .flattening
+                .as_ref()
+                .map_or(0.0, |b| b.value_and_derivative(s).1)
     }
 
     /// The reduced-energy matrix u_k(x_n) = β V_k(s_n) of every sample of every window

@@ -17,10 +17,11 @@ use serde::{Deserialize, Serialize};
 use super::analysis::{analyse, AnalysisOptions, FreeEnergyReport, WindowSeries};
 use super::autocorr::integrated_time;
 use super::config::{weight_rows, FreeEnergyConfig};
+use super::flatten::{flattening_bias, PILOT_SHARE};
 use super::profile::Bins;
 use super::umbrella::Umbrella;
 use crate::error::{Error, Result};
-use crate::sim::config::{ExperimentConfig, ModelKind, Start};
+use crate::sim::config::{ExperimentConfig, ModelKind, Preconditioner, Start};
 use crate::sim::data::Dataset;
 use crate::sim::driver::coupling::derived_seed;
 use crate::sim::driver::outcome::{Outcome, RunObserver};
@@ -28,7 +29,7 @@ use crate::sim::driver::result::RestrainedChain;
 use crate::sim::driver::run::Run;
 use crate::sim::model::cnn::CnnModel;
 use crate::sim::order::OrderParameter;
-use crate::sim::restraint::Restraint;
+use crate::sim::restraint::{Restraint, TabulatedBias};
 
 /// The observables every window keeps beside s, in this order: the reweighted averages of
 /// [`FreeEnergyReport::observables`] and of each basin follow it.
@@ -36,6 +37,29 @@ pub const OBSERVABLES: [&str; 3] = ["alignment", "test_mse", "outliers"];
 
 /// Mixed into `sampler.seed` with the window index to derive a window's noise streams.
 const WINDOW_STREAM_TAG: u64 = 0x7769_6E64_6F77_0000;
+
+/// The same for a pilot window ([`FreeEnergyPlan::pilot`]): the windows MBAR joins must not
+/// reuse the noise their flattening bias was estimated from.
+const PILOT_STREAM_TAG: u64 = 0x7069_6C6F_7400_0000;
+
+/// Which stage of a run a plan's windows belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Stiff windows whose mean forces estimate the flattening bias ([`super::flatten`]).
+    Pilot,
+    /// The windows MBAR joins.
+    Umbrella,
+}
+
+impl Stage {
+    /// "pilot" or "umbrella".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Pilot => "pilot",
+            Stage::Umbrella => "umbrella",
+        }
+    }
+}
 
 /// One window's run: its restraint, seed and every surviving chain's series after burn-in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +83,9 @@ pub struct WindowRun {
     pub warnings: Vec<String>,
     /// Wall-clock seconds of the run.
     pub seconds: f64,
+    /// The flattening term B(s) the window carried ([`super::flatten`]), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flattening: Option<TabulatedBias>,
 }
 
 impl WindowRun {
@@ -116,6 +143,8 @@ pub struct FreeEnergyPlan {
     pub umbrella: Umbrella,
     /// The profile's bins.
     pub bins: Bins,
+    /// Which stage the windows belong to.
+    pub stage: Stage,
 }
 
 impl FreeEnergyPlan {
@@ -147,7 +176,58 @@ impl FreeEnergyPlan {
             order,
             umbrella,
             bins,
+            stage: Stage::Umbrella,
         })
+    }
+
+    /// Whether the windows wait for a pilot stage: the table flattens and this plan carries
+    /// no flattening yet.
+    pub fn needs_pilot(&self) -> bool {
+        self.stage == Stage::Umbrella && self.table.flatten() && self.umbrella.flattening.is_none()
+    }
+
+    /// The pilot stage ([`super::flatten`]): [`FreeEnergyConfig::pilot_windows`] windows over
+    /// the same range at the pilot stiffness, without flattening, each sampling 1/[`PILOT_SHARE`] of the run's steps after the same burn-in,
+    /// on noise streams of their own.
+    pub fn pilot(&self) -> Result<FreeEnergyPlan> {
+        let mut config = self.config.clone();
+        let s = &mut config.sampler;
+        let sampling = (s.steps - s.burn_in) / PILOT_SHARE;
+        // Keep a whole number of thinning intervals and at least two measurements.
+        let sampling = (sampling / s.thin).max(2) * s.thin;
+        s.steps = s.burn_in + sampling;
+        let mut table = self.table.clone();
+        table.kappa = Some(self.table.pilot_kappa(self.config.sampler.temperature));
+        table.windows = self.table.pilot_windows();
+        table.flatten = Some(false);
+        table.pilot_kappa = None;
+        table.pilot_windows = None;
+        let mut plan = FreeEnergyPlan::new(config, table)?;
+        plan.stage = Stage::Pilot;
+        Ok(plan)
+    }
+
+    /// This plan with the flattening bias estimated from `pilot`'s windows (`runs`, one per
+    /// window of the pilot, in any order).
+    pub fn flattened(&self, pilot: &FreeEnergyPlan, runs: &[WindowRun]) -> Result<FreeEnergyPlan> {
+        let mut ordered: Vec<Option<&WindowRun>> = vec![None; pilot.windows()];
+        for run in runs {
+            pilot.check_run(run)?;
+            ordered[run.window] = Some(run);
+        }
+        let missing: Vec<usize> = (0..ordered.len())
+            .filter(|&k| ordered[k].is_none())
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::invalid(format!(
+                "pilot windows {missing:?} have not run; run them before the umbrella windows"
+            )));
+        }
+        let runs: Vec<WindowRun> = ordered.into_iter().flatten().cloned().collect();
+        let bias = flattening_bias(&runs, self.config.sampler.temperature)?;
+        let mut plan = self.clone();
+        plan.umbrella = plan.umbrella.with_flattening(bias);
+        Ok(plan)
     }
 
     /// Number of windows K.
@@ -161,16 +241,29 @@ impl FreeEnergyPlan {
             order: self.order.clone(),
             centre: self.umbrella.centres[k],
             kappa: self.umbrella.kappa,
+            flattening: self.umbrella.flattening.clone(),
         }
     }
 
     /// Window k's noise seed: derived from `sampler.seed` and k, so that windows are
     /// independent and a window's numbers depend on nothing but the experiment and k.
     pub fn noise_seed(&self, k: usize) -> u64 {
-        derived_seed(
-            self.config.sampler.seed,
-            WINDOW_STREAM_TAG.wrapping_add(k as u64),
-        )
+        let tag = match self.stage {
+            Stage::Pilot => PILOT_STREAM_TAG,
+            Stage::Umbrella => WINDOW_STREAM_TAG,
+        };
+        derived_seed(self.config.sampler.seed, tag.wrapping_add(k as u64))
+    }
+
+    /// The experiment a window runs: the plan's, with the collapsed sampler's preconditioner
+    /// off. The preconditioner is a per-chain metric fitted to the data term's curvature during
+    /// burn-in and blind to the restraint's; measured on one erf neuron (ridge 0.1, windows of
+    /// κ = 5600 kT), the block metric froze 3 of 64 pilot chains for the whole run (every
+    /// proposal rejected, s constant to 10⁻⁴) while the identity metric froze none.
+    fn window_config(&self) -> ExperimentConfig {
+        let mut config = self.config.clone();
+        config.sampler.preconditioner = Some(Preconditioner::None);
+        config
     }
 
     /// Runs window k, reporting progress to `observer` (which may stop it).
@@ -179,6 +272,11 @@ impl FreeEnergyPlan {
         k: usize,
         observer: &mut dyn RunObserver,
     ) -> Result<Outcome<WindowRun>> {
+        if self.needs_pilot() {
+            return Err(Error::invalid(
+                "the umbrella windows of a flattened plan wait for its pilot stage (FreeEnergyPlan::pilot, then FreeEnergyPlan::flattened)",
+            ));
+        }
         if k >= self.windows() {
             return Err(Error::invalid(format!(
                 "window {k} does not exist; the plan has windows 0 to {}",
@@ -187,7 +285,8 @@ impl FreeEnergyPlan {
         }
         let restraint = self.restraint(k);
         let noise_seed = self.noise_seed(k);
-        let outcome = Run::new(&self.config)
+        let config = self.window_config();
+        let outcome = Run::new(&config)
             .restrain(&restraint)
             .noise_streams(noise_seed)
             .observe(observer)
@@ -214,6 +313,7 @@ impl FreeEnergyPlan {
             warnings: result.summary.warnings.clone(),
             seconds: result.seconds,
             chains: result.restrained,
+            flattening: restraint.flattening,
         }))
     }
 
@@ -227,23 +327,8 @@ impl FreeEnergyPlan {
     ) -> Result<FreeEnergyReport> {
         let mut series: Vec<Option<WindowSeries>> = vec![None; self.windows()];
         for run in runs {
-            let slot = series.get_mut(run.window).ok_or_else(|| {
-                Error::invalid(format!(
-                    "window {} is not one of this plan's {} windows",
-                    run.window,
-                    self.windows()
-                ))
-            })?;
-            let expected = self.umbrella.centres[run.window];
-            if (run.centre - expected).abs() > 1e-12 * (1.0 + expected.abs())
-                || (run.kappa - self.umbrella.kappa).abs() > 1e-12 * self.umbrella.kappa
-            {
-                return Err(Error::invalid(format!(
-                    "window {} ran at s₀ = {}, κ = {}, but the plan has s₀ = {expected}, κ = {}; the [free_energy] table changed since it ran: use a new output directory",
-                    run.window, run.centre, run.kappa, self.umbrella.kappa
-                )));
-            }
-            *slot = Some(run.pooled(run.decorrelation_stride()));
+            self.check_run(run)?;
+            series[run.window] = Some(run.pooled(run.decorrelation_stride()));
         }
         let missing: Vec<usize> = (0..series.len()).filter(|&k| series[k].is_none()).collect();
         if !missing.is_empty() {
@@ -258,6 +343,32 @@ impl FreeEnergyPlan {
         let report = analyse(&self.umbrella, &series, &opts)?;
         self.check_coverage(&report, runs)?;
         Ok(report)
+    }
+
+    /// Refuses a run of another plan: another window count, centre, stiffness or flattening.
+    fn check_run(&self, run: &WindowRun) -> Result<()> {
+        let Some(&expected) = self.umbrella.centres.get(run.window) else {
+            return Err(Error::invalid(format!(
+                "window {} is not one of this plan's {} windows",
+                run.window,
+                self.windows()
+            )));
+        };
+        if (run.centre - expected).abs() > 1e-12 * (1.0 + expected.abs())
+            || (run.kappa - self.umbrella.kappa).abs() > 1e-12 * self.umbrella.kappa
+            || !same_flattening(run.flattening.as_ref(), self.umbrella.flattening.as_ref())
+        {
+            return Err(Error::invalid(format!(
+                "window {} ran at s₀ = {}, κ = {}{}, but the plan has s₀ = {expected}, κ = {}{}; the [free_energy] table or the pilot changed since it ran: use a new output directory",
+                run.window,
+                run.centre,
+                run.kappa,
+                if run.flattening.is_some() { " with a flattening bias" } else { "" },
+                self.umbrella.kappa,
+                if self.umbrella.flattening.is_some() { " with a flattening bias" } else { "" },
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses a profile with a hole: bins without samples between bins with samples. The
@@ -310,6 +421,22 @@ impl FreeEnergyPlan {
             "the windows left s between {gap_lo:.3} and {gap_hi:.3} unsampled ({holes} empty bins between sampled ones), so the basin weights would reflect where the chains started rather than equilibrium: the restraint kappa = {:.4} is too weak for the free-energy slope{example}; raise kappa above that slope divided by the window spacing and add windows so that the spacing stays near 1/sqrt(kappa)",
             self.umbrella.kappa
         )))
+    }
+}
+
+/// Whether two flattening tables are the same up to the last bits a JSON round trip may change
+/// (serde_json's float parsing is not exact to the last bit).
+fn same_flattening(a: Option<&TabulatedBias>, b: Option<&TabulatedBias>) -> bool {
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * (1.0 + x.abs().max(y.abs()));
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            close(a.lo, b.lo)
+                && close(a.hi, b.hi)
+                && a.values.len() == b.values.len()
+                && a.values.iter().zip(&b.values).all(|(&x, &y)| close(x, y))
+        }
+        _ => false,
     }
 }
 

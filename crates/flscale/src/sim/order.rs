@@ -141,6 +141,16 @@ pub enum OrderKind {
         /// The teacher direction w\* (unit).
         direction: Vec<f64>,
     },
+    /// m_i = w_i·w\* of row `neuron`: the overlap before normalisation, unbounded. Its sign is
+    /// that of s_i, and unlike s_i it is smooth where the row shrinks to zero (s_i is undefined
+    /// at w_i = 0 and its gradient grows as 1/|w_i| near it, so a bias on s_i acts on a
+    /// switched-off neuron with an arbitrarily large force and whatever sign of s it has).
+    NeuronProjection {
+        /// The row i.
+        neuron: usize,
+        /// The teacher direction w\* (unit).
+        direction: Vec<f64>,
+    },
     /// Q = Σ_i (w_i·w\*)² / Σ_i |w_i|² ∈ [0, 1].
     AlignedFraction {
         /// The teacher direction w\* (unit).
@@ -229,6 +239,18 @@ impl OrderParameter {
                     direction: unit(direction, rows.row_len)?,
                 }
             }
+            OrderKind::NeuronProjection { neuron, direction } => {
+                if neuron >= rows.rows {
+                    return Err(Error::invalid(format!(
+                        "neuron = {neuron} is out of range; {}",
+                        rows.count_phrase()
+                    )));
+                }
+                OrderKind::NeuronProjection {
+                    neuron,
+                    direction: unit(direction, rows.row_len)?,
+                }
+            }
             OrderKind::AlignedFraction { direction } => OrderKind::AlignedFraction {
                 direction: unit(direction, rows.row_len)?,
             },
@@ -250,10 +272,12 @@ impl OrderParameter {
         self.rows
     }
 
-    /// The interval s always lies in: [−1, 1] for a neuron overlap, [0, 1] for a fraction.
+    /// The interval s always lies in: [−1, 1] for a neuron overlap, [0, 1] for a fraction, the
+    /// whole line for a projection.
     pub fn range(&self) -> (f64, f64) {
         match self.kind {
             OrderKind::NeuronOverlap { .. } => (-1.0, 1.0),
+            OrderKind::NeuronProjection { .. } => (f64::NEG_INFINITY, f64::INFINITY),
             _ => (0.0, 1.0),
         }
     }
@@ -261,6 +285,7 @@ impl OrderParameter {
     fn projector(&self) -> Projector<'_> {
         match &self.kind {
             OrderKind::NeuronOverlap { direction, .. }
+            | OrderKind::NeuronProjection { direction, .. }
             | OrderKind::AlignedFraction { direction } => Projector::Direction(direction),
             OrderKind::ProjectedFraction { coordinates } => Projector::Coordinates(coordinates),
         }
@@ -282,7 +307,7 @@ impl OrderParameter {
     /// over the rows for the value and one for the gradient; entries of rows that s does not
     /// read are left alone.
     ///
-    /// ∇_{w_i} s_i = w\*/|w_i| − s_i w_i/|w_i|² (only row i);
+    /// ∇_{w_i} s_i = w\*/|w_i| − s_i w_i/|w_i|² (only row i); ∇_{w_i} m_i = w\* (only row i);
     /// ∇_{w_i} Q = 2 (P w_i − Q w_i) / Σ_j |w_j|² (every row), from the quotient rule on
     /// Q = Σ|P w_j|² / Σ|w_j|² with ∇|P w|² = 2 P w (P symmetric and idempotent).
     pub fn add_scaled_gradient_rows<T: Real>(
@@ -323,6 +348,21 @@ impl OrderParameter {
                     }
                 }
                 self.clamp(s)
+            }
+            OrderKind::NeuronProjection { neuron, .. } => {
+                let row = &w[neuron * d..(neuron + 1) * d];
+                let Projector::Direction(u) = p else {
+                    unreachable!("a neuron projection has a direction")
+                };
+                let m = dot(row, u);
+                if let Some(grad) = grad {
+                    let a = dv(m);
+                    let g = &mut grad[neuron * d..(neuron + 1) * d];
+                    for (gj, &uj) in g.iter_mut().zip(u.iter()) {
+                        *gj = T::of(gj.f64() + a * uj);
+                    }
+                }
+                m
             }
             _ => {
                 let (mut aligned, mut total) = (0.0, 0.0);
@@ -443,6 +483,10 @@ mod tests {
                 neuron: n - 1,
                 direction: direction.clone(),
             },
+            OrderKind::NeuronProjection {
+                neuron: n - 1,
+                direction: direction.clone(),
+            },
             OrderKind::AlignedFraction { direction },
             OrderKind::ProjectedFraction {
                 // Not every coordinate: then Q = 1 identically.
@@ -481,6 +525,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// m = w_i·w\* with w\* normalised, defined (and smooth) at w_i = 0, of either sign.
+    #[test]
+    fn the_neuron_projection_is_the_unnormalised_overlap() {
+        let rows = WeightRows::fcn_first_layer(2, 3);
+        let m = OrderParameter::new(
+            OrderKind::NeuronProjection {
+                neuron: 1,
+                direction: vec![3.0, 4.0, 0.0],
+            },
+            rows,
+        )
+        .unwrap();
+        assert_eq!(m.range(), (f64::NEG_INFINITY, f64::INFINITY));
+        let v = m.value(&[9.0, 9.0, 9.0, -1.2, -1.6, 5.0]);
+        assert!((v + 2.0).abs() < 1e-12, "{v}");
+        assert_eq!(m.value(&[1.0, 2.0, 3.0, 0.0, 0.0, 0.0]), 0.0);
+        let mut grad = vec![0.0; 6];
+        m.value_and_gradient(&[0.0; 6], &mut grad);
+        assert_eq!(grad, vec![0.0, 0.0, 0.0, 0.6, 0.8, 0.0]);
     }
 
     #[test]
@@ -554,13 +619,17 @@ mod tests {
             theta[3..].fill(0.0);
             let mut grad = vec![f64::NAN; theta.len()];
             assert_eq!(op.value_and_gradient(&theta, &mut grad), 0.0);
-            assert!(grad.iter().all(|&g| g == 0.0), "{op:?}: {grad:?}");
+            // The projection is linear: its gradient is w* everywhere, zero weights included.
+            if !matches!(op.kind(), OrderKind::NeuronProjection { .. }) {
+                assert!(grad.iter().all(|&g| g == 0.0), "{op:?}: {grad:?}");
+            }
         }
-        // Only the chosen neuron zero: its overlap is 0, Q is still defined.
+        // Only the chosen neuron zero: its overlap and projection are 0, Q is still defined.
         let ops = all_kinds(2, 3, &mut rng);
         let theta = [0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0];
         assert_eq!(ops[0].value(&theta), 0.0);
-        assert!(ops[1].value(&theta) > 0.0);
+        assert_eq!(ops[1].value(&theta), 0.0);
+        assert!(ops[2].value(&theta) > 0.0);
     }
 
     #[test]

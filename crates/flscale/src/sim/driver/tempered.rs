@@ -431,6 +431,17 @@ impl<'a, T: Real, M: Model<T>> Replicas<'a, T, M> {
         std::mem::swap(&mut a.sq_error[c], &mut b.sq_error[c]);
     }
 
+    /// Every slot's kernel under `restraint` (the burn-in ramp of
+    /// [`super::engine`]), its cached energies forgotten.
+    pub(crate) fn set_restraint(&mut self, restraint: &crate::sim::restraint::Restraint) {
+        for slot in &mut self.slots {
+            if let Transition::Cached(k) = &mut slot.kernel {
+                k.restraint = Some(restraint.clone());
+                k.invalidate();
+            }
+        }
+    }
+
     /// Clears the swap statistics (at the end of burn-in).
     pub(crate) fn start_window(&mut self) {
         for set in &mut self.sets {
