@@ -32,6 +32,7 @@
 
 pub mod analysis;
 pub mod autocorr;
+pub mod coexistence;
 pub mod config;
 pub mod mbar;
 pub mod output;
