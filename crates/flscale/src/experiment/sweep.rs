@@ -141,12 +141,37 @@ pub struct AnalysisSpec {
         skip_serializing_if = "is_default_pstar_resolution"
     )]
     pub pstar_resolution: f64,
+    /// Where P\* comes from (default `"crossing"`, the threshold crossing of `observable`);
+    /// `"coexistence"` takes P\*\_coex and both spinodals from the free energy at every grid
+    /// point ([`crate::free_energy::coexistence`]) and needs a `[free_energy]` table. Left out
+    /// of the manifest at its default, as `pstar_resolution`.
+    #[serde(default, skip_serializing_if = "PstarSource::is_crossing")]
+    pub pstar: PstarSource,
     /// Default fit.
     #[serde(default)]
     pub fit: Option<FitSpec>,
     /// The engine's prediction for the same architecture.
     #[serde(default)]
     pub predict: Option<PredictSpec>,
+}
+
+/// Where `pstar`, `fit` and `plot` take P\* from (`[analysis] pstar`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PstarSource {
+    /// The crossing of `observable` through `threshold` in `x` (paper App. F.0.1).
+    #[default]
+    Crossing,
+    /// The free energies of the `[free_energy]` windows at every grid point: the coexistence
+    /// P\*\_coex and the spinodals of the lazy and the specialised basin, each fitted against
+    /// the group variable.
+    Coexistence,
+}
+
+impl PstarSource {
+    fn is_crossing(&self) -> bool {
+        *self == PstarSource::Crossing
+    }
 }
 
 fn default_fit_y() -> String {
@@ -183,6 +208,7 @@ impl Default for AnalysisSpec {
             threshold: default_threshold(),
             falling: false,
             pstar_resolution: default_pstar_resolution(),
+            pstar: PstarSource::Crossing,
             fit: None,
             predict: None,
         }
@@ -512,6 +538,11 @@ impl Sweep {
                 "analysis.pstar_resolution = {} is not allowed; it is a bracket factor x_hi/x_lo above 1, e.g. 1.1",
                 analysis.pstar_resolution
             ))));
+        }
+        if analysis.pstar == PstarSource::Coexistence && free_energy.is_none() {
+            return Err(ctx(Error::invalid(
+                "analysis.pstar = \"coexistence\" needs a [free_energy] table, since the thresholds come from the free energy at every grid point; add one (docs/free-energy.md) or remove pstar",
+            )));
         }
         let mut sw = Sweep {
             source: source.to_string(),
@@ -972,6 +1003,31 @@ seed = 1
             .free_energy_plans()
             .unwrap_err();
         assert!(e.to_string().contains("has no [free_energy] table"), "{e}");
+    }
+
+    #[test]
+    fn analysis_pstar_chooses_the_source_of_pstar() {
+        let s = Sweep::from_toml(BASE, "exp.toml", false).unwrap();
+        assert_eq!(s.analysis.pstar, PstarSource::Crossing);
+        // Left out of the manifest at its default.
+        let json = serde_json::to_string(&s.analysis).unwrap();
+        assert!(!json.contains("pstar\""), "{json}");
+        let table = "[free_energy]\norder_parameter = \"aligned_fraction\"\nwindows = 4\n";
+        let text = format!("{BASE}\n[analysis]\npstar = \"coexistence\"\n{table}");
+        let s = Sweep::from_toml(&text, "exp.toml", false).unwrap();
+        assert_eq!(s.analysis.pstar, PstarSource::Coexistence);
+        assert!(serde_json::to_string(&s.analysis)
+            .unwrap()
+            .contains("\"pstar\":\"coexistence\""));
+        let e = Sweep::from_toml(&text.replace(table, ""), "exp.toml", false).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains("needs a [free_energy] table") && !e.to_string().contains('\n'),
+            "{e}"
+        );
+        let e = Sweep::from_toml(&text.replace("coexistence", "coex"), "exp.toml", false)
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown variant `coex`"), "{e}");
     }
 
     #[test]
