@@ -744,7 +744,11 @@ mod tests {
             for r in &f.table.rows {
                 let v = r.pstar.unwrap().value;
                 let want = factor * c * r.group.powf(alpha);
-                assert!((v / want).ln().abs() < 0.03, "{}: {v} vs {want}", f.kind.name());
+                assert!(
+                    (v / want).ln().abs() < 0.03,
+                    "{}: {v} vs {want}",
+                    f.kind.name()
+                );
                 assert!(r.resolved, "{:?}", f.kind);
             }
             let fit = f.fit.as_ref().unwrap();
@@ -755,8 +759,10 @@ mod tests {
         }
         assert_eq!(a.predicted.as_ref().unwrap().value, 1.0);
         assert!(a.notes.is_empty(), "{:?}", a.notes);
-        assert!(side_by_side(a.fits[0].fit.as_ref().unwrap(), a.predicted.as_ref())
-            .starts_with("P*_coex vs d: measured exponent "));
+        assert!(
+            side_by_side(a.fits[0].fit.as_ref().unwrap(), a.predicted.as_ref())
+                .starts_with("P*_coex vs d: measured exponent ")
+        );
     }
 
     #[test]

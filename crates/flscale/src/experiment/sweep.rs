@@ -1025,8 +1025,8 @@ seed = 1
             e.to_string().contains("needs a [free_energy] table") && !e.to_string().contains('\n'),
             "{e}"
         );
-        let e = Sweep::from_toml(&text.replace("coexistence", "coex"), "exp.toml", false)
-            .unwrap_err();
+        let e =
+            Sweep::from_toml(&text.replace("coexistence", "coex"), "exp.toml", false).unwrap_err();
         assert!(e.to_string().contains("unknown variant `coex`"), "{e}");
     }
 

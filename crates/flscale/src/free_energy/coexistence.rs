@@ -211,8 +211,8 @@ impl CellSummary {
         let sides = match &self.basins {
             CellBasins::One { min_s } if !min_s.is_finite() => {
                 return bad(format!(
-                    "the basin at d = {d}, P = {p} has its minimum at s = {min_s}, which is not finite"
-                ))
+                "the basin at d = {d}, P = {p} has its minimum at s = {min_s}, which is not finite"
+            ))
             }
             CellBasins::One { .. } => return Ok(()),
             CellBasins::Two { lazy, spec } => [("lazy", lazy), ("specialised", spec)],
@@ -222,8 +222,7 @@ impl CellSummary {
             let errs_ok = [s.weight.err, s.depth.err]
                 .iter()
                 .all(|e| e.is_none_or(|e| e.is_finite() && e >= 0.0));
-            if !(w > 0.0 && w <= 1.0 && s.min_s.is_finite() && !s.depth.value.is_nan() && errs_ok)
-            {
+            if !(w > 0.0 && w <= 1.0 && s.min_s.is_finite() && !s.depth.value.is_nan() && errs_ok) {
                 return bad(format!(
                     "the {name} basin at d = {d}, P = {p} (weight {w}, minimum at s = {}, depth {}) is not allowed; a weight lies in (0, 1], errors are finite and ≥ 0",
                     s.min_s, s.depth.value
@@ -392,7 +391,10 @@ pub fn coexistence_table(
     }
     let mut sorted: Vec<CellSummary> = cells.to_vec();
     sorted.sort_by(|a, b| a.d.total_cmp(&b.d).then(a.p.total_cmp(&b.p)));
-    if let Some(w) = sorted.windows(2).find(|w| w[0].d == w[1].d && w[0].p == w[1].p) {
+    if let Some(w) = sorted
+        .windows(2)
+        .find(|w| w[0].d == w[1].d && w[0].p == w[1].p)
+    {
         return Err(CoexistenceError::InvalidInput(format!(
             "two free-energy cells at d = {}, P = {}; combine repeats into one report per (d, P) first",
             w[0].d, w[0].p
@@ -739,7 +741,7 @@ fn spinodal(
         (Some(t0), Some((a, b))) if t0 >= a && t0 <= b => {
             let reps = fold_replicates(near, (a, b), replicates, rng)
                 .into_iter()
-                .map(|x| p_of(x))
+                .map(p_of)
                 .collect();
             let (lo, hi) = bracket_p.expect("a bracket");
             let why = format!(
@@ -770,7 +772,7 @@ fn spinodal(
         (Some(t0), None) => {
             let reps = fold_replicates(near, (t(order[last]), f64::INFINITY), replicates, rng)
                 .into_iter()
-                .map(|x| p_of(x))
+                .map(p_of)
                 .collect();
             let why = format!(
                 "the {name} minimum exists at every measured P from the first where it appears; its depth ({}) extrapolates to zero at P = {:.4}, beyond the grid",
@@ -799,7 +801,8 @@ fn drop_err_without_depth_errors(th: &mut Threshold, near: &[(f64, Estimate)]) {
     if near.iter().any(|n| n.1.err.is_none()) {
         th.err = None;
         th.interval = None;
-        th.why += "; a depth has no error (its report had no bootstrap replicates), so no error is given";
+        th.why +=
+            "; a depth has no error (its report had no bootstrap replicates), so no error is given";
     }
 }
 
@@ -937,7 +940,9 @@ mod tests {
             let (lo, hi) = x.interval.unwrap();
             assert!(lo < p0 && p0 < hi, "{lo} {hi} {p0}");
             let (blo, bhi) = x.bracket.unwrap();
-            assert!((blo / (0.8 * p0) - 1.0).abs() < 1e-12 && (bhi / (1.2 * p0) - 1.0).abs() < 1e-12);
+            assert!(
+                (blo / (0.8 * p0) - 1.0).abs() < 1e-12 && (bhi / (1.2 * p0) - 1.0).abs() < 1e-12
+            );
             assert!(x.why.contains("interpolated linearly in ln P"), "{}", x.why);
             pts.push((r.d.ln(), v.ln()));
         }
@@ -958,7 +963,10 @@ mod tests {
             ..CoexistenceOptions::default()
         };
         let other = coexistence_table(&cells, &other).unwrap();
-        assert_ne!(t.rows[0].coexistence.replicates, other.rows[0].coexistence.replicates);
+        assert_ne!(
+            t.rows[0].coexistence.replicates,
+            other.rows[0].coexistence.replicates
+        );
     }
 
     /// F(s) = A·(s⁴/4 − s²/2 − h·s) on 400 bins of [−2, 2] as a report: basins at the interior
@@ -966,7 +974,9 @@ mod tests {
     /// weights by summing e^{−F}, F errors `f_err`.
     fn double_well_report(h: f64, amplitude: f64, f_err: f64) -> FreeEnergyReport {
         let n = 400;
-        let s: Vec<f64> = (0..n).map(|i| -2.0 + (i as f64 + 0.5) * 4.0 / n as f64).collect();
+        let s: Vec<f64> = (0..n)
+            .map(|i| -2.0 + (i as f64 + 0.5) * 4.0 / n as f64)
+            .collect();
         let raw: Vec<f64> = s
             .iter()
             .map(|&x| amplitude * (x.powi(4) / 4.0 - x * x / 2.0 - h * x))
@@ -1080,7 +1090,10 @@ mod tests {
         assert_eq!(r.coexistence.resolution, Resolution::Resolved);
         let exact_lazy = p0 * (h_c / b).exp();
         let exact_spec = p0 * (-h_c / b).exp();
-        for (th, exact) in [(&r.spinodal_lazy, exact_lazy), (&r.spinodal_spec, exact_spec)] {
+        for (th, exact) in [
+            (&r.spinodal_lazy, exact_lazy),
+            (&r.spinodal_spec, exact_spec),
+        ] {
             assert_eq!(th.resolution, Resolution::Resolved, "{}", th.why);
             let v = th.value.unwrap();
             // The 3/2 law through the two cells nearest the fold (h = 0.25, 0.35): within 0.003
@@ -1117,7 +1130,10 @@ mod tests {
         // Uniform in ln P over the bracket: sd of ln P* = ln 2/√12.
         let sd_ln = (c.err.unwrap() / c.value.unwrap()).abs();
         assert!((sd_ln - 2f64.ln() / 12f64.sqrt()).abs() < 0.02, "{sd_ln}");
-        assert!(c.replicates.iter().all(|&x| x > 10.0 - 1e-9 && x < 20.0 + 1e-9));
+        assert!(c
+            .replicates
+            .iter()
+            .all(|&x| x > 10.0 - 1e-9 && x < 20.0 + 1e-9));
         assert!(c.why.contains("a single basin at P = 20"), "{}", c.why);
         let l = &r.spinodal_lazy;
         assert_eq!(l.resolution, Resolution::Bracketed, "{}", l.why);
@@ -1160,7 +1176,10 @@ mod tests {
         if let CellBasins::Two { lazy, .. } = &mut zero.basins {
             lazy.weight.value = 0.0;
         }
-        check(&[zero, two(8.0, 20.0, -1.0, 0.1)], "the lazy basin at d = 8, P = 10");
+        check(
+            &[zero, two(8.0, 20.0, -1.0, 0.1)],
+            "the lazy basin at d = 8, P = 10",
+        );
         let mut empty = double_well_report(0.0, 20.0, 0.05);
         empty.basins.clear();
         let e = CellSummary::from_report(8.0, 10.0, &empty).unwrap_err();
