@@ -1145,6 +1145,48 @@ mod tests {
         assert!(s.replicates.iter().all(|x| x.is_nan()));
     }
 
+    /// A lazy minimum that exists at every P but grows shallower is extrapolated beyond the
+    /// grid along depth^(2/3); cells without weight errors give values without errors.
+    #[test]
+    fn a_fold_beyond_the_grid_is_extrapolated_and_missing_errors_stay_missing() {
+        let with_depth = |p: f64, df: f64, lazy_depth: f64| {
+            let mut c = two(8.0, p, df, 0.1);
+            if let CellBasins::Two { lazy, .. } = &mut c.basins {
+                lazy.depth = Estimate {
+                    value: lazy_depth,
+                    err: Some(0.01),
+                };
+            }
+            c
+        };
+        let cells = [
+            with_depth(10.0, 1.0, 3.0),
+            with_depth(20.0, -0.5, 2.0),
+            with_depth(40.0, -1.0, 1.0),
+        ];
+        let t = coexistence_table(&cells, &CoexistenceOptions::default()).unwrap();
+        let l = &t.rows[0].spinodal_lazy;
+        assert_eq!(l.resolution, Resolution::Extrapolated, "{}", l.why);
+        // D^{2/3} = 2^{2/3} at P = 20 and 1 at P = 40: zero at ln P = ln 40 + ln 2/(2^{2/3} − 1).
+        let want = 40.0 * 2f64.powf(1.0 / (2f64.powf(2.0 / 3.0) - 1.0));
+        assert!((l.value.unwrap() / want - 1.0).abs() < 1e-12, "{l:?}");
+        assert!(l.replicates.iter().all(|&x| x >= 40.0 * (1.0 - 1e-12)));
+        assert!(l.err.unwrap() > 0.0 && l.bracket.is_none());
+        assert!(l.why.contains("beyond the grid"), "{}", l.why);
+        let mut bare = cells;
+        for c in &mut bare {
+            if let CellBasins::Two { lazy, spec } = &mut c.basins {
+                lazy.weight.err = None;
+                spec.weight.err = None;
+            }
+        }
+        let t = coexistence_table(&bare, &CoexistenceOptions::default()).unwrap();
+        let c = &t.rows[0].coexistence;
+        assert_eq!(c.resolution, Resolution::Resolved);
+        assert!(c.value.is_some() && c.err.is_none() && c.interval.is_none());
+        assert!(c.why.contains("no weight error"), "{}", c.why);
+    }
+
     #[test]
     fn bad_cells_and_grids_are_refused_in_one_sentence() {
         let opts = CoexistenceOptions::default();
