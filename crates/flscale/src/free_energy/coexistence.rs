@@ -41,6 +41,11 @@
 //!   is merged into its neighbour, so "absent" means a depth below that, which D^{2/3} reaches
 //!   only just before the fold. The lazy minimum folds on the side where ΔF < 0 (where it is the
 //!   less stable one), the specialised one on the other.
+//! * **Repeats** at the same (d, P) (other seeds, hot and cold starts) are averaged before
+//!   anything else: each ΔF and depth is the repeats' mean, with the larger of the within-run
+//!   error of the mean and the spread between repeats, since errors from one run are a lower
+//!   bound when a slow mode outlives it (spec 07). Repeats that disagree on which minima exist
+//!   are refused.
 //! * **Only bracketed** values are the bracket's geometric midpoint, and their replicates are
 //!   uniform in ln P across the bracket (the rule of [`crate::experiment::pstar`]), so an
 //!   exponent fitted through replicates carries the bracket's width.
@@ -375,8 +380,9 @@ pub struct CoexistenceTable {
 }
 
 /// The thresholds of every d from the cells of a sweep (module docs). Cells need not be in
-/// order. Refused in one sentence: a malformed cell, two cells at the same (d, P), a d with
-/// fewer than two P, a d whose ΔF never changes sign.
+/// order; repeats at one (d, P) are averaged. Refused in one sentence: a malformed cell,
+/// repeats that disagree on which minima exist, a d with fewer than two P, a d whose ΔF never
+/// changes sign.
 pub fn coexistence_table(
     cells: &[CellSummary],
     opts: &CoexistenceOptions,
@@ -391,15 +397,6 @@ pub fn coexistence_table(
     }
     let mut sorted: Vec<CellSummary> = cells.to_vec();
     sorted.sort_by(|a, b| a.d.total_cmp(&b.d).then(a.p.total_cmp(&b.p)));
-    if let Some(w) = sorted
-        .windows(2)
-        .find(|w| w[0].d == w[1].d && w[0].p == w[1].p)
-    {
-        return Err(CoexistenceError::InvalidInput(format!(
-            "two free-energy cells at d = {}, P = {}; combine repeats into one report per (d, P) first",
-            w[0].d, w[0].p
-        )));
-    }
     let mut rows = Vec::new();
     for (g, group) in sorted.chunk_by(|a, b| a.d == b.d).enumerate() {
         let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
@@ -419,13 +416,11 @@ fn coexistence_row(
     rng: &mut ChaCha8Rng,
 ) -> Result<CoexistenceRow, CoexistenceError> {
     let d = cells[0].d;
-    if cells.len() < 2 {
-        return Err(CoexistenceError::TooFewSizes {
-            d,
-            sizes: cells.len(),
-        });
+    let sizes = cells.chunk_by(|a, b| a.p == b.p).count();
+    if sizes < 2 {
+        return Err(CoexistenceError::TooFewSizes { d, sizes });
     }
-    let rows = cell_rows(cells);
+    let rows = merge_repeats(cell_rows(cells), d)?;
     let df: Vec<f64> = rows.iter().map(|r| r.delta_f.value).collect();
     let Some(first) = df.iter().copied().find(|&x| x != 0.0) else {
         return Err(CoexistenceError::InvalidInput(format!(
@@ -520,6 +515,62 @@ fn cell_rows(cells: &[CellSummary]) -> Vec<CellRow> {
             }
         })
         .collect()
+}
+
+/// One row per P: repeats at the same P (other seeds, other starts) averaged, each value's
+/// error the larger of the within-run error of the mean and the spread between repeats (module
+/// docs). Repeats that disagree on which minima exist are refused: the cell's phase is then not
+/// known.
+fn merge_repeats(rows: Vec<CellRow>, d: f64) -> Result<Vec<CellRow>, CoexistenceError> {
+    let mut out = Vec::new();
+    for group in rows.chunk_by(|a, b| a.p == b.p) {
+        let first = group[0];
+        if group.iter().any(|r| r.phases != first.phases) {
+            let phases: Vec<String> = group.iter().map(|r| format!("{:?}", r.phases)).collect();
+            return Err(CoexistenceError::InvalidInput(format!(
+                "the {} repeats at d = {d}, P = {} disagree on which minima exist ({}), so the cell's phase is unknown; run them longer or drop the odd one",
+                group.len(),
+                first.p,
+                phases.join(", ").to_lowercase()
+            )));
+        }
+        let depth = |pick: fn(&CellRow) -> Option<Estimate>| -> Option<Estimate> {
+            let all: Option<Vec<Estimate>> = group.iter().map(pick).collect();
+            all.map(|v| mean_of_repeats(&v))
+        };
+        out.push(CellRow {
+            p: first.p,
+            phases: first.phases,
+            delta_f: mean_of_repeats(&group.iter().map(|r| r.delta_f).collect::<Vec<_>>()),
+            depth_lazy: depth(|r| r.depth_lazy),
+            depth_spec: depth(|r| r.depth_spec),
+        });
+    }
+    Ok(out)
+}
+
+/// The mean of repeated estimates, with the larger of √(Σσ²)/n (the within-run errors; taken as
+/// 0 where missing) and s/√n (the spread between repeats): errors from one run are a lower bound
+/// when a slow mode outlives it (spec 07), so the larger is quoted. A non-finite value (a single
+/// basin's ΔF, a depth over an empty bin) is kept as it is.
+fn mean_of_repeats(v: &[Estimate]) -> Estimate {
+    let n = v.len() as f64;
+    if v.len() == 1 || v.iter().any(|e| !e.value.is_finite()) {
+        return v[0];
+    }
+    let m = v.iter().map(|e| e.value).sum::<f64>() / n;
+    let within = v
+        .iter()
+        .map(|e| e.err.unwrap_or(0.0).powi(2))
+        .sum::<f64>()
+        .sqrt()
+        / n;
+    let between =
+        (v.iter().map(|e| (e.value - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() / n.sqrt();
+    Estimate {
+        value: m,
+        err: Some(within.max(between)),
+    }
 }
 
 /// ΔF = −ln(w_spec/w_lazy) with the delta-method error of the module docs.
@@ -1187,6 +1238,31 @@ mod tests {
         assert!(c.why.contains("no weight error"), "{}", c.why);
     }
 
+    /// Repeats at one P are averaged; their error is the spread between them when that is
+    /// larger than the within-run errors, and the within-run error of the mean otherwise.
+    #[test]
+    fn repeats_are_averaged_with_the_larger_error() {
+        let cells = [
+            two(8.0, 10.0, 0.6, 0.01),
+            two(8.0, 10.0, 1.0, 0.01),
+            two(8.0, 10.0, 1.4, 0.01),
+            two(8.0, 20.0, -1.0, 0.3),
+            two(8.0, 20.0, -1.0, 0.3),
+        ];
+        let t = coexistence_table(&cells, &CoexistenceOptions::default()).unwrap();
+        let r = &t.rows[0];
+        assert_eq!(r.cells.len(), 2);
+        let (a, b) = (r.cells[0].delta_f, r.cells[1].delta_f);
+        assert!((a.value - 1.0).abs() < 1e-9 && (b.value + 1.0).abs() < 1e-9);
+        // Spread 0.4 between three repeats: 0.4/√3 > √3·0.01/3.
+        assert!((a.err.unwrap() - 0.4 / 3f64.sqrt()).abs() < 1e-9, "{a:?}");
+        // Identical repeats: the within-run error of the mean, 0.3/√2.
+        assert!((b.err.unwrap() - 0.3 / 2f64.sqrt()).abs() < 1e-9, "{b:?}");
+        // ΔF is linear in ln P between them: the root is the geometric midpoint.
+        let v = r.coexistence.value.unwrap();
+        assert!((v - 200f64.sqrt()).abs() < 1e-9, "{v}");
+    }
+
     #[test]
     fn bad_cells_and_grids_are_refused_in_one_sentence() {
         let opts = CoexistenceOptions::default();
@@ -1210,7 +1286,20 @@ mod tests {
         );
         check(
             &[two(8.0, 10.0, 1.0, 0.1), two(8.0, 10.0, -1.0, 0.1)],
-            "two free-energy cells at d = 8, P = 10",
+            "d = 8 has free energies at 1 value(s) of P",
+        );
+        let lazy_only = CellSummary {
+            d: 8.0,
+            p: 20.0,
+            basins: CellBasins::One { min_s: 0.05 },
+        };
+        check(
+            &[
+                two(8.0, 10.0, 1.0, 0.1),
+                two(8.0, 20.0, -1.0, 0.1),
+                lazy_only,
+            ],
+            "the 2 repeats at d = 8, P = 20 disagree on which minima exist (both, lazy)",
         );
         check(&[], "no free-energy cell");
         check(&[two(8.0, -1.0, 1.0, 0.1)], "d and P must be finite");
