@@ -9,12 +9,17 @@
 //!   the two measured sizes that bracket the threshold, reported with that bracket.
 //! * **Exponents**: ordinary least squares of log y on log x, with the bootstrap over seeds and
 //!   chains ([`super::stats`]).
+//! * **Two thresholds** (`[analysis] pstar = "coexistence"`): the coexistence P\*\_coex and the
+//!   spinodals of the lazy and the specialised basin from the free energies of a sweep
+//!   ([`crate::free_energy::coexistence`]), each turned into a [`PstarTable`] and fitted
+//!   against d by the same [`fit_pstar`] ([`analyse_coexistence`]).
 
-use super::pstar::{fit_pstar, pstar, PstarQuery, PstarTable};
+use super::pstar::{fit_pstar, pstar, Bracket, PstarQuery, PstarRow, PstarTable};
 use super::stats::{cells, coordinate, estimate, loglog_fit, Bootstrap, Cell, ExponentFit};
 use super::store::StoreData;
-use super::sweep::PredictSpec;
+use super::sweep::{AnalysisSpec, PredictSpec, PstarSource};
 use crate::error::{Error, Result};
+use crate::free_energy::coexistence::{CoexistenceRow, CoexistenceTable, Resolution, Threshold};
 use crate::patterns::Architecture;
 
 /// The exponent of an observable's ensemble mean against `x` (all other coordinates pooled),
@@ -257,7 +262,12 @@ pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
         y: "pstar".into(),
         x: a.group.clone(),
     });
-    let xs_vary = {
+    if a.pstar == PstarSource::Coexistence {
+        notes.push(
+            "[analysis] pstar = \"coexistence\" takes P* from the free energy at every grid point, not from this store's crossings: `flscale free-energy` reports P*_coex and both spinodals per d".into(),
+        );
+    }
+    let xs_vary = a.pstar == PstarSource::Crossing && {
         let mut v: Vec<f64> = data
             .runs
             .iter()
@@ -322,6 +332,188 @@ pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
     Analysed {
         pstar: pstar_table,
         fit,
+        predicted,
+        notes,
+    }
+}
+
+/// One of the three thresholds the free energies of a sweep give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThresholdKind {
+    /// Equal basin weights, ΔF = 0.
+    Coexistence,
+    /// The lazy minimum disappears.
+    SpinodalLazy,
+    /// The specialised minimum disappears.
+    SpinodalSpec,
+}
+
+impl ThresholdKind {
+    /// The three, in the order reports list them.
+    pub const ALL: [ThresholdKind; 3] = [
+        ThresholdKind::Coexistence,
+        ThresholdKind::SpinodalLazy,
+        ThresholdKind::SpinodalSpec,
+    ];
+
+    /// Its name in reports and fits.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThresholdKind::Coexistence => "P*_coex",
+            ThresholdKind::SpinodalLazy => "P*_spinodal_lazy",
+            ThresholdKind::SpinodalSpec => "P*_spinodal_spec",
+        }
+    }
+
+    /// The quantity whose zero it is (the `observable` of its [`PstarTable`]).
+    fn quantity(self) -> &'static str {
+        match self {
+            ThresholdKind::Coexistence => "ΔF",
+            ThresholdKind::SpinodalLazy => "the lazy minimum's depth",
+            ThresholdKind::SpinodalSpec => "the specialised minimum's depth",
+        }
+    }
+
+    /// This threshold of a row.
+    pub fn of(self, row: &CoexistenceRow) -> &Threshold {
+        match self {
+            ThresholdKind::Coexistence => &row.coexistence,
+            ThresholdKind::SpinodalLazy => &row.spinodal_lazy,
+            ThresholdKind::SpinodalSpec => &row.spinodal_spec,
+        }
+    }
+}
+
+/// One threshold of every d as the rows [`fit_pstar`] consumes: the threshold's P with the
+/// replicates' error and interval, its bracket, resolved only when [`Resolution::Resolved`],
+/// and as the curve (P, ΔF) or (P, depth) of the cells where that is finite. A threshold
+/// without an error (reports analysed without bootstrap replicates) gets NaN replicates, so
+/// that the fit claims no error either. `resolution` is the bracket factor the table states.
+pub fn threshold_pstar_table(
+    table: &CoexistenceTable,
+    kind: ThresholdKind,
+    resolution: f64,
+) -> PstarTable {
+    let rows = table
+        .rows
+        .iter()
+        .map(|r| {
+            let t = kind.of(r);
+            let reps = if t.err.is_some() {
+                t.replicates.clone()
+            } else {
+                vec![f64::NAN; t.replicates.len()]
+            };
+            let curve = r
+                .cells
+                .iter()
+                .filter_map(|c| {
+                    let y = match kind {
+                        ThresholdKind::Coexistence => Some(c.delta_f),
+                        ThresholdKind::SpinodalLazy => c.depth_lazy,
+                        ThresholdKind::SpinodalSpec => c.depth_spec,
+                    }?;
+                    y.value.is_finite().then_some((c.p, y.value))
+                })
+                .collect();
+            let value = t.value.map(|v| estimate(v, &reps));
+            PstarRow {
+                group: r.d,
+                curve,
+                pstar: value,
+                bracket: t.bracket.map(|(lo, hi)| Bracket { lo, hi }),
+                combined: value,
+                resolved: t.resolution == Resolution::Resolved,
+                replicates: reps.clone(),
+                combined_replicates: reps,
+            }
+        })
+        .collect();
+    PstarTable {
+        x: "p".into(),
+        group: "d".into(),
+        observable: kind.quantity().into(),
+        threshold: 0.0,
+        resolution,
+        rows,
+    }
+}
+
+/// One threshold's table and its exponent against d.
+#[derive(Debug, Clone)]
+pub struct ThresholdFit {
+    /// Which threshold.
+    pub kind: ThresholdKind,
+    /// Its rows.
+    pub table: PstarTable,
+    /// The exponent (None when fewer than two d have a value).
+    pub fit: Option<ExponentFit>,
+}
+
+/// What `[analysis] pstar = "coexistence"` reports: the thresholds per d, an exponent for each,
+/// the scaling engine's prediction and one sentence per value that is not resolved.
+#[derive(Debug, Clone)]
+pub struct CoexistenceAnalysis {
+    /// The thresholds per d.
+    pub thresholds: CoexistenceTable,
+    /// P\*\_coex, the lazy and the specialised spinodal, each fitted against d.
+    pub fits: Vec<ThresholdFit>,
+    /// The scaling engine's exponent of P\* (paired with all three).
+    pub predicted: Option<Predicted>,
+    /// Why a value is only bracketed, extrapolated or missing, or an exponent missing.
+    pub notes: Vec<String>,
+}
+
+/// Fits an exponent to each of the three thresholds against d with [`fit_pstar`], the rule of
+/// the crossing P\* (a bracketed value enters with its bracket's uniform spread), and pairs
+/// the prediction of `spec.predict` when it is about P\*. The library half of `[analysis]
+/// pstar = "coexistence"`: the caller runs the windows of every cell
+/// ([`super::sweep::Sweep::free_energy_plans`]) and builds `table` with
+/// [`crate::free_energy::coexistence::coexistence_table`].
+pub fn analyse_coexistence(table: CoexistenceTable, spec: &AnalysisSpec) -> CoexistenceAnalysis {
+    let mut notes = Vec::new();
+    for r in &table.rows {
+        for kind in ThresholdKind::ALL {
+            let t = kind.of(r);
+            if t.resolution != Resolution::Resolved {
+                notes.push(format!("d = {}: {} — {}", r.d, kind.name(), t.why));
+            }
+        }
+    }
+    let fits = ThresholdKind::ALL
+        .iter()
+        .map(|&kind| {
+            let t = threshold_pstar_table(&table, kind, spec.pstar_resolution);
+            let fit = match fit_pstar(&t) {
+                Ok(mut f) => {
+                    f.what = format!("{} vs {}", kind.name(), t.group);
+                    Some(f)
+                }
+                Err(e) => {
+                    notes.push(format!("no exponent of {}: {e}", kind.name()));
+                    None
+                }
+            };
+            ThresholdFit {
+                kind,
+                table: t,
+                fit,
+            }
+        })
+        .collect();
+    let predicted = match &spec.predict {
+        Some(p) if p.quantity == "pstar" => match predicted_exponent(p) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                notes.push(format!("no prediction: {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    CoexistenceAnalysis {
+        thresholds: table,
+        fits,
         predicted,
         notes,
     }
@@ -484,6 +676,92 @@ mod tests {
         assert!(
             e.contains("at 1 value(s) of n1") && e.contains("2 run(s) were left out"),
             "{e}"
+        );
+    }
+
+    /// Cells of a sweep whose free energies are known: with h = b·ln(P/P0(d)), P0 = c·d^α,
+    /// ΔF = −2h, and the depths of the two minima D = 5·(h_c ∓ h)^{3/2} (the fold's 3/2 law,
+    /// exact here) up to the folds at h = ±h_c, beyond which one basin is left. Every threshold
+    /// is a fixed multiple of P0 (P0, P0·e^{h_c/b}, P0·e^{−h_c/b}), so each has exponent α.
+    #[test]
+    fn the_three_thresholds_feed_the_same_exponent_fit() {
+        use crate::free_energy::analysis::Estimate as FeEstimate;
+        use crate::free_energy::coexistence::{
+            coexistence_table, CellBasins, CellSummary, CoexistenceOptions, Side,
+        };
+        let (b, c, alpha, h_c) = (0.5, 2.0, 1.5, 0.4);
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        let mut noisy = |v: f64, e: f64| FeEstimate {
+            value: v + e * (rng.random::<f64>() - 0.5) * 3f64.sqrt() * 2.0,
+            err: Some(e),
+        };
+        let mut cells = Vec::new();
+        for d in [8.0, 16.0, 32.0, 64.0] {
+            let p0 = c * f64::powf(d, alpha);
+            for k in 0..11 {
+                let h = -0.525 + 0.105 * k as f64;
+                let p = p0 * (h / b).exp();
+                let basins = if h >= h_c {
+                    CellBasins::One { min_s: 0.9 }
+                } else if h <= -h_c {
+                    CellBasins::One { min_s: 0.05 }
+                } else {
+                    let df = -2.0 * h;
+                    let wl = 1.0 / (1.0 + (-df).exp());
+                    let (dl, ds) = (5.0 * (h_c - h).powf(1.5), 5.0 * (h_c + h).powf(1.5));
+                    let side = |min_s: f64, w: f64, depth: FeEstimate| Side {
+                        min_s,
+                        weight: FeEstimate {
+                            value: w,
+                            err: Some(0.005),
+                        },
+                        depth,
+                    };
+                    CellBasins::Two {
+                        lazy: side(0.05, wl, noisy(dl, 0.01)),
+                        spec: side(0.9, 1.0 - wl, noisy(ds, 0.01)),
+                    }
+                };
+                cells.push(CellSummary { d, p, basins });
+            }
+        }
+        let table = coexistence_table(&cells, &CoexistenceOptions::default()).unwrap();
+        let spec = AnalysisSpec {
+            predict: Some(PredictSpec {
+                preset: "fcn2-erf-he3".into(),
+                at: Some("N=d".into()),
+                quantity: "pstar".into(),
+                scale: "d".into(),
+            }),
+            ..AnalysisSpec::default()
+        };
+        let a = analyse_coexistence(table, &spec);
+        assert_eq!(a.fits.len(), 3);
+        let names: Vec<&str> = a.fits.iter().map(|f| f.kind.name()).collect();
+        assert_eq!(names, ["P*_coex", "P*_spinodal_lazy", "P*_spinodal_spec"]);
+        for (f, factor) in a.fits.iter().zip([1.0, (h_c / b).exp(), (-h_c / b).exp()]) {
+            assert_eq!(f.table.rows.len(), 4);
+            for r in &f.table.rows {
+                let v = r.pstar.unwrap().value;
+                let want = factor * c * r.group.powf(alpha);
+                assert!(
+                    (v / want).ln().abs() < 0.03,
+                    "{}: {v} vs {want}",
+                    f.kind.name()
+                );
+                assert!(r.resolved, "{:?}", f.kind);
+            }
+            let fit = f.fit.as_ref().unwrap();
+            assert_eq!(fit.what, format!("{} vs d", f.kind.name()));
+            let e = fit.exponent;
+            assert!((e.value - alpha).abs() < 0.02, "{}: {e:?}", f.kind.name());
+            assert!(e.err.unwrap() > 0.0 && e.lo.unwrap() < alpha && alpha < e.hi.unwrap());
+        }
+        assert_eq!(a.predicted.as_ref().unwrap().value, 1.0);
+        assert!(a.notes.is_empty(), "{:?}", a.notes);
+        assert!(
+            side_by_side(a.fits[0].fit.as_ref().unwrap(), a.predicted.as_ref())
+                .starts_with("P*_coex vs d: measured exponent ")
         );
     }
 

@@ -72,5 +72,5 @@ pub use pstar::threshold_crossing;
 pub use runner::{run_sweep, Silent, SweepObserver, SweepOutcome};
 pub use stats::{loglog_fit, Bootstrap, LinearFit};
 pub use store::{Store, StoreData};
-pub use sweep::{AnalysisSpec, RunPlan, Sweep};
+pub use sweep::{AnalysisSpec, FreeEnergyCell, PstarSource, RunPlan, Sweep};
 pub use table::{ResultsFormat, Table};

@@ -141,12 +141,37 @@ pub struct AnalysisSpec {
         skip_serializing_if = "is_default_pstar_resolution"
     )]
     pub pstar_resolution: f64,
+    /// Where P\* comes from (default `"crossing"`, the threshold crossing of `observable`);
+    /// `"coexistence"` takes P\*\_coex and both spinodals from the free energy at every grid
+    /// point ([`crate::free_energy::coexistence`]) and needs a `[free_energy]` table. Left out
+    /// of the manifest at its default, as `pstar_resolution`.
+    #[serde(default, skip_serializing_if = "PstarSource::is_crossing")]
+    pub pstar: PstarSource,
     /// Default fit.
     #[serde(default)]
     pub fit: Option<FitSpec>,
     /// The engine's prediction for the same architecture.
     #[serde(default)]
     pub predict: Option<PredictSpec>,
+}
+
+/// Where `pstar`, `fit` and `plot` take P\* from (`[analysis] pstar`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PstarSource {
+    /// The crossing of `observable` through `threshold` in `x` (paper App. F.0.1).
+    #[default]
+    Crossing,
+    /// The free energies of the `[free_energy]` windows at every grid point: the coexistence
+    /// P\*\_coex and the spinodals of the lazy and the specialised basin, each fitted against
+    /// the group variable.
+    Coexistence,
+}
+
+impl PstarSource {
+    fn is_crossing(&self) -> bool {
+        *self == PstarSource::Crossing
+    }
 }
 
 fn default_fit_y() -> String {
@@ -183,6 +208,7 @@ impl Default for AnalysisSpec {
             threshold: default_threshold(),
             falling: false,
             pstar_resolution: default_pstar_resolution(),
+            pstar: PstarSource::Crossing,
             fit: None,
             predict: None,
         }
@@ -205,6 +231,16 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
+    /// The point as the sweep runner shows it: `field=value` pairs in axis order, separated by
+    /// spaces (`data.d=8 data.p_over_d=4`); empty without a grid.
+    pub fn label(&self) -> String {
+        self.point
+            .iter()
+            .map(|(f, v)| format!("{f}={}", show_value(v)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// The resolved coordinates the analysis uses: d, p, p_over_d, n1 … (hidden widths),
     /// kappa, seed, and every numeric swept field under its own path.
     pub fn coordinates(&self) -> BTreeMap<String, f64> {
@@ -239,6 +275,23 @@ impl RunPlan {
         }
         m
     }
+}
+
+/// One grid point of a free-energy sweep: its free-energy plan and how the sweep names it.
+#[derive(Debug, Clone)]
+pub struct FreeEnergyCell {
+    /// Position in the full grid (as [`RunPlan::index`]).
+    pub index: usize,
+    /// Directory name, `run-00012` (as [`RunPlan::id`]).
+    pub id: String,
+    /// The point as the sweep runner shows it ([`RunPlan::label`]).
+    pub label: String,
+    /// The swept fields' values at this point, in axis order.
+    pub point: Vec<(String, Value)>,
+    /// The resolved coordinates (d, p, …; [`RunPlan::coordinates`]).
+    pub coordinates: BTreeMap<String, f64>,
+    /// The point's experiment with the `[free_energy]` table, checked.
+    pub plan: FreeEnergyPlan,
 }
 
 /// A parsed sweep: the base experiment, the grid and every run.
@@ -486,6 +539,11 @@ impl Sweep {
                 analysis.pstar_resolution
             ))));
         }
+        if analysis.pstar == PstarSource::Coexistence && free_energy.is_none() {
+            return Err(ctx(Error::invalid(
+                "analysis.pstar = \"coexistence\" needs a [free_energy] table, since the thresholds come from the free energy at every grid point; add one (docs/free-energy.md) or remove pstar",
+            )));
+        }
         let mut sw = Sweep {
             source: source.to_string(),
             base: doc,
@@ -501,23 +559,55 @@ impl Sweep {
         Ok(sw)
     }
 
-    /// The free-energy plan of a file without a grid: its one experiment with its
-    /// `[free_energy]` table, checked against the model. A grid, a missing table or a bad
-    /// field is refused in one sentence (exit code 2).
-    pub fn free_energy_plan(&self) -> Result<FreeEnergyPlan> {
+    /// One free-energy plan per grid point: each point's experiment with the file's
+    /// `[free_energy]` table, checked against that point's model, in grid order. Each cell
+    /// carries the id and label the sweep runner gives the same point (`run-00012`,
+    /// `data.d=8 data.p_over_d=4`), so that a driver can run each cell's windows in its own
+    /// directory. A missing table or a point the table does not fit is refused in one sentence
+    /// naming the point (exit code 2).
+    pub fn free_energy_plans(&self) -> Result<Vec<FreeEnergyCell>> {
         let source = &self.source;
-        if self.runs.len() != 1 {
-            return Err(Error::invalid(format!(
-                "{source}: [sweep] lists {} grid points, but a free-energy run is one experiment; remove [sweep] (or write one file per point)",
-                self.runs.len()
-            )));
-        }
         let table = self.free_energy.clone().ok_or_else(|| {
             Error::invalid(format!(
                 "{source} has no [free_energy] table; add one such as [free_energy] order_parameter = \"neuron_overlap\", neuron = 0, windows = 16 (docs/free-energy.md)"
             ))
         })?;
-        FreeEnergyPlan::new(self.runs[0].config.clone(), table).map_err(|e| e.context(source))
+        self.runs
+            .iter()
+            .map(|r| {
+                let label = r.label();
+                let plan = FreeEnergyPlan::new(r.config.clone(), table.clone()).map_err(|e| {
+                    if label.is_empty() {
+                        e.context(source)
+                    } else {
+                        e.context(format!("{source} at the grid point {label}"))
+                    }
+                })?;
+                Ok(FreeEnergyCell {
+                    index: r.index,
+                    id: r.id.clone(),
+                    label,
+                    point: r.point.clone(),
+                    coordinates: r.coordinates(),
+                    plan,
+                })
+            })
+            .collect()
+    }
+
+    /// The free-energy plan of a file without a grid ([`Sweep::free_energy_plans`] of its one
+    /// point). A grid is refused in one sentence (exit code 2): `flscale free-energy` runs one
+    /// experiment, a driver over cells calls [`Sweep::free_energy_plans`].
+    pub fn free_energy_plan(&self) -> Result<FreeEnergyPlan> {
+        if self.runs.len() != 1 {
+            return Err(Error::invalid(format!(
+                "{}: [sweep] lists {} grid points, but a free-energy run is one experiment; remove [sweep] (or write one file per point)",
+                self.source,
+                self.runs.len()
+            )));
+        }
+        let mut cells = self.free_energy_plans()?;
+        Ok(cells.remove(0).plan)
     }
 
     /// Number of grid points.
@@ -863,6 +953,81 @@ seed = 1
                 && !msg.contains('\n'),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_free_energy_grid_gives_one_plan_per_point_named_as_the_runner_names_it() {
+        let table =
+            "[free_energy]\norder_parameter = \"neuron_overlap\"\nneuron = 5\nwindows = 4\n";
+        let grid = "[sweep]\ndata.d = [6, 10]\ndata.p_over_d = [2, 4]\nfollow = { \"model.widths\" = \"data.d\" }\n";
+        let text = format!("{BASE}\n{grid}{table}");
+        let s = Sweep::from_toml(&text, "exp.toml", false).unwrap();
+        let cells = s.free_energy_plans().unwrap();
+        assert_eq!(cells.len(), 4);
+        for (c, r) in cells.iter().zip(&s.runs) {
+            assert_eq!((c.index, c.id.as_str()), (r.index, r.id.as_str()));
+            assert_eq!(c.plan.config.data.d, r.config.data.d);
+            assert_eq!(c.plan.config.data.p, r.config.data.p);
+            assert_eq!(c.plan.windows(), 4);
+            assert_eq!(c.coordinates["p"], r.config.data.p as f64);
+        }
+        assert_eq!(cells[3].id, "run-00003");
+        assert_eq!(cells[3].label, "data.d=10 data.p_over_d=4");
+        assert_eq!(cells[3].plan.config.data.p, 40);
+        // The one-cell form refuses the grid in one sentence.
+        let e = s.free_energy_plan().unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("lists 4 grid points"), "{e}");
+        // A point the table does not fit is named: neuron 5 exists at d = 10 (N = 10) but not
+        // at N = 4.
+        let narrow = text.replace("data.d = [6, 10]", "data.d = [4, 10]");
+        let e = Sweep::from_toml(&narrow, "exp.toml", false)
+            .unwrap()
+            .free_energy_plans()
+            .unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("exp.toml at the grid point data.d=4 data.p_over_d=2: ")
+                && msg.contains("free_energy.neuron = 5")
+                && !msg.contains('\n'),
+            "{msg}"
+        );
+        // Without a grid, both forms give the file's one plan.
+        let one = Sweep::from_toml(&format!("{BASE}\n{table}"), "exp.toml", false).unwrap();
+        let cells = one.free_energy_plans().unwrap();
+        assert_eq!((cells.len(), cells[0].label.as_str()), (1, ""));
+        assert_eq!(one.free_energy_plan().unwrap().config.data.d, 8);
+        let e = Sweep::from_toml(&format!("{BASE}\n{grid}"), "exp.toml", false)
+            .unwrap()
+            .free_energy_plans()
+            .unwrap_err();
+        assert!(e.to_string().contains("has no [free_energy] table"), "{e}");
+    }
+
+    #[test]
+    fn analysis_pstar_chooses_the_source_of_pstar() {
+        let s = Sweep::from_toml(BASE, "exp.toml", false).unwrap();
+        assert_eq!(s.analysis.pstar, PstarSource::Crossing);
+        // Left out of the manifest at its default.
+        let json = serde_json::to_string(&s.analysis).unwrap();
+        assert!(!json.contains("pstar\""), "{json}");
+        let table = "[free_energy]\norder_parameter = \"aligned_fraction\"\nwindows = 4\n";
+        let text = format!("{BASE}\n[analysis]\npstar = \"coexistence\"\n{table}");
+        let s = Sweep::from_toml(&text, "exp.toml", false).unwrap();
+        assert_eq!(s.analysis.pstar, PstarSource::Coexistence);
+        assert!(serde_json::to_string(&s.analysis)
+            .unwrap()
+            .contains("\"pstar\":\"coexistence\""));
+        let e = Sweep::from_toml(&text.replace(table, ""), "exp.toml", false).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains("needs a [free_energy] table") && !e.to_string().contains('\n'),
+            "{e}"
+        );
+        let e =
+            Sweep::from_toml(&text.replace("coexistence", "coex"), "exp.toml", false).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `coex`"), "{e}");
     }
 
     #[test]

@@ -35,6 +35,7 @@
 
 pub mod analysis;
 pub mod autocorr;
+pub mod coexistence;
 pub mod config;
 pub mod flatten;
 pub mod mbar;
