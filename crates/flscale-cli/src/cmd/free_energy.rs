@@ -5,8 +5,12 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use flscale::experiment::Sweep;
+use flscale::experiment::analysis::{analyse_coexistence, side_by_side};
+use flscale::experiment::{FreeEnergyCell, Sweep};
 use flscale::free_energy::analysis::{Estimate, FreeEnergyReport};
+use flscale::free_energy::coexistence::{
+    coexistence_table, CellSummary, CoexistenceOptions, Threshold,
+};
 use flscale::free_energy::output::write_outputs;
 use flscale::free_energy::runner::{
     run_free_energy, stage_dir, Progress, StageProgress, WindowObserver,
@@ -110,11 +114,6 @@ pub fn parse_windows(list: &str, k: usize) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// The plan of an experiment file ([`Sweep::free_energy_plan`]).
-pub fn load_plan(text: &str, source: &str, quick: bool) -> Result<FreeEnergyPlan> {
-    Sweep::from_toml(text, source, quick)?.free_energy_plan()
-}
-
 /// The progress bar over the windows of the stage running, the signal check, and the
 /// windows' warnings printed above the bar.
 struct Bar<'a> {
@@ -203,13 +202,18 @@ fn progress_bar(ctx: &Ctx) -> indicatif::ProgressBar {
 pub fn run(args: FreeEnergyArgs, ctx: &Ctx) -> Result<()> {
     let text = read_file(&args.experiment)?;
     let source = args.experiment.display().to_string();
-    let plan = load_plan(&text, &source, args.quick)?;
     if args.replicates > MAX_REPLICATES {
         return Err(Error::invalid(format!(
             "--replicates {} is not allowed; it must be between 0 and {MAX_REPLICATES}",
             args.replicates
         )));
     }
+    let sweep = Sweep::from_toml(&text, &source, args.quick)?;
+    let mut cells = sweep.free_energy_plans()?;
+    if cells.len() > 1 {
+        return run_grid(&args, &sweep, cells, ctx);
+    }
+    let plan = cells.remove(0).plan;
     let k = plan.windows();
     let which = match &args.windows {
         Some(list) => Some(parse_windows(list, k)?),
@@ -271,6 +275,209 @@ pub fn run(args: FreeEnergyArgs, ctx: &Ctx) -> Result<()> {
         return out_json(&json);
     }
     out(&human(&plan, &report, &stages, &args.out))
+}
+
+/// A sweep with `[free_energy]`: every grid point's windows in `DIR/<run id>/` (as one
+/// experiment's, resumable), each cell analysed and written there, then the thresholds per d
+/// from the cells' basin weights and profiles — coexistence and the two spinodals
+/// ([`coexistence_table`]) — and their exponents against d ([`analyse_coexistence`]), in
+/// `DIR/coexistence.json`. A cell whose windows do not overlap is reported and left out.
+fn run_grid(
+    args: &FreeEnergyArgs,
+    sweep: &Sweep,
+    cells: Vec<FreeEnergyCell>,
+    ctx: &Ctx,
+) -> Result<()> {
+    let mut summaries = Vec::new();
+    let mut cell_json = Vec::new();
+    let mut text = String::new();
+    let mut missing = Vec::new();
+    super::signals::install();
+    for cell in &cells {
+        let analysed = match run_cell(args, cell, ctx)? {
+            Some(result) => result,
+            None => {
+                missing.push(cell.id.clone());
+                continue;
+            }
+        };
+        match analysed {
+            Ok((summary, report)) => {
+                let weights: Vec<String> = report
+                    .basins
+                    .iter()
+                    .map(|b| {
+                        pm(&Estimate {
+                            value: b.weight,
+                            err: b.weight_err,
+                        })
+                    })
+                    .collect();
+                text += &format!(
+                    "{}  {:<28} basin weights {}\n",
+                    cell.id,
+                    cell.label,
+                    weights.join(" | ")
+                );
+                cell_json.push(serde_json::json!({
+                    "id": cell.id, "label": cell.label, "d": summary.d, "p": summary.p,
+                    "analysed": true,
+                    "basins": report.basins.iter().map(|b| serde_json::json!({
+                        "lo": b.lo, "hi": b.hi, "weight": b.weight, "weight_err": b.weight_err,
+                    })).collect::<Vec<_>>(),
+                }));
+                summaries.push(summary);
+            }
+            Err(e) => {
+                text += &format!("{}  {:<28} not analysed: {e}\n", cell.id, cell.label);
+                cell_json.push(serde_json::json!({
+                    "id": cell.id, "label": cell.label, "analysed": false, "error": e.to_string(),
+                }));
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let msg = format!(
+            "cells {} have windows missing (a --windows shard ran its subset), so the thresholds wait; run without --windows to finish them",
+            missing.join(", ")
+        );
+        if args.json {
+            return out_json(&serde_json::json!({
+                "cells": cell_json, "missing": missing, "analysed": false,
+            }));
+        }
+        return out(&format!("{text}{msg}\n"));
+    }
+    let opts = CoexistenceOptions {
+        replicates: args.replicates.max(2),
+        seed: cells[0].plan.config.sampler.seed,
+    };
+    let thresholds = coexistence_table(&summaries, &opts)
+        .map_err(Error::from)
+        .map(|table| analyse_coexistence(table, &sweep.analysis));
+    let json = match &thresholds {
+        Ok(a) => serde_json::json!({
+            "cells": cell_json,
+            "thresholds": a.thresholds,
+            "fits": a.fits.iter().map(|f| serde_json::json!({
+                "threshold": f.kind.name(),
+                "exponent": f.fit.as_ref().map(|x| x.exponent.value),
+                "exponent_err": f.fit.as_ref().and_then(|x| x.exponent.err),
+                "points": f.fit.as_ref().map(|x| x.points.clone()),
+            })).collect::<Vec<_>>(),
+            "notes": a.notes,
+            "analysed": true,
+        }),
+        Err(e) => serde_json::json!({
+            "cells": cell_json, "thresholds": null, "notes": [e.to_string()], "analysed": true,
+        }),
+    };
+    let body = serde_json::to_string_pretty(&json)
+        .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
+    let path = args.out.join("coexistence.json");
+    std::fs::write(&path, body + "\n")
+        .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
+    if args.json {
+        return out_json(&json);
+    }
+    match &thresholds {
+        Ok(a) => {
+            for row in &a.thresholds.rows {
+                text += &format!(
+                    "d = {}: P*_coex {}, lazy spinodal {}, specialised spinodal {}\n",
+                    row.d,
+                    threshold_text(&row.coexistence),
+                    threshold_text(&row.spinodal_lazy),
+                    threshold_text(&row.spinodal_spec)
+                );
+            }
+            for f in &a.fits {
+                if let Some(fit) = &f.fit {
+                    text += &format!("{}\n", side_by_side(fit, a.predicted.as_ref()));
+                }
+            }
+            for n in &a.notes {
+                text += &format!("note: {n}\n");
+            }
+        }
+        Err(e) => text += &format!("no thresholds: {e}\n"),
+    }
+    text += &format!(
+        "written to {} (one directory per cell, coexistence.json)\n",
+        args.out.display()
+    );
+    out(&text)
+}
+
+/// One threshold as "P ± err (resolution)".
+fn threshold_text(t: &Threshold) -> String {
+    let status = format!("{:?}", t.resolution).to_lowercase();
+    match (t.value, t.err) {
+        (Some(v), Some(e)) => format!("{v:.1} ± {e:.1} ({status})"),
+        (Some(v), None) => format!("{v:.1} ({status})"),
+        _ => format!("— ({status})"),
+    }
+}
+
+/// What a grid cell yielded: None while some of its windows are missing; otherwise its
+/// summary and report, or why it could not be analysed.
+type CellOutcome = Option<Result<(CellSummary, FreeEnergyReport)>>;
+
+/// Runs one cell of a grid in `DIR/<id>/` and analyses it.
+fn run_cell(args: &FreeEnergyArgs, cell: &FreeEnergyCell, ctx: &Ctx) -> Result<CellOutcome> {
+    let dir = args.out.join(&cell.id);
+    let cfg = &cell.plan.config;
+    flscale::limits::check_steps(cfg.sampler.steps)?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Error::invalid(format!(
+            "cannot create output directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let pilot_steps = if cell.plan.needs_pilot() {
+        cell.plan.pilot()?.config.sampler.steps
+    } else {
+        0
+    };
+    let mut bar = Bar {
+        bar: progress_bar(ctx),
+        ctx,
+        steps: [pilot_steps, cfg.sampler.steps],
+        offset: 0,
+    };
+    let which = match &args.windows {
+        Some(list) => Some(parse_windows(list, cell.plan.windows())?),
+        None => None,
+    };
+    let progress = run_free_energy(&cell.plan, Some(&dir), which.as_deref(), &mut bar)?;
+    bar.bar.finish_and_clear();
+    let (plan, runs) = match progress {
+        Progress::Complete { plan, runs, .. } => (plan, runs),
+        Progress::Waiting { .. } => return Ok(None),
+        Progress::Interrupted { stage, window, .. } => {
+            let sig = super::signals::received().unwrap_or("a signal");
+            return Err(Error::runtime(format!(
+                "stopped by {sig} in {} ({}), {} window {window}; finished windows are kept in {} and the same command resumes",
+                cell.id,
+                cell.label,
+                stage.as_str(),
+                args.out.display()
+            )));
+        }
+    };
+    let analysed = plan
+        .analyse(&runs, args.replicates, cfg.sampler.seed)
+        .and_then(|report| {
+            write_outputs(&dir, &plan, &report)?;
+            let coordinate = |name: &str| {
+                cell.coordinates.get(name).copied().ok_or_else(|| {
+                    Error::runtime(format!("grid point {} has no {name}", cell.label))
+                })
+            };
+            let summary = CellSummary::from_report(coordinate("d")?, coordinate("p")?, &report)?;
+            Ok((summary, report))
+        });
+    Ok(Some(analysed))
 }
 
 /// Each stage's windows run now, kept from before and missing, as JSON.
