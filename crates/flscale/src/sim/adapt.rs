@@ -93,7 +93,9 @@ impl MetricWindows {
 
     /// Whether the steps after step `t` (an adaptation time) are gathered into a window.
     pub(crate) fn gathering(&self, t: usize) -> bool {
-        self.ends.last().is_some_and(|&last| t >= self.start && t < last)
+        self.ends
+            .last()
+            .is_some_and(|&last| t >= self.start && t < last)
     }
 
     /// Whether a window ends at step `t`.
@@ -258,8 +260,8 @@ impl StepSteering {
 #[cfg(test)]
 mod tests {
     use super::{
-        adaptation_interval, stan_window_ends, MetricWindows, StepSteering,
-        MALA_TARGET_ACCEPTANCE, MAX_ADAPTATIONS,
+        adaptation_interval, stan_window_ends, MetricWindows, StepSteering, MALA_TARGET_ACCEPTANCE,
+        MAX_ADAPTATIONS,
     };
 
     /// Stan's default warm-up (1000 iterations; buffers 75, 25, 50) has the slow windows
