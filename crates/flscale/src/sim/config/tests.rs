@@ -362,7 +362,10 @@ fn metric_is_read_written_and_refused_in_one_sentence() {
     assert_eq!(plain.sampler.metric, MetricKind::Identity);
     assert!(!toml::to_string(&plain).unwrap().contains("metric"));
     let identity = EXAMPLE.replace("seed = 1", "seed = 1\nmetric = \"identity\"");
-    assert_eq!(ExperimentConfig::from_toml(&identity, "x.toml").unwrap(), plain);
+    assert_eq!(
+        ExperimentConfig::from_toml(&identity, "x.toml").unwrap(),
+        plain
+    );
     for (text, want) in [
         (
             EXAMPLE.replace("seed = 1", "seed = 1\nmetric = \"dense\""),
