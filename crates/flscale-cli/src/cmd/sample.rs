@@ -437,6 +437,22 @@ fn diagnostic_lines(s: &Summary, temperature: f64) -> String {
             temperature_note(g.temperature, g.temperature_err, temperature, g.frozen)
         );
     }
+    if !dg.metric.groups.is_empty() {
+        let spread: Vec<String> = dg
+            .metric
+            .groups
+            .iter()
+            .map(|m| {
+                let name = dg.groups.get(m.group).map_or("?", |g| g.group.as_str());
+                format!("{name} {:.3e} / {:.3e} / {:.3e}", m.min, m.median, m.max)
+            })
+            .collect();
+        t += &format!(
+            "metric             {} (min / median / max): {}\n",
+            dg.metric.kind,
+            spread.join(", ")
+        );
+    }
     t
 }
 

@@ -41,6 +41,101 @@ pub(crate) fn adaptation_interval(thin: usize, burn_in: usize) -> usize {
     thin * burn_in.div_ceil(MAX_ADAPTATIONS * thin).max(1)
 }
 
+/// Stan's windowed metric adaptation at its default warm-up of 1000 iterations, as fractions
+/// of it: an initial fast interval of 75 iterations, a first slow window of 25 and a terminal
+/// fast interval of 50 (Stan Reference Manual, "HMC algorithm parameters", automatic parameter
+/// tuning; `stan/mcmc/windowed_adaptation.hpp`).
+const STAN_WARMUP: f64 = 1000.0;
+const STAN_INIT_BUFFER: f64 = 75.0;
+const STAN_BASE_WINDOW: f64 = 25.0;
+const STAN_TERM_BUFFER: f64 = 50.0;
+
+/// The slow windows of the diagonal metric's adaptation over a burn-in of `burn_in` steps
+/// adapted every `every` steps ([`adaptation_interval`]): variances are gathered from
+/// `start` on, and at each of `ends` (steps done, increasing, multiples of `every`) the
+/// metric is set from the window that ends there and the gathering restarts; after the last
+/// end only the step size is adapted, under the final metric.
+///
+/// Stan's schedule (initial fast interval, slow windows doubling from the base window, the
+/// last one stretched to the terminal fast interval when the next would not fit twice,
+/// Stan Reference Manual, "HMC algorithm parameters") at its default proportions
+/// ([`STAN_INIT_BUFFER`] …), scaled to the burn-in: Stan counts NUTS iterations, each close to
+/// an independent draw, while a Langevin step moves a chain a small part of its posterior
+/// width, so the burn-in the experiment chose for equilibration is the time unit, not the
+/// step. Each boundary is rounded up to the adaptation grid, where the step is re-adapted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MetricWindows {
+    pub start: usize,
+    pub ends: Vec<usize>,
+}
+
+impl MetricWindows {
+    pub(crate) fn new(burn_in: usize, every: usize) -> Self {
+        let w = burn_in as f64;
+        let scaled = |x: f64| (x / STAN_WARMUP * w).round() as usize;
+        let (init, base, term) = (
+            scaled(STAN_INIT_BUFFER),
+            scaled(STAN_BASE_WINDOW).max(1),
+            scaled(STAN_TERM_BUFFER),
+        );
+        let every = every.max(1);
+        let on_grid = |t: usize| t.div_ceil(every) * every;
+        let start = on_grid(init).min(burn_in);
+        let mut ends = Vec::new();
+        for end in stan_window_ends(burn_in, init, base, term) {
+            let end = on_grid(end).min(burn_in);
+            if end > start && ends.last().is_none_or(|&last| end > last) {
+                ends.push(end);
+            }
+        }
+        MetricWindows { start, ends }
+    }
+
+    /// Whether the steps after step `t` (an adaptation time) are gathered into a window.
+    pub(crate) fn gathering(&self, t: usize) -> bool {
+        self.ends
+            .last()
+            .is_some_and(|&last| t >= self.start && t < last)
+    }
+
+    /// Whether a window ends at step `t`.
+    pub(crate) fn ends_at(&self, t: usize) -> bool {
+        self.ends.contains(&t)
+    }
+}
+
+/// The ends (iterations done) of Stan's slow windows over `warmup` iterations with the given
+/// buffers (`windowed_adaptation.hpp`: `compute_next_window`), before any rounding.
+fn stan_window_ends(warmup: usize, init: usize, base: usize, term: usize) -> Vec<usize> {
+    if warmup < 20 {
+        return Vec::new();
+    }
+    let (init, base, term) = if init + base + term > warmup {
+        // Stan's fallback for a short warm-up: 15 % / 75 % / 10 %.
+        let init = (0.15 * warmup as f64) as usize;
+        let term = (0.1 * warmup as f64) as usize;
+        (init, warmup - init - term, term)
+    } else {
+        (init, base, term)
+    };
+    let last = warmup - term;
+    let mut size = base;
+    let mut end = init + size;
+    let mut ends = Vec::new();
+    while end <= last {
+        ends.push(end);
+        if end == last {
+            break;
+        }
+        size *= 2;
+        end += size;
+        if end != last && end + 2 * size > last {
+            end = last;
+        }
+    }
+    ends
+}
+
 /// Dual averaging's settings (Hoffman & Gelman, JMLR 15 (2014) 1593, Alg. 5, with Stan's
 /// defaults): γ, the shrinkage towards μ; t₀, which damps the first iterations; κ, the decay
 /// of the weights of the averaged iterate.
@@ -110,6 +205,22 @@ impl StepSteering {
         }
     }
 
+    /// Restarts the dual averaging from the current scale, as Stan does after every metric
+    /// window (Stan Reference Manual, "HMC algorithm parameters": the step size is re-adapted
+    /// after each window, with μ = log(10·x) at the scale x reached so far): the metric
+    /// changes the acceptance at a given η·λ_max little, but the averages of the old window
+    /// no longer describe the new kernel. `counts` are the acceptance counts now, from which
+    /// the next stretch is counted.
+    pub(crate) fn restart(&mut self, counts: Option<(u64, u64)>) {
+        if let Some(counts) = counts {
+            self.counts_then = counts;
+        }
+        self.mu = 10f64.ln() + self.log_scale;
+        self.h_bar = 0.0;
+        self.log_scale_bar = 0.0;
+        self.iterations = 0;
+    }
+
     /// η·λ_max for the next stretch, given the run's acceptance counts so far (`None`
     /// without a Metropolis test); `last`: the final adaptation of the burn-in, which returns
     /// the averaged scale.
@@ -148,7 +259,33 @@ impl StepSteering {
 
 #[cfg(test)]
 mod tests {
-    use super::{adaptation_interval, StepSteering, MALA_TARGET_ACCEPTANCE, MAX_ADAPTATIONS};
+    use super::{
+        adaptation_interval, stan_window_ends, MetricWindows, StepSteering, MALA_TARGET_ACCEPTANCE,
+        MAX_ADAPTATIONS,
+    };
+
+    /// Stan's default warm-up (1000 iterations; buffers 75, 25, 50) has the slow windows
+    /// [75, 100), [100, 150), [150, 250), [250, 450), [450, 950): the fifth, 400 long, is
+    /// stretched to the terminal buffer because a sixth of 800 would not fit (Stan Reference
+    /// Manual, "HMC algorithm parameters"). Short warm-ups fall back to 15 % / 75 % / 10 %.
+    #[test]
+    fn windows_are_stans() {
+        assert_eq!(
+            stan_window_ends(1000, 75, 25, 50),
+            vec![100, 150, 250, 450, 950]
+        );
+        assert_eq!(stan_window_ends(100, 75, 25, 50), vec![90]);
+        assert!(stan_window_ends(19, 75, 25, 50).is_empty());
+        // Scaled to a burn-in of 10⁴ steps adapted every 50: the same proportions.
+        let w = MetricWindows::new(10_000, 50);
+        assert_eq!(w.start, 750);
+        assert_eq!(w.ends, vec![1000, 1500, 2500, 4500, 9500]);
+        assert!(!w.gathering(700) && w.gathering(750) && w.gathering(9450));
+        assert!(!w.gathering(9500) && w.ends_at(2500) && !w.ends_at(2000));
+        // A coarse grid merges windows but keeps them on it and inside the burn-in.
+        let w = MetricWindows::new(1000, 100);
+        assert_eq!((w.start, w.ends.clone()), (100, vec![200, 300, 500, 1000]));
+    }
 
     /// A synthetic sampler whose acceptance falls with the scale x as α = exp(−x²/2) (so the
     /// target 0.574 is met at x* = √(−2 ln 0.574) = 1.0536), observed through binomial noise

@@ -31,6 +31,7 @@
 //! adapt_step = true         # step adapted during burn-in (default); `step` is its maximum
 //! # hmc_steps = 10          # with mala: HMC, L leapfrog steps per proposal
 //! # preconditioner = "block" # collapsed + adapt_step only: none | neuron | block (default)
+//! # metric = "diag"         # with adapt_step: identity (default) | diag (adapted mass matrix)
 //! # start = "both"          # cold | hot | both (compared)
 //! # starts_coupling = "independent"  # or "coupled": the hot start on the cold one's streams
 //! [priors]                  # optional; σ_l² of every layer, readout last; default all 1
@@ -359,6 +360,17 @@ pub struct SamplerConfig {
     /// block. "neuron": one scalar per neuron, its mean Gauss–Newton curvature (the default
     /// before the block existed; mixes worse, BENCHMARKS.md). "none": M = I.
     pub preconditioner: Option<Preconditioner>,
+    /// The constant metric M (inverse mass matrix) of every step, written `metric` in the
+    /// file (docs/langevin.md, "Diagonal metric"). "identity" (default): M = I (the collapsed
+    /// sampler keeps its `preconditioner`). "diag": one variance per parameter and chain, the
+    /// regularised sample variance of the chain's own draws in Stan's windows of the burn-in,
+    /// frozen after it, θ ← θ − ηM∇U + √(2ηT·M)ξ (MALA and ULA) or HMC with M as inverse
+    /// mass matrix; the step is re-adapted after every window, and from the first window on
+    /// `step` no longer bounds it (η is then in the metric's units, the move being ηM∇U).
+    /// Needs `adapt_step = true` (the
+    /// stable step changes with the metric) and `burn_in` ≥ 20; on the collapsed sampler it
+    /// replaces the preconditioner, which must then be left unset. Every model.
+    pub metric: MetricKind,
     /// Replica exchange on the data term (`tempering = { replicas = 8 }`; docs/langevin.md,
     /// "Replica exchange"): R copies of every chain at inverse temperatures
     /// 1 = β_0 > … > β_{R−1} of the data term, advanced by the sampler above, with
@@ -496,6 +508,41 @@ impl Preconditioner {
             Preconditioner::None => "none",
             Preconditioner::Neuron => "neuron",
             Preconditioner::Block => "block",
+        }
+    }
+}
+
+/// The metric of the sampler (see [`SamplerConfig::metric`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricKind {
+    /// M = I.
+    #[default]
+    Identity,
+    /// A diagonal M adapted during burn-in.
+    Diag,
+}
+
+impl MetricKind {
+    /// The name in the experiment file.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetricKind::Identity => "identity",
+            MetricKind::Diag => "diag",
+        }
+    }
+
+    /// The metric a name in the experiment file stands for; a refusal names `sampler.metric`,
+    /// the value and what is allowed.
+    pub fn parse(name: &str) -> Result<MetricKind> {
+        match name {
+            "identity" => Ok(MetricKind::Identity),
+            "diag" => Ok(MetricKind::Diag),
+            other => {
+                let shown: String = other.chars().take(60).collect();
+                Err(Error::invalid(format!(
+                    "sampler.metric = \"{shown}\" is not allowed; it is \"identity\" (the default) or \"diag\" (a diagonal mass matrix adapted during burn-in)"
+                )))
+            }
         }
     }
 }

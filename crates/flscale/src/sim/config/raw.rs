@@ -114,6 +114,9 @@ pub(super) struct RawSamplerConfig {
     hmc_steps: Option<usize>,
     #[serde(default)]
     preconditioner: Option<Preconditioner>,
+    /// [`MetricKind`] by name; left out of a written file when it is the identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    metric: Option<String>,
     #[serde(default, skip_serializing_if = "TemperingConfig::is_off")]
     tempering: TemperingConfig,
 }
@@ -162,6 +165,10 @@ impl TryFrom<RawSamplerConfig> for SamplerConfig {
             adapt_step: r.adapt_step,
             method: r.method,
             preconditioner: r.preconditioner,
+            metric: r
+                .metric
+                .as_deref()
+                .map_or(Ok(MetricKind::Identity), MetricKind::parse)?,
             tempering: r.tempering,
         })
     }
@@ -188,6 +195,7 @@ impl From<SamplerConfig> for RawSamplerConfig {
             adapt_step: s.adapt_step,
             method: s.method,
             preconditioner: s.preconditioner,
+            metric: (s.metric != MetricKind::Identity).then(|| s.metric.name().to_string()),
             tempering: s.tempering,
         }
     }

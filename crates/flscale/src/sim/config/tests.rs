@@ -345,3 +345,52 @@ fn variants_round_trip_through_the_files_fields() {
         "{e}"
     );
 }
+
+/// `sampler.metric`: "diag" is read and written back (the identity, the default, is left out
+/// of a written file, so that files written before the field existed stay the same); a value
+/// that is neither, and the combinations the diagonal metric cannot run in, are one sentence
+/// naming the field with exit code 2.
+#[test]
+fn metric_is_read_written_and_refused_in_one_sentence() {
+    let diag = EXAMPLE.replace("seed = 1", "seed = 1\nmetric = \"diag\"");
+    let cfg = ExperimentConfig::from_toml(&diag, "x.toml").unwrap();
+    assert_eq!(cfg.sampler.metric, MetricKind::Diag);
+    let out = toml::to_string(&cfg).unwrap();
+    assert!(out.lines().any(|l| l == "metric = \"diag\""), "{out}");
+    assert_eq!(ExperimentConfig::from_toml(&out, "y.toml").unwrap(), cfg);
+    let plain = ExperimentConfig::from_toml(EXAMPLE, "x.toml").unwrap();
+    assert_eq!(plain.sampler.metric, MetricKind::Identity);
+    assert!(!toml::to_string(&plain).unwrap().contains("metric"));
+    let identity = EXAMPLE.replace("seed = 1", "seed = 1\nmetric = \"identity\"");
+    assert_eq!(
+        ExperimentConfig::from_toml(&identity, "x.toml").unwrap(),
+        plain
+    );
+    for (text, want) in [
+        (
+            EXAMPLE.replace("seed = 1", "seed = 1\nmetric = \"dense\""),
+            "sampler.metric = \"dense\" is not allowed; it is \"identity\" (the default) or \"diag\"",
+        ),
+        (
+            diag.replace("seed = 1", "seed = 1\nadapt_step = false"),
+            "sampler.metric = \"diag\" is not allowed with adapt_step = false",
+        ),
+        (
+            diag.replace("burn_in = 10000", "burn_in = 19"),
+            "sampler.metric = \"diag\" is not allowed with burn_in = 19",
+        ),
+        (
+            diag.replace(
+                "seed = 1",
+                "seed = 1\nmethod = \"collapsed\"\npreconditioner = \"block\"",
+            ),
+            "sampler.metric = \"diag\" with sampler.preconditioner = \"block\" is not allowed",
+        ),
+    ] {
+        let e = ExperimentConfig::from_toml(&text, "x.toml").unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{want}");
+        let msg = e.to_string();
+        assert!(msg.contains(want), "want `{want}` in: {msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+}

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The shortest burn-in over which `sampler.metric = "diag"` is adapted: Stan adapts no
+/// metric below 20 warm-up iterations (Stan Reference Manual, "HMC algorithm parameters",
+/// automatic parameter tuning).
+const MIN_METRIC_BURN_IN: usize = 20;
+
 /// The largest sizes accepted, to turn typos (an extra zero or three) into an error instead
 /// of an out-of-memory abort.
 const MAX_DIM: usize = 1 << 20;
@@ -174,10 +179,38 @@ impl ExperimentConfig {
                 )));
             }
         }
+        self.validate_metric()?;
         if s.starts_coupling == StartsCoupling::Coupled && s.start == Start::Cold {
             return Err(Error::invalid(
                 "sampler.starts_coupling = \"coupled\" is not allowed with start = \"cold\"; it puts a hot start on the cold start's noise streams: set start = \"hot\" or \"both\"",
             ));
+        }
+        Ok(())
+    }
+
+    /// `sampler.metric = "diag"`: adapted in windows of the burn-in, with the step re-adapted
+    /// after each, and in place of the collapsed preconditioner.
+    fn validate_metric(&self) -> Result<()> {
+        let s = &self.sampler;
+        if s.metric != MetricKind::Diag {
+            return Ok(());
+        }
+        if !s.adapt_step {
+            return Err(Error::invalid(
+                "sampler.metric = \"diag\" is not allowed with adapt_step = false; the stable step changes by orders of magnitude with the metric, so it is re-adapted after every window: set adapt_step = true",
+            ));
+        }
+        if s.burn_in < MIN_METRIC_BURN_IN {
+            return Err(Error::invalid(format!(
+                "sampler.metric = \"diag\" is not allowed with burn_in = {}; the metric is adapted in windows of the burn-in, which needs at least {MIN_METRIC_BURN_IN} steps",
+                s.burn_in
+            )));
+        }
+        if let Some(pc) = s.preconditioner {
+            return Err(Error::invalid(format!(
+                "sampler.metric = \"diag\" with sampler.preconditioner = \"{}\" is not allowed; the diagonal metric replaces the collapsed sampler's preconditioner: leave preconditioner unset",
+                pc.name()
+            )));
         }
         Ok(())
     }

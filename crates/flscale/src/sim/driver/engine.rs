@@ -4,8 +4,8 @@
 //! measurement records is the model's [`Recorder`] (the FCN's in [`super::fcn`], the CNN's and
 //! attention's in [`super::flat`]); progress goes to the front end's [`RunObserver`].
 
-use crate::sim::adapt::{adaptation_interval, StepSteering};
-use crate::sim::config::{Preconditioner, SamplerConfig, SamplerMethod};
+use crate::sim::adapt::{adaptation_interval, MetricWindows, StepSteering};
+use crate::sim::config::{MetricKind, Preconditioner, SamplerConfig, SamplerMethod};
 use crate::sim::ensemble::fcn::{Dynamics, Ensemble};
 use crate::sim::kernel::mala::Kernel;
 use crate::sim::kernel::transition::Transition;
@@ -92,13 +92,14 @@ pub(crate) fn sample<T: Real, M: Model<T>>(
     observer: &mut dyn RunObserver,
 ) -> Outcome<Sampled<T, M>> {
     let mut ens = start(s.seed);
-    // The collapsed posterior, MALA, replica exchange and a restraint run on the
-    // cached-gradient kernel; plain ULA keeps the ensemble's fused step.
+    // The collapsed posterior, MALA, replica exchange, a restraint and the diagonal metric
+    // run on the cached-gradient kernel; plain ULA keeps the ensemble's fused step.
     let tempered = s.tempering().is_some();
     let cached = s.method == SamplerMethod::Collapsed
         || s.proposal.is_metropolis()
         || tempered
-        || restraint.is_some();
+        || restraint.is_some()
+        || s.metric == MetricKind::Diag;
     let mut transition = if cached {
         Transition::Cached(new_kernel(&ens, s, restraint))
     } else {
@@ -287,6 +288,7 @@ fn new_kernel<T: Real, M: Model<T>>(
 ) -> Kernel<T> {
     let mut k = Kernel::new(ens, s.method, s.proposal);
     k.preconditioner = s.preconditioner.unwrap_or(Preconditioner::Block);
+    k.metric = s.metric;
     k.restraint = restraint.cloned();
     k
 }
@@ -391,7 +393,9 @@ fn max_lambda<T: Real, M: Model<T>>(
 }
 
 /// Spec 02 (a): adapt during burn-in only, from the stiffest chain (for the collapsed sampler
-/// after its per-unit preconditioner, also frozen afterwards).
+/// after its per-unit preconditioner, also frozen afterwards). With the diagonal metric, a
+/// window ending at `t` sets the metric first ([`MetricWindows`]) and restarts the step's
+/// dual averaging, so that η is fitted to the new metric; the next window's gathering starts.
 fn adapt_step_size<T: Real, M: Model<T>>(
     ens: &mut Ensemble<T, M>,
     transition: &mut Transition<T>,
@@ -399,14 +403,29 @@ fn adapt_step_size<T: Real, M: Model<T>>(
     s: &SamplerConfig,
     t: usize,
 ) {
+    let counts = transition.acceptance(ens);
     if let Some(k) = transition.kernel_mut() {
         k.adapt_preconditioner(ens, 2 * t >= s.burn_in);
+        if s.metric == MetricKind::Diag {
+            let windows = MetricWindows::new(s.burn_in, adaptation_interval(s.thin, s.burn_in));
+            if windows.ends_at(t) && k.end_metric_window(ens) {
+                steering.restart(counts);
+            }
+            k.gather_variances(windows.gathering(t));
+        }
     }
     let lambda = max_lambda(ens, transition, 10);
     if lambda > 0.0 {
         let counts = transition.acceptance(ens);
         let last = t + adaptation_interval(s.thin, s.burn_in) > s.burn_in;
-        ens.dynamics.step = s.step.min(steering.fraction(counts, last) / lambda);
+        // `step` bounds η in the units of M = I; once a diagonal metric is set, η is in the
+        // metric's units (the move is ηM∇U), where only η·λ_max of KᵀHK and the acceptance
+        // steering mean anything.
+        let bound = match transition.kernel() {
+            Some(k) if k.has_diagonal_metric() => f64::INFINITY,
+            _ => s.step,
+        };
+        ens.dynamics.step = bound.min(steering.fraction(counts, last) / lambda);
     }
 }
 
@@ -423,6 +442,12 @@ pub(crate) fn record_health<T: Real, M: Model<T>>(
     dg.lambda_max = (lambda > 0.0).then_some(lambda).and_then(finite);
     dg.step_times_lambda_max = dg.lambda_max.map(|l| l * ens.dynamics.step);
     dg.acceptance_rate = sampled.transition.acceptance_rate(ens).and_then(finite);
+    if let Some(k) = sampled.transition.kernel() {
+        dg.metric = k.metric_record(ens);
+        result.metric_diagonal = k.metric_diagonal(ens);
+    } else {
+        dg.metric.kind = MetricKind::Identity.name().to_string();
+    }
     result.summary.start = if hot { "hot" } else { "cold" }.to_string();
     let seeds = &mut result.summary.start_seeds;
     *(if hot { &mut seeds.hot } else { &mut seeds.cold }) = Some(sampled.seed);

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+pub use crate::sim::kernel::diagonal::{MetricRecord, MetricSpread};
 use crate::sim::observe::observables::GroupStats;
 use crate::sim::observe::overlaps::{NamedHistogram, ProbeSummary};
 
@@ -54,6 +55,10 @@ pub struct Diagnostics {
     /// With `sampler.mala`: the fraction of accepted Metropolis proposals over all steps of
     /// the surviving chains (burn-in included); null without MALA.
     pub acceptance_rate: Option<f64>,
+    /// The metric the run sampled with after burn-in (`sampler.metric`, or the collapsed
+    /// sampler's preconditioner) and, for a diagonal one, the min/median/max of its entries
+    /// per moved group ([`MetricRecord`]).
+    pub metric: MetricRecord,
 }
 
 /// The deterministic summary of a run (what `--json` prints): identical for any thread count.
@@ -290,6 +295,10 @@ pub struct RunResult {
     /// Restrained runs ([`crate::sim::driver::run::Run::restrain`]): every surviving chain's
     /// order parameter and observables at every measurement after burn-in; empty otherwise.
     pub restrained: Vec<RestrainedChain>,
+    /// `sampler.metric = "diag"`: every chain's diagonal metric m after burn-in, per chain and
+    /// group as `final_state` (an empty group where Langevin does not move it); empty
+    /// otherwise.
+    pub metric_diagonal: Vec<Vec<Vec<f64>>>,
 }
 
 /// One chain of a restrained run: its series after burn-in, one entry per measurement (every

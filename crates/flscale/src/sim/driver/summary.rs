@@ -305,6 +305,7 @@ impl<'a> Survivors<'a> {
             }
             .to_string(),
             acceptance_rate: None,
+            metric: Default::default(),
         }
     }
 }
@@ -406,6 +407,7 @@ pub(crate) fn finish<T: Real>(
         final_state: Vec::new(),
         parameter_sketches: Default::default(),
         restrained: Vec::new(),
+        metric_diagonal: Vec::new(),
     }
 }
 

@@ -46,13 +46,14 @@
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::sim::config::{Preconditioner, SamplerMethod};
+use crate::sim::config::{MetricKind, Preconditioner, SamplerMethod};
 use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
 use crate::sim::kernel::metric::{
-    lower_times_by_columns, lower_transposed_times, Metric, MetricLayout,
+    lower_times_by_columns, lower_transposed_times, Metric, MetricLayout, VarianceWindow,
 };
 use crate::sim::langevin::{
-    add_proposal_norms, langevin_move, mala_log_alpha, metropolis_accepts, Proposal,
+    add_proposal_norms, add_proposal_norms_diagonal, langevin_move, langevin_move_diagonal,
+    mala_log_alpha, metropolis_accepts, Proposal,
 };
 use crate::sim::model::collapsed::{self, CollapsedWork};
 use crate::sim::model::interface::{DataTerm, Model};
@@ -80,6 +81,8 @@ pub(super) struct BlockState<T> {
     /// [`collapsed::neuron_curvature_blocks`] return them) and their number.
     pub(super) curvature_sum: Vec<f64>,
     pub(super) curvature_count: usize,
+    /// `sampler.metric = "diag"`: the draws of the current burn-in window.
+    pub(super) variance: VarianceWindow,
     /// HMC: the momentum u = Kᵀp per group (f64, the layout of `params`) and a work vector of
     /// the same shape; empty until the first HMC step.
     pub(super) momentum: Vec<Vec<f64>>,
@@ -96,6 +99,11 @@ pub struct Kernel<T> {
     /// Which preconditioner [`Kernel::adapt_preconditioner`] sets (collapsed only; default
     /// `Block`).
     pub preconditioner: Preconditioner,
+    /// `sampler.metric`: with `Diag`, the diagonal metric set at the end of every window of
+    /// the burn-in ([`Kernel::end_metric_window`]) in place of the preconditioner.
+    pub metric: MetricKind,
+    /// Whether every step's draw goes into the current window ([`Kernel::gather_variances`]).
+    pub(super) gathering: bool,
     /// The inverse temperature β of the data term (replica exchange, [`crate::sim::kernel::tempering`]):
     /// the kernel samples exp(−(β·D(θ) + prior(θ))/T), D the data term of the posterior
     /// it runs on — L for the plain posterior, the collapsed data term −T·log ∫p(a)e^{−L/T}da
@@ -136,6 +144,7 @@ impl<T: Real> Kernel<T> {
                 metric: Metric::default(),
                 curvature_sum: Vec::new(),
                 curvature_count: 0,
+                variance: VarianceWindow::default(),
                 momentum: Vec::new(),
                 kick: Vec::new(),
             })
@@ -144,6 +153,8 @@ impl<T: Real> Kernel<T> {
             method,
             proposal,
             preconditioner: Preconditioner::Block,
+            metric: MetricKind::Identity,
+            gathering: false,
             data_scale: 1.0,
             restraint: None,
             states,
@@ -170,6 +181,7 @@ impl<T: Real> Kernel<T> {
         let (method, proposal) = (self.method, self.proposal);
         let data_scale = self.data_scale;
         let restraint = self.restraint.as_ref();
+        let gathering = self.gathering;
         blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
@@ -209,6 +221,9 @@ impl<T: Real> Kernel<T> {
                                     step,
                                     scratch,
                                 ),
+                            }
+                            if gathering {
+                                state.variance.add(&block.params, &sampled);
                             }
                         }
                     },
@@ -320,7 +335,8 @@ impl<T: Real> Kernel<T> {
         for state in &mut self.states {
             state.evaluated = false;
         }
-        if self.method == SamplerMethod::Plain {
+        let diagonal = self.metric == MetricKind::Diag;
+        if self.method == SamplerMethod::Plain && !diagonal {
             // Every likelihood's data term is L/κ (model/likelihood.rs), so β·L at κ is L at κ/β.
             let kappa = ens.dynamics.kappa;
             ens.dynamics.kappa = kappa / self.data_scale;
@@ -329,7 +345,7 @@ impl<T: Real> Kernel<T> {
             return lambda;
         }
         let (tempered, beta) = (self.data_scale != 1.0, T::of(self.data_scale));
-        let dynamics = ens.dynamics;
+        let (dynamics, method) = (ens.dynamics, self.method);
         let (model, data, blocks) = ens.split_blocks();
         let skip: Vec<bool> = self.sampled(model).iter().map(|s| !s).collect();
         let per_block: Vec<Vec<f64>> = blocks
@@ -344,14 +360,17 @@ impl<T: Real> Kernel<T> {
                     #[inline(always)]
                     || {
                         block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {
-                            collapsed::data_gradient(
-                                b,
-                                model,
-                                &data,
-                                dynamics.temperature,
-                                scratch,
-                                &mut state.work,
-                            );
+                            match method {
+                                SamplerMethod::Plain => b.data_gradient(model, &data, scratch),
+                                SamplerMethod::Collapsed => collapsed::data_gradient(
+                                    b,
+                                    model,
+                                    &data,
+                                    dynamics.temperature,
+                                    scratch,
+                                    &mut state.work,
+                                ),
+                            }
                             if tempered {
                                 for grads in &mut b.grads {
                                     for v in grads.iter_mut() {
@@ -384,7 +403,7 @@ impl<T: Real> Kernel<T> {
     /// 2002, Methodol. Comput. Appl. Probab. 4:337, with constant metric), and MALA's
     /// acceptance uses the same M.
     pub fn adapt_preconditioner<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>, average: bool) {
-        if self.method != SamplerMethod::Collapsed {
+        if self.method != SamplerMethod::Collapsed || self.metric == MetricKind::Diag {
             return;
         }
         let kind = self.preconditioner;
@@ -690,6 +709,13 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
                 let n = model.group_len(g);
                 let theta = &mut block.params[g][c * n..(c + 1) * n];
                 let grad = &block.grads[g][c * n..(c + 1) * n];
+                if layout.diagonal(metric, g) {
+                    let range = c * n..(c + 1) * n;
+                    let m = &metric.diagonal[g][range.clone()];
+                    let sqrt_m = &metric.diagonal_sqrt[g][range];
+                    langevin_move_diagonal(theta, grad, m, sqrt_m, eta, noise_scale, rng);
+                    continue;
+                }
                 if layout.blockwise(g) {
                     // θ_i ← θ_i − η·M_i∇_iU + √(2ηT)·L⁻ᵀξ = θ_i − L⁻ᵀ(η·L⁻¹∇_iU − √(2ηT)·ξ)
                     // (Metric).
@@ -755,7 +781,19 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
                 let old = &state.saved_params[g][range.clone()];
                 let new = &block.params[g][range.clone()];
                 let old_grad = &state.saved_grads[g][range.clone()];
-                let new_grad = &block.grads[g][range];
+                let new_grad = &block.grads[g][range.clone()];
+                if layout.diagonal(metric, g) {
+                    add_proposal_norms_diagonal(
+                        old,
+                        new,
+                        old_grad,
+                        new_grad,
+                        eta,
+                        &metric.diagonal[g][range],
+                        (&mut forward_sq, &mut backward_sq),
+                    );
+                    continue;
+                }
                 if layout.blockwise(g) {
                     // |r|²_{M_i⁻¹} = |Lᵀr|² (Metric). Forward, r = θ′ − θ + η·M_i∇U(θ) is the
                     // noise √(2ηT)·L⁻ᵀξ, so |Lᵀr|² = 2ηT·|ξ|². Backward,

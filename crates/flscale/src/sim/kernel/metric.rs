@@ -4,10 +4,24 @@
 //! (docs/langevin.md, "Preconditioner"): per unit a scalar M_i, or an n_in × n_in block
 //! M_i = (v·G_i)⁻¹ kept as Cholesky factors, applied as the factor K of M = KKᵀ.
 //!
+//!
+//! Or, with `sampler.metric = "diag"`, a diagonal M over every sampled weight ([`Metric::diagonal`]):
+//! per chain and weight the regularised variance of the chain's own draws in a window of the
+//! burn-in ([`VarianceWindow`]), Stan's `diag_e` metric (Stan Reference Manual, "HMC algorithm
+//! parameters"). M approximating the posterior covariance is the scale that makes every
+//! direction equally easy to move in: the Hamiltonian flow (and the Langevin move, its one-step
+//! limit) is then as if run on a posterior of unit scale in every coordinate, so one step size
+//! suits all (Betancourt 2017, "A conceptual introduction to Hamiltonian Monte Carlo",
+//! arXiv:1701.02434, sec. 4.2, "Tuning the kinetic energy": the Euclidean–Gaussian kinetic
+//! energy with the inverse metric set to the posterior covariance; its diagonal where the full
+//! matrix is too costly). A stiff hidden layer (variance ~10⁻⁶) beside a soft readout then no
+//! longer forces the readout to move in steps of the hidden layer's size.
+//!
 //! [`Model::preconditioned_units`]: crate::sim::model::interface::Model::preconditioned_units
 
 use crate::sim::model::interface::PreconditionedUnits;
 use crate::sim::num::linalg::{cholesky, solve_lower};
+use crate::sim::num::real::Real;
 
 /// The constant preconditioner M of one block's last hidden layer (identity elsewhere and
 /// while its fields are empty). See [`crate::sim::kernel::mala::Kernel::adapt_preconditioner`].
@@ -30,6 +44,12 @@ pub(super) struct Metric {
     /// side, so that one entry's product runs across all neurons at once (contiguous, full
     /// vector width) instead of along a row of length ≤ n_in.
     pub(super) inv_factor_lanes: Vec<f64>,
+    /// `sampler.metric = "diag"`: per group, in the layout of the block's `params` (b·n,
+    /// chain-major), the variance m_i of every weight, M = diag(m); empty for a group Langevin
+    /// does not move, and no groups at all while the metric is not diagonal.
+    pub(super) diagonal: Vec<Vec<f64>>,
+    /// √m_i, the layout of `diagonal` (K = diag(√m)).
+    pub(super) diagonal_sqrt: Vec<Vec<f64>>,
 }
 
 /// Where the metric acts in a block's parameters: the preconditioned group g_pc (the last
@@ -41,6 +61,7 @@ pub(super) struct MetricLayout {
     pub(super) n_pc: usize,
     scalar: bool,
     blockwise: bool,
+    diagonal: bool,
 }
 
 impl MetricLayout {
@@ -53,6 +74,7 @@ impl MetricLayout {
                 n_pc: 0,
                 scalar: false,
                 blockwise: false,
+                diagonal: !metric.diagonal.is_empty(),
             };
         };
         MetricLayout {
@@ -61,7 +83,15 @@ impl MetricLayout {
             n_pc: units.units,
             scalar: !metric.scalar.is_empty(),
             blockwise: !metric.factor.is_empty(),
+            diagonal: !metric.diagonal.is_empty(),
         }
+    }
+
+    /// Whether group `g` carries the diagonal metric (then neither the scalar nor the
+    /// blockwise one is set).
+    #[inline(always)]
+    pub(super) fn diagonal(&self, metric: &Metric, g: usize) -> bool {
+        self.diagonal && !metric.diagonal[g].is_empty()
     }
 
     /// The scalar M of weight `i` of chain `c`'s group `g` (1 outside the scalar metric).
@@ -172,6 +202,20 @@ impl Metric {
             inv_factor,
             inv_factor_transposed,
             inv_factor_lanes,
+            ..Metric::default()
+        }
+    }
+
+    /// The diagonal metric M = diag(m) of per-group variances `diagonal` ([`Metric::diagonal`]).
+    pub(super) fn from_diagonal(diagonal: Vec<Vec<f64>>) -> Metric {
+        let diagonal_sqrt = diagonal
+            .iter()
+            .map(|g| g.iter().map(|m| m.sqrt()).collect())
+            .collect();
+        Metric {
+            diagonal,
+            diagonal_sqrt,
+            ..Metric::default()
         }
     }
 
@@ -184,6 +228,15 @@ impl Metric {
         v: &mut [Vec<f64>],
         transpose: bool,
     ) {
+        if !self.diagonal_sqrt.is_empty() {
+            // K = Kᵀ = diag(√m).
+            for (vg, sg) in v.iter_mut().zip(&self.diagonal_sqrt) {
+                if !sg.is_empty() {
+                    vg.iter_mut().zip(sg).for_each(|(a, s)| *a *= s);
+                }
+            }
+            return;
+        }
         let Some(units) = units else {
             return;
         };
@@ -226,5 +279,82 @@ impl Metric {
                 }
             }
         }
+    }
+}
+
+/// Stan's shrinkage of a window's sample variance s² of n draws towards 10⁻³ with the weight
+/// of 5 draws, (n/(n + 5))·s² + 10⁻³·5/(n + 5) (Stan Reference Manual, "HMC algorithm
+/// parameters", Euclidean metric; `stan/mcmc/var_adaptation.hpp`), which keeps a short window
+/// from setting a variance of zero. Stan's 10⁻³ is in the units of its unconstrained
+/// parameters, which are of order one; a weight here is of order its prior variance v
+/// (σ²/fan-in: 10⁻⁴ for a fan-in of 10⁴), so the target is 10⁻³ in units of `unit` = v,
+/// which leaves the shrinkage as weak, relative to the variance, as Stan's.
+pub(super) fn regularised_variance(sample_variance: f64, n: u64, unit: f64) -> f64 {
+    let n = n as f64;
+    n / (n + 5.0) * sample_variance + 1e-3 * unit * 5.0 / (n + 5.0)
+}
+
+/// The draws of one window of the burn-in, per chain and weight of the moved groups: their
+/// number, running mean and sum of squared deviations (Welford 1962, Technometrics 4:419),
+/// in f64 whatever the working precision, from which [`VarianceWindow::metric`] takes the
+/// diagonal metric.
+#[derive(Debug, Default)]
+pub(super) struct VarianceWindow {
+    count: u64,
+    mean: Vec<Vec<f64>>,
+    m2: Vec<Vec<f64>>,
+}
+
+impl VarianceWindow {
+    /// Adds the current draw `params` (a block's groups) of the groups with `sampled[g]`.
+    #[inline(always)]
+    pub(super) fn add<T: Real>(&mut self, params: &[Vec<T>], sampled: &[bool]) {
+        if self.mean.len() != params.len() {
+            let zeros = |g: usize| vec![0.0; if sampled[g] { params[g].len() } else { 0 }];
+            self.mean = (0..params.len()).map(zeros).collect();
+            self.m2 = (0..params.len()).map(zeros).collect();
+            self.count = 0;
+        }
+        self.count += 1;
+        let w = 1.0 / self.count as f64;
+        for ((theta, mean), m2) in params.iter().zip(&mut self.mean).zip(&mut self.m2) {
+            for ((t, mu), s) in theta.iter().zip(mean.iter_mut()).zip(m2.iter_mut()) {
+                let x = t.f64();
+                let delta = x - *mu;
+                *mu += w * delta;
+                *s += delta * (x - *mu);
+            }
+        }
+    }
+
+    /// The draws gathered so far.
+    pub(super) fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The metric of the window: per group g and weight the [`regularised_variance`] of its
+    /// draws (sample variance, n − 1 in the denominator) in units of `prior_var[g]`; `None`
+    /// with fewer than two draws.
+    pub(super) fn metric(&self, prior_var: &[f64]) -> Option<Metric> {
+        if self.count < 2 {
+            return None;
+        }
+        let n = self.count;
+        let diagonal = self
+            .m2
+            .iter()
+            .zip(prior_var)
+            .map(|(g, &v)| {
+                g.iter()
+                    .map(|s| regularised_variance(s / (n - 1) as f64, n, v))
+                    .collect()
+            })
+            .collect();
+        Some(Metric::from_diagonal(diagonal))
+    }
+
+    /// Forgets the window's draws (a new window starts).
+    pub(super) fn clear(&mut self) {
+        *self = VarianceWindow::default();
     }
 }

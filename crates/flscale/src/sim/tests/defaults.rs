@@ -15,7 +15,7 @@ use crate::sim::tests::exact::{linear_readout_posterior, top_eigenvalue};
 
 const WIDTH: usize = 6;
 
-fn frozen_first_layer(sampler_extra: &str, step: f64) -> ExperimentConfig {
+pub(crate) fn frozen_first_layer(sampler_extra: &str, step: f64) -> ExperimentConfig {
     let text = format!(
         "[model]\nkind = \"fcn\"\nwidths = [{WIDTH}]\n[data]\nd = 4\np = 40\nn_test = 300\n\
          [target]\nhermite = 1\n[sampler]\nkappa = 0.05\nstep = {step}\nsteps = 6000\n\
@@ -26,7 +26,19 @@ fn frozen_first_layer(sampler_extra: &str, step: f64) -> ExperimentConfig {
 
 /// Per chain: the exact posterior expectations of (alignment, test MSE) given its frozen
 /// first layer, and the largest eigenvalue of its readout precision Λ.
-fn exact_per_chain(cfg: &ExperimentConfig, result: &RunResult) -> Vec<(f64, f64, f64)> {
+pub(crate) fn exact_per_chain(cfg: &ExperimentConfig, result: &RunResult) -> Vec<(f64, f64, f64)> {
+    exact_posteriors(cfg, result)
+        .into_iter()
+        .map(|(exact, _)| exact)
+        .collect()
+}
+
+/// Per chain: [`exact_per_chain`]'s triple and the readout's marginal posterior variances,
+/// the diagonal of Λ⁻¹ = L⁻ᵀL⁻¹ (entry i: |L⁻¹e_i|²).
+pub(crate) fn exact_posteriors(
+    cfg: &ExperimentConfig,
+    result: &RunResult,
+) -> Vec<((f64, f64, f64), Vec<f64>)> {
     let data = Dataset::generate(&cfg.data, &cfg.target, cfg.sampler.seed);
     let d = cfg.data.d;
     let features = |w1: &[f64], x: &[f64]| -> Vec<f64> {
@@ -62,22 +74,62 @@ fn exact_per_chain(cfg: &ExperimentConfig, result: &RunResult) -> Vec<(f64, f64,
                 fy += mean * y;
                 mse += (mean - y).powi(2) + var;
             }
+            let marginal = (0..WIDTH)
+                .map(|i| {
+                    let mut e = vec![0.0; WIDTH];
+                    e[i] = 1.0;
+                    linalg::solve_lower(&l, &mut e, WIDTH);
+                    e.iter().map(|v| v * v).sum::<f64>()
+                })
+                .collect();
             (
-                fy / y_norm2,
-                mse / data.y_test.len() as f64,
-                top_eigenvalue(&l, WIDTH, 200),
+                (
+                    fy / y_norm2,
+                    mse / data.y_test.len() as f64,
+                    top_eigenvalue(&l, WIDTH, 200),
+                ),
+                marginal,
             )
         })
         .collect()
 }
 
 /// Mean and standard error over chains of (sampled − exact).
-fn paired_difference(sampled: &[f64], exact: &[f64]) -> (f64, f64) {
+pub(crate) fn paired_difference(sampled: &[f64], exact: &[f64]) -> (f64, f64) {
     let n = sampled.len() as f64;
     let diffs: Vec<f64> = sampled.iter().zip(exact).map(|(s, e)| s - e).collect();
     let mean = diffs.iter().sum::<f64>() / n;
     let var = diffs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
     (mean, (var / n).sqrt())
+}
+
+/// Every chain's time-averaged alignment and test MSE agree with their closed forms
+/// ([`exact_per_chain`]): the mean over chains of (sampled − exact) within 3 standard errors
+/// (plus 10⁻³ of the value), and the standard error a small fraction of the value.
+pub(crate) fn assert_closed_form(cfg: &ExperimentConfig, result: &RunResult, what: &str) {
+    let exact = exact_per_chain(cfg, result);
+    for (name, pick, exact_pick) in [("alignment", 0usize, 0usize), ("test MSE", 1, 1)] {
+        let sampled: Vec<f64> = result
+            .chains
+            .iter()
+            .map(|c| if pick == 0 { c.alignment } else { c.test_mse }.unwrap())
+            .collect();
+        let want: Vec<f64> = exact
+            .iter()
+            .map(|e| if exact_pick == 0 { e.0 } else { e.1 })
+            .collect();
+        let (diff, err) = paired_difference(&sampled, &want);
+        let scale = want.iter().sum::<f64>() / want.len() as f64;
+        assert!(
+            diff.abs() < 3.0 * err + 1e-3 * scale.abs(),
+            "{what}, {name}: sampled − exact = {diff:.5} ± {err:.5} (exact ≈ {scale:.4})"
+        );
+        // The check has teeth: its error bar is a small fraction of the value.
+        assert!(
+            err < 0.02 * scale.abs(),
+            "{what}, {name}: error {err} against {scale}"
+        );
+    }
 }
 
 #[test]
@@ -96,29 +148,7 @@ fn defaults_reproduce_the_closed_form_posterior_from_a_far_too_large_step() {
     );
     let acceptance = result.summary.diagnostics.acceptance_rate.unwrap();
     assert!((0.4..0.75).contains(&acceptance), "acceptance {acceptance}");
-    let exact = exact_per_chain(&cfg, &result);
-    for (name, pick, exact_pick) in [("alignment", 0usize, 0usize), ("test MSE", 1, 1)] {
-        let sampled: Vec<f64> = result
-            .chains
-            .iter()
-            .map(|c| if pick == 0 { c.alignment } else { c.test_mse }.unwrap())
-            .collect();
-        let want: Vec<f64> = exact
-            .iter()
-            .map(|e| if exact_pick == 0 { e.0 } else { e.1 })
-            .collect();
-        let (diff, err) = paired_difference(&sampled, &want);
-        let scale = want.iter().sum::<f64>() / want.len() as f64;
-        assert!(
-            diff.abs() < 3.0 * err + 1e-3 * scale.abs(),
-            "{name}: sampled − exact = {diff:.5} ± {err:.5} (exact ≈ {scale:.4})"
-        );
-        // The check has teeth: its error bar is a small fraction of the value.
-        assert!(
-            err < 0.02 * scale.abs(),
-            "{name}: error {err} against {scale}"
-        );
-    }
+    assert_closed_form(&cfg, &result, "defaults");
 }
 
 #[test]

@@ -9,5 +9,6 @@ mod fcn;
 mod flat;
 mod flat_hmc;
 mod hmc;
+mod metric;
 mod starts;
 mod tempering;
