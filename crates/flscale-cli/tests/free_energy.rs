@@ -94,8 +94,8 @@ fn quick_run_writes_the_report_and_a_rerun_resumes() {
         assert!(v["observables"][name]["value"].is_number(), "{name}");
         assert!(v["observables"][name].get("err").is_some(), "{name}");
     }
-    // A flattened run: 16 pilot windows, then the 16 windows MBAR joins.
-    assert_eq!(stage(&v, "pilot")["run"].as_array().unwrap().len(), 16);
+    // A flattened run: 4·15 + 1 = 61 pilot windows, then the 16 windows MBAR joins.
+    assert_eq!(stage(&v, "pilot")["run"].as_array().unwrap().len(), 61);
     assert_eq!(stage(&v, "umbrella")["run"].as_array().unwrap().len(), 16);
     for f in ["profile.csv", "free_energy.json", "free_energy.svg"] {
         assert!(out.join(f).is_file(), "{f} missing");
@@ -113,7 +113,7 @@ fn quick_run_writes_the_report_and_a_rerun_resumes() {
 
     // The rerun runs no window, leaves the window files untouched and reports the same numbers.
     let before = mtimes(&out);
-    assert_eq!(before.len(), 32);
+    assert_eq!(before.len(), 61 + 16);
     let again = ok(
         &[
             "free-energy",
@@ -128,9 +128,9 @@ fn quick_run_writes_the_report_and_a_rerun_resumes() {
         dir.path(),
     );
     let w: serde_json::Value = serde_json::from_str(&again).unwrap();
-    for name in ["pilot", "umbrella"] {
+    for (name, count) in [("pilot", 61), ("umbrella", 16)] {
         assert_eq!(stage(&w, name)["run"].as_array().unwrap().len(), 0);
-        assert_eq!(stage(&w, name)["kept"].as_array().unwrap().len(), 16);
+        assert_eq!(stage(&w, name)["kept"].as_array().unwrap().len(), count);
     }
     assert_eq!(mtimes(&out), before);
     assert_eq!(w["profile"], v["profile"]);
@@ -185,7 +185,7 @@ fn a_window_subset_waits_for_the_rest_then_the_full_run_completes() {
     // The subset runs in the pilot stage; the umbrella stage waits for the whole pilot.
     assert_eq!(v["analysed"], false);
     assert_eq!(stage(&v, "pilot")["run"], serde_json::json!([0, 3, 4, 5]));
-    assert_eq!(stage(&v, "pilot")["missing"].as_array().unwrap().len(), 12);
+    assert_eq!(stage(&v, "pilot")["missing"].as_array().unwrap().len(), 57);
     assert_eq!(v["stages"].as_array().unwrap().len(), 1);
     assert!(!out.join("free_energy.json").exists());
     let said = ok(
@@ -201,7 +201,7 @@ fn a_window_subset_waits_for_the_rest_then_the_full_run_completes() {
         dir.path(),
     );
     assert!(
-        said.contains("umbrella stage waits") && said.contains("2,6-15"),
+        said.contains("umbrella stage waits") && said.contains("2,6-60"),
         "{said}"
     );
     let first = mtimes(&out);
@@ -225,7 +225,7 @@ fn a_window_subset_waits_for_the_rest_then_the_full_run_completes() {
         stage(&v, "pilot")["kept"],
         serde_json::json!([0, 1, 3, 4, 5])
     );
-    assert_eq!(stage(&v, "pilot")["run"].as_array().unwrap().len(), 11);
+    assert_eq!(stage(&v, "pilot")["run"].as_array().unwrap().len(), 56);
     assert_eq!(stage(&v, "umbrella")["run"].as_array().unwrap().len(), 16);
     let all = mtimes(&out);
     assert!(
@@ -300,4 +300,49 @@ fn no_table_quick(base: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A `[sweep]` over P: each cell's windows and report in `DIR/run-NNNNN/`, then the
+/// thresholds. The sign case is symmetric at every P (ΔF ≈ 0 within errors, but never of one
+/// sign only by chance at two cells), so the answer either brackets or says in one sentence
+/// why no pair of cells brackets coexistence; either way coexistence.json is written.
+#[test]
+fn a_grid_runs_every_cell_and_ends_with_the_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.toml");
+    let base = std::fs::read_to_string(example()).unwrap();
+    std::fs::write(&grid, format!("{base}\n[sweep]\n\"data.p\" = [32, 64]\n")).unwrap();
+    let out = dir.path().join("fe");
+    let text = ok(
+        &[
+            "free-energy",
+            grid.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quick",
+            "--json",
+            "--replicates",
+            "20",
+        ],
+        dir.path(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{v}");
+    for (c, p) in cells.iter().zip([32.0, 64.0]) {
+        assert_eq!(c["analysed"], true, "{c}");
+        assert_eq!(c["p"].as_f64(), Some(p));
+        let dir = out.join(c["id"].as_str().unwrap());
+        assert!(dir.join("free_energy.json").is_file());
+        assert!(dir.join("windows").is_dir() && dir.join("pilot").is_dir());
+    }
+    assert!(out.join("coexistence.json").is_file());
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("coexistence.json")).unwrap())
+            .unwrap();
+    assert_eq!(saved["cells"], v["cells"]);
+    // A row for d = 8, or one sentence saying why there is none.
+    let rows = v["thresholds"]["rows"].as_array().map_or(0, |r| r.len());
+    let notes = v["notes"].as_array().unwrap();
+    assert!(rows == 1 || !notes.is_empty(), "{v}");
 }

@@ -25,6 +25,8 @@
 //! * [`flatten`]: the pilot stage — stiff windows, umbrella integration of their mean forces,
 //!   and the flattening bias B = −F̂ the umbrella windows then carry.
 //! * [`runner`]: the windows of both stages run in turn, each kept in a file (resume, shards).
+//! * [`coexistence`]: the thresholds of a sweep's cells — P\*\_coex where the basins weigh the
+//!   same, and the two spinodals where a basin's minimum disappears — per d.
 //! * [`output`]: the report as CSV, JSON and a figure, and the files finished windows are kept
 //!   in so that a rerun resumes.
 //!
