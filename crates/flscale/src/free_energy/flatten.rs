@@ -18,7 +18,6 @@
 //! energy, so MBAR's answer is exact whatever errors F̂ has; a poor F̂ costs overlap, which the
 //! overlap check reports, not bias.
 
-use super::window::WindowRun;
 use crate::error::{Error, Result};
 use crate::sim::restraint::TabulatedBias;
 
@@ -45,26 +44,32 @@ pub struct WindowMoments {
 }
 
 impl WindowMoments {
-    /// The moments of each chain of a pilot window that moved. Each chain is a component of
-    /// its own: near a barrier top a window can be bimodal (chains on either side of the
-    /// centre, measured at ±0.06 about s = 0 for one erf neuron at ridge 0.1), and pooling the
-    /// chains would put one wide Gaussian across both modes, whose mean force is wrong at
-    /// either; each chain's Gaussian is right about its own mode. A chain whose s did not vary
-    /// (every proposal rejected) carries no mean force and is left out.
-    pub fn of_chains(run: &WindowRun) -> Vec<WindowMoments> {
-        let stride = run.decorrelation_stride() as f64;
-        run.chains
+    /// The moments of each chain of a pilot window (centre s_k, stiffness κ; each chain's
+    /// series of s after burn-in, and the window's decorrelation stride) that moved. Each chain
+    /// is a component of its own: near a barrier top a window can be bimodal (chains on either
+    /// side of the centre, measured at ±0.06 about s = 0 for one erf neuron at ridge 0.1), and
+    /// pooling the chains would put one wide Gaussian across both modes, whose mean force is
+    /// wrong at either; each chain's Gaussian is right about its own mode. A chain whose s did
+    /// not vary (every proposal rejected) carries no mean force and is left out.
+    pub fn of_chains(
+        centre: f64,
+        kappa: f64,
+        chains: &[&[f64]],
+        stride: usize,
+    ) -> Vec<WindowMoments> {
+        let stride = stride.max(1) as f64;
+        chains
             .iter()
-            .filter_map(|c| {
-                let n = c.s.len() as f64;
-                if c.s.len() < 2 {
+            .filter_map(|s| {
+                let n = s.len() as f64;
+                if s.len() < 2 {
                     return None;
                 }
-                let mean = c.s.iter().sum::<f64>() / n;
-                let var = c.s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+                let mean = s.iter().sum::<f64>() / n;
+                let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
                 (var.is_finite() && var > 0.0).then_some(WindowMoments {
-                    centre: run.centre,
-                    kappa: run.kappa,
+                    centre,
+                    kappa,
                     mean,
                     var,
                     effective: n / stride,
@@ -130,21 +135,10 @@ pub fn integrated_profile(
     Ok((lo, hi, f))
 }
 
-/// The flattening bias B = −F̂ from every pilot window's run (module docs), each chain a
-/// component ([`WindowMoments::of_chains`]).
-pub fn flattening_bias(pilot: &[WindowRun], temperature: f64) -> Result<TabulatedBias> {
-    let mut moments = Vec::new();
-    for run in pilot {
-        let chains = WindowMoments::of_chains(run);
-        if chains.is_empty() {
-            return Err(Error::runtime(format!(
-                "no chain of pilot window {} (s₀ = {:.4}) moved, so its mean force is undefined; lower sampler.step or free_energy.pilot_kappa",
-                run.window, run.centre
-            )));
-        }
-        moments.extend(chains);
-    }
-    let (lo, hi, f) = integrated_profile(&moments, temperature, TABLE_POINTS)?;
+/// The flattening bias B = −F̂ from the chains of every pilot window (module docs,
+/// [`WindowMoments::of_chains`]).
+pub fn flattening_bias(moments: &[WindowMoments], temperature: f64) -> Result<TabulatedBias> {
+    let (lo, hi, f) = integrated_profile(moments, temperature, TABLE_POINTS)?;
     TabulatedBias::new(lo, hi, f.into_iter().map(|v| -v).collect())
 }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::analysis::{analyse, AnalysisOptions, FreeEnergyReport, WindowSeries};
 use super::autocorr::integrated_time;
 use super::config::{weight_rows, FreeEnergyConfig};
-use super::flatten::{flattening_bias, PILOT_SHARE};
+use super::flatten::{flattening_bias, WindowMoments, PILOT_SHARE};
 use super::profile::Bins;
 use super::umbrella::Umbrella;
 use crate::error::{Error, Result};
@@ -223,8 +223,24 @@ impl FreeEnergyPlan {
                 "pilot windows {missing:?} have not run; run them before the umbrella windows"
             )));
         }
-        let runs: Vec<WindowRun> = ordered.into_iter().flatten().cloned().collect();
-        let bias = flattening_bias(&runs, self.config.sampler.temperature)?;
+        let mut moments = Vec::new();
+        for run in ordered.into_iter().flatten() {
+            let series: Vec<&[f64]> = run.chains.iter().map(|c| c.s.as_slice()).collect();
+            let chains = WindowMoments::of_chains(
+                run.centre,
+                run.kappa,
+                &series,
+                run.decorrelation_stride(),
+            );
+            if chains.is_empty() {
+                return Err(Error::runtime(format!(
+                    "no chain of pilot window {} (s₀ = {:.4}) moved, so its mean force is undefined; lower sampler.step or free_energy.pilot_kappa",
+                    run.window, run.centre
+                )));
+            }
+            moments.extend(chains);
+        }
+        let bias = flattening_bias(&moments, self.config.sampler.temperature)?;
         let mut plan = self.clone();
         plan.umbrella = plan.umbrella.with_flattening(bias);
         Ok(plan)
