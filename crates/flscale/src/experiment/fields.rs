@@ -290,6 +290,7 @@ thin = 10
 chains = 4
 seed = 1
 preconditioner = "block"
+metric = "diag"
 hmc_steps = 10
 starts_coupling = "coupled"
 tempering = { replicas = 4, adapt = true, beta_min = 0.05, swap_every = 3, max_replicas = 8 }
