@@ -653,6 +653,9 @@ fn human(
             d.unbiased_kish_ess
         );
     }
+    for n in &r.notes {
+        t += &format!("note:              {n}\n");
+    }
     t += &format!(
         "written to         {} (profile.csv, free_energy.json, free_energy.svg, windows/{})\n",
         dir.display(),

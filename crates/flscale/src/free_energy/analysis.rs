@@ -157,6 +157,9 @@ pub struct Diagnostics {
     pub block_length: Vec<usize>,
     /// Bootstrap replicates whose MBAR solve succeeded.
     pub replicates_used: usize,
+    /// Each window's split R̂ of s over its chains ([`crate::free_energy::agreement`]); None
+    /// where it is undefined (one chain, too few samples) or not computed (pooled series only).
+    pub chain_rhat: Vec<Option<f64>>,
 }
 
 /// Everything [`analyse`] measures.
@@ -172,6 +175,8 @@ pub struct FreeEnergyReport {
     pub observables: Vec<Estimate>,
     /// Diagnostics.
     pub diagnostics: Diagnostics,
+    /// What limits the numbers above, each one sentence (empty when nothing was found).
+    pub notes: Vec<String>,
 }
 
 /// Analyses umbrella windows: `windows[k]` ran under `umbrella`'s window k at inverse
@@ -226,6 +231,7 @@ pub fn analyse_energies(
         tau,
         block_length: blocks,
         replicates_used: reps.len(),
+        chain_rhat: vec![None; windows.len()],
     };
     Ok(summarise(&point, &reps, opts, diagnostics))
 }
@@ -438,6 +444,7 @@ fn summarise(
             .map(|j| estimate(point.mean(j), reps, |r| r.tally.mean(j)))
             .collect(),
         diagnostics,
+        notes: Vec::new(),
     }
 }
 

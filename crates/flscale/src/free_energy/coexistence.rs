@@ -1108,7 +1108,9 @@ mod tests {
                 ess: Vec::new(),
                 block_length: Vec::new(),
                 replicates_used: 0,
+                chain_rhat: Vec::new(),
             },
+            notes: Vec::new(),
         }
     }
 

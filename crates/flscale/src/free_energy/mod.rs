@@ -16,6 +16,8 @@
 //!   resampling of one window's time series.
 //! * [`profile`]: F(s) = −ln p(s) on bins, basins split at the barrier tops of F, the barrier
 //!   height and reweighted averages (point estimates).
+//! * [`agreement`]: whether one window's chains sample the same s (split R̂): a hidden barrier
+//!   orthogonal to s shows up there first.
 //! * [`analysis`]: the whole pipeline with block-bootstrap standard errors of every output.
 //! * [`order`]: the order parameters s(θ) of a chain's first-layer weights (one neuron's
 //!   overlap with the teacher, the aligned fraction Q, its projector form) and their gradients.
@@ -35,6 +37,7 @@
 //! (for every kernel); the `flscale free-energy` command and `flscale.free_energy` run the
 //! windows, keep each one's file, and write the report.
 
+pub mod agreement;
 pub mod analysis;
 pub mod autocorr;
 pub mod coexistence;

@@ -111,6 +111,7 @@ pub fn report_json(report: &FreeEnergyReport, names: &[&str]) -> Result<serde_js
         "barrier": barrier,
         "observables": named(names, &report.observables),
         "diagnostics": diagnostics,
+        "notes": report.notes,
     }))
 }
 
@@ -482,6 +483,7 @@ mod tests {
             r.basins[1].observables[0].value
         );
         assert!(j["diagnostics"]["overlap"].is_array());
+        assert!(j["diagnostics"]["chain_rhat"].is_array() && j["notes"].is_array());
         // Undefined numbers are null, so the object is valid JSON for any reader.
         let mut r2 = r.clone();
         r2.profile.f[0] = None;

@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::agreement::{split_rhat, RHAT_WARNING};
 use super::analysis::{analyse, AnalysisOptions, FreeEnergyReport, WindowSeries};
 use super::autocorr::integrated_time;
 use super::config::{weight_rows, FreeEnergyConfig};
@@ -103,6 +104,19 @@ impl WindowRun {
             .flatten()
             .fold(1.0f64, f64::max);
         (tau.ceil() as usize).max(1)
+    }
+
+    /// The split R̂ of s over the window's chains, each decorrelated by
+    /// [`Self::decorrelation_stride`] ([`split_rhat`]).
+    pub fn chain_rhat(&self) -> Option<f64> {
+        let stride = self.decorrelation_stride();
+        let chains: Vec<Vec<f64>> = self
+            .chains
+            .iter()
+            .map(|c| c.s.iter().copied().step_by(stride).collect())
+            .collect();
+        let refs: Vec<&[f64]> = chains.iter().map(Vec::as_slice).collect();
+        split_rhat(&refs)
     }
 
     /// Samples in the window (over its chains).
@@ -356,9 +370,41 @@ impl FreeEnergyPlan {
         let mut opts = AnalysisOptions::new(self.bins, seed);
         opts.beta = 1.0 / self.config.sampler.temperature;
         opts.replicates = replicates;
-        let report = analyse(&self.umbrella, &series, &opts)?;
+        let mut report = analyse(&self.umbrella, &series, &opts)?;
         self.check_coverage(&report, runs)?;
+        for run in runs {
+            report.diagnostics.chain_rhat[run.window] = run.chain_rhat();
+        }
+        report
+            .notes
+            .extend(self.disagreement_note(&report.diagnostics.chain_rhat, runs));
         Ok(report)
+    }
+
+    /// One sentence when some windows' chains disagree on s (R̂ above [`RHAT_WARNING`]): a
+    /// coordinate orthogonal to s with a barrier of its own keeps them apart, and the errors of
+    /// the basin weights are then lower bounds.
+    fn disagreement_note(&self, rhat: &[Option<f64>], runs: &[WindowRun]) -> Option<String> {
+        let bad: Vec<usize> = (0..rhat.len())
+            .filter(|&k| rhat[k].is_some_and(|r| r > RHAT_WARNING))
+            .collect();
+        let worst = *bad
+            .iter()
+            .max_by(|&&a, &&b| rhat[a].unwrap_or(1.0).total_cmp(&rhat[b].unwrap_or(1.0)))?;
+        let run = runs.iter().find(|r| r.window == worst)?;
+        let means: Vec<String> = run
+            .chains
+            .iter()
+            .map(|c| format!("{:.3}", c.s.iter().sum::<f64>() / c.s.len().max(1) as f64))
+            .collect();
+        Some(format!(
+            "the chains of {} of {} windows disagree on s (split R̂ > {RHAT_WARNING}; worst window {worst} at s₀ = {:.3}, R̂ = {:.2}, chain means {}): a coordinate orthogonal to s has a barrier of its own and each chain stays where its burn-in left it, so the basin weights' errors are lower bounds; tempering the data term in every window (sampler.tempering, docs/free-energy.md \"Hidden barriers\") lets the chains cross it",
+            bad.len(),
+            rhat.len(),
+            run.centre,
+            rhat[worst].unwrap_or(f64::NAN),
+            means.join(", ")
+        ))
     }
 
     /// Refuses a run of another plan: another window count, centre, stiffness or flattening.
