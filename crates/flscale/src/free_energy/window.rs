@@ -398,7 +398,7 @@ impl FreeEnergyPlan {
             .map(|c| format!("{:.3}", c.s.iter().sum::<f64>() / c.s.len().max(1) as f64))
             .collect();
         Some(format!(
-            "the chains of {} of {} windows disagree on s (split R̂ > {RHAT_WARNING}; worst window {worst} at s₀ = {:.3}, R̂ = {:.2}, chain means {}): a coordinate orthogonal to s has a barrier of its own and each chain stays where its burn-in left it, so the basin weights' errors are lower bounds; tempering the data term in every window (sampler.tempering, docs/free-energy.md \"Hidden barriers\") lets the chains cross it",
+            "the chains of {} of {} windows disagree on s (split R̂ > {RHAT_WARNING}; worst window {worst} at s₀ = {:.3}, R̂ = {:.2}, chain means {}): a coordinate orthogonal to s has a barrier of its own and each chain stays where its burn-in left it, so the basin weights' errors are lower bounds; tempering the data term in every window (sampler.tempering, docs/free-energy.md \"Hidden barriers\") lets the chains cross it, at the cost of the replicas",
             bad.len(),
             rhat.len(),
             run.centre,

@@ -142,14 +142,14 @@ fn the_two_signs_have_equal_weights() {
 }
 
 /// At κ = 0.1, where plain windows are refused (above), the pilot's flattening bias lets the
-/// same 16 windows cross the ~260 kT barrier: the analysis reports instead of refusing, with a
+/// same 16 windows cross the ~280 kT barrier: the analysis reports instead of refusing, with a
 /// profile over the whole range, a barrier of hundreds of kT and the mirror-symmetric shape of
-/// F(s) within its errors. Not the weights: chains of a window stay in states at |s| ≈ 0.1 (a
-/// mode orthogonal to s), which offsets one half of the profile against the other by a few kT
-/// (measured: 3.5 ± 1.3 kT at the file's sizes, 0.9 ± 1.2 kT at ten times the steps; at these
-/// test sizes ~5 within-run σ, so the within-run error of ΔF is a lower bound here,
-/// docs/free-energy.md, "Flattening"). The test compares F(s) − F(−s) after removing that
-/// offset.
+/// F(s) within its errors. Not the weights: at s ≈ 0 a second slow coordinate, the sign of the
+/// neuron's correlation with the labels, has a barrier of its own (~25 kT by quadrature on this
+/// data set, docs/free-energy.md "Hidden barriers"), so each chain keeps the branch its burn-in
+/// left it on and the chains of a window disagree — which the split R̂ diagnostic reports, and
+/// which offsets one half of the profile against the other by a few kT. The test compares
+/// F(s) − F(−s) after removing that offset, and checks that the note is there.
 #[test]
 fn flattened_windows_cross_a_barrier_of_hundreds_of_kt() {
     let plan = plan(SIGN);
@@ -182,6 +182,22 @@ fn flattened_windows_cross_a_barrier_of_hundreds_of_kt() {
     );
     let total: f64 = report.basins.iter().map(|b| b.weight).sum();
     assert!((total - 1.0).abs() < 1e-9);
+    let worst_rhat = report
+        .diagnostics
+        .chain_rhat
+        .iter()
+        .flatten()
+        .fold(1.0f64, |m, &r| m.max(r));
+    assert!(
+        worst_rhat > 1.5,
+        "R̂ of the windows: {:?}",
+        report.diagnostics.chain_rhat
+    );
+    assert!(
+        report.notes.iter().any(|n| n.contains("disagree on s")),
+        "{:?}",
+        report.notes
+    );
 }
 
 /// One erf neuron in d = 3 on a small, noisy data set: the collapsed posterior of w has a
