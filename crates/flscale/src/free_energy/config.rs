@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::profile::Bins;
 use super::umbrella::Umbrella;
+use crate::activation::Activation;
 use crate::sim::config::{ExperimentConfig, ModelKind};
 use crate::sim::order::{check_coordinates, OrderKind, OrderParameter, WeightRows};
 use crate::{Error, Result};
@@ -57,6 +58,9 @@ pub enum OrderParameterName {
     AlignedFraction,
     /// Q with (w_i·w\*)² replaced by |P w_i|², P the projector onto `coordinates`.
     ProjectedFraction,
+    /// c_i = φ·y/(|φ||y|) of the FCN's first-layer neuron `neuron` on the training set
+    /// ([`OrderKind::LabelCorrelation`]).
+    LabelCorrelation,
 }
 
 impl OrderParameterName {
@@ -67,13 +71,14 @@ impl OrderParameterName {
             OrderParameterName::NeuronProjection => "neuron_projection",
             OrderParameterName::AlignedFraction => "aligned_fraction",
             OrderParameterName::ProjectedFraction => "projected_fraction",
+            OrderParameterName::LabelCorrelation => "label_correlation",
         }
     }
 
     /// The interval the order parameter lives in ([`OrderParameter::range`]).
     pub fn range(self) -> (f64, f64) {
         match self {
-            OrderParameterName::NeuronOverlap => (-1.0, 1.0),
+            OrderParameterName::NeuronOverlap | OrderParameterName::LabelCorrelation => (-1.0, 1.0),
             OrderParameterName::NeuronProjection => (f64::NEG_INFINITY, f64::INFINITY),
             _ => (0.0, 1.0),
         }
@@ -209,14 +214,16 @@ impl FreeEnergyConfig {
         let name = self.order_parameter.as_str();
         let wants_neuron = matches!(
             self.order_parameter,
-            OrderParameterName::NeuronOverlap | OrderParameterName::NeuronProjection
+            OrderParameterName::NeuronOverlap
+                | OrderParameterName::NeuronProjection
+                | OrderParameterName::LabelCorrelation
         );
         let wants_coordinates = self.order_parameter == OrderParameterName::ProjectedFraction;
         match (self.neuron, wants_neuron) {
             (Some(i), false) => {
                 return Err(Error::invalid(format!(
                     "free_energy.neuron = {i} does not apply to order_parameter = \"{name}\"; \
-                     remove it (only \"neuron_overlap\" and \"neuron_projection\" read it)"
+                     remove it (only \"neuron_overlap\", \"neuron_projection\" and \"label_correlation\" read it)"
                 )))
             }
             (None, true) => {
@@ -321,6 +328,17 @@ impl FreeEnergyConfig {
     /// The order parameter on `rows` with the teacher direction `teacher` (w\* of the data set;
     /// the CNN's teacher filter), after [`FreeEnergyConfig::validate`].
     pub fn order_parameter(&self, rows: WeightRows, teacher: &[f64]) -> Result<OrderParameter> {
+        self.order_parameter_on(rows, teacher, None)
+    }
+
+    /// [`FreeEnergyConfig::order_parameter`] with the FCN's training set (inputs P × d
+    /// row-major, labels, the hidden activation), which `label_correlation` reads.
+    pub fn order_parameter_on(
+        &self,
+        rows: WeightRows,
+        teacher: &[f64],
+        training: Option<(&[f64], &[f64], Activation)>,
+    ) -> Result<OrderParameter> {
         self.validate(&rows)?;
         let kind = match self.order_parameter {
             OrderParameterName::NeuronOverlap => OrderKind::NeuronOverlap {
@@ -337,6 +355,19 @@ impl FreeEnergyConfig {
             OrderParameterName::ProjectedFraction => OrderKind::ProjectedFraction {
                 coordinates: self.coordinates.clone().unwrap_or_default(),
             },
+            OrderParameterName::LabelCorrelation => {
+                let Some((inputs, labels, activation)) = training else {
+                    return Err(Error::invalid(
+                        "free_energy.order_parameter = \"label_correlation\" reads a fully connected network's first layer on its training set; use model.kind = \"fcn\" or another order parameter".to_string(),
+                    ));
+                };
+                OrderKind::LabelCorrelation {
+                    neuron: self.neuron.unwrap_or_default(),
+                    activation,
+                    inputs: inputs.to_vec(),
+                    labels: labels.to_vec(),
+                }
+            }
         };
         OrderParameter::new(kind, rows)
     }
@@ -554,6 +585,12 @@ mod tests {
             );
             assert!(!got.contains('\n'), "{got}");
         }
+        // The label correlation needs the FCN's training set, which a bare table does not have.
+        let got = parse("order_parameter = \"label_correlation\"\nneuron = 0\nwindows = 4")
+            .order_parameter(FCN, &[1.0; 8])
+            .unwrap_err()
+            .to_string();
+        assert!(got.contains("model.kind = \"fcn\""), "{got}");
         // The CNN's rows are named as filters.
         let cnn = WeightRows::cnn_filters(2, 3);
         let got = refusal(

@@ -180,8 +180,17 @@ impl FreeEnergyPlan {
                 rows.group + 1
             )));
         }
-        let teacher = teacher_direction(&config);
-        let order = table.order_parameter(rows, &teacher)?;
+        let order = if config.model.kind() == ModelKind::Fcn {
+            let data = Dataset::generate(&config.data, &config.target, config.sampler.seed);
+            let training = (
+                data.x_train.as_slice(),
+                data.y_train.as_slice(),
+                config.model.activation,
+            );
+            table.order_parameter_on(rows, &data.teacher, Some(training))?
+        } else {
+            table.order_parameter(rows, &teacher_direction(&config))?
+        };
         let umbrella = table.umbrella(&rows, config.sampler.temperature)?;
         let bins = table.profile_bins(&rows)?;
         Ok(FreeEnergyPlan {

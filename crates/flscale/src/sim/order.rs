@@ -34,6 +34,7 @@
 //! Values are clamped to the order parameter's range ([`OrderParameter::range`]) against
 //! rounding (|P w|² may exceed |w|² by an ulp); the gradient is that of the unclamped formula.
 
+use crate::activation::Activation;
 use crate::sim::num::real::Real;
 use crate::{Error, Result};
 
@@ -161,6 +162,23 @@ pub enum OrderKind {
         /// The relevant input coordinates (distinct, each < row_len).
         coordinates: Vec<usize>,
     },
+    /// c_i = φ·y / (|φ| |y|) ∈ [−1, 1], φ_μ = σ(w_i·x_μ) on the training inputs: the
+    /// correlation of row `neuron`'s outputs with the labels. With the readout integrated out,
+    /// the likelihood of a one-neuron network depends on w only through c and |φ| (the
+    /// readout fits y along φ; paper App. A.1), so a bias on c acts on the coordinate the data
+    /// term sees — where a bias on the overlap s leaves the sign of c free, and with P not ≫ d
+    /// that sign has a barrier of its own under the top of F(s) (docs/free-energy.md, "Hidden
+    /// barriers").
+    LabelCorrelation {
+        /// The row i.
+        neuron: usize,
+        /// σ of the hidden layer.
+        activation: Activation,
+        /// The training inputs x_μ, P × row_len row-major.
+        inputs: Vec<f64>,
+        /// The labels y_μ (P of them).
+        labels: Vec<f64>,
+    },
 }
 
 /// One order parameter of a model: data, evaluated by one code path (module docs).
@@ -258,6 +276,26 @@ impl OrderParameter {
                 check_coordinates("coordinates", &coordinates, &rows)?;
                 OrderKind::ProjectedFraction { coordinates }
             }
+            OrderKind::LabelCorrelation {
+                neuron,
+                activation,
+                inputs,
+                labels,
+            } => {
+                if neuron >= rows.rows {
+                    return Err(Error::invalid(format!(
+                        "neuron = {neuron} is out of range; {}",
+                        rows.count_phrase()
+                    )));
+                }
+                check_training_set(&inputs, &labels, rows.row_len)?;
+                OrderKind::LabelCorrelation {
+                    neuron,
+                    activation,
+                    inputs,
+                    labels,
+                }
+            }
         };
         Ok(OrderParameter { kind, rows })
     }
@@ -276,7 +314,7 @@ impl OrderParameter {
     /// whole line for a projection.
     pub fn range(&self) -> (f64, f64) {
         match self.kind {
-            OrderKind::NeuronOverlap { .. } => (-1.0, 1.0),
+            OrderKind::NeuronOverlap { .. } | OrderKind::LabelCorrelation { .. } => (-1.0, 1.0),
             OrderKind::NeuronProjection { .. } => (f64::NEG_INFINITY, f64::INFINITY),
             _ => (0.0, 1.0),
         }
@@ -288,6 +326,9 @@ impl OrderParameter {
             | OrderKind::NeuronProjection { direction, .. }
             | OrderKind::AlignedFraction { direction } => Projector::Direction(direction),
             OrderKind::ProjectedFraction { coordinates } => Projector::Coordinates(coordinates),
+            OrderKind::LabelCorrelation { .. } => {
+                unreachable!("a label correlation has no projector")
+            }
         }
     }
 
@@ -327,6 +368,17 @@ impl OrderParameter {
     ) -> f64 {
         let (n, d) = (self.rows.rows, self.rows.row_len);
         assert_eq!(w.len(), n * d, "weight rows: expected {n} × {d} entries");
+        if let OrderKind::LabelCorrelation {
+            neuron,
+            activation,
+            inputs,
+            labels,
+        } = &self.kind
+        {
+            let row = &w[neuron * d..(neuron + 1) * d];
+            let grad = grad.map(|g| &mut g[neuron * d..(neuron + 1) * d]);
+            return label_correlation(row, *activation, inputs, labels, dv, grad);
+        }
         let p = self.projector();
         match &self.kind {
             OrderKind::NeuronOverlap { neuron, .. } => {
@@ -413,6 +465,65 @@ impl OrderParameter {
     }
 }
 
+/// c = φ·y/(|φ||y|) of one row w, φ_μ = σ(w·x_μ); adds dv(c)·∇_w c to `grad` and returns c.
+/// By the quotient rule, ∂c/∂φ_μ = y_μ/(|φ||y|) − c φ_μ/|φ|², and ∇_w c = Σ_μ (∂c/∂φ_μ) σ′(w·x_μ) x_μ.
+/// Zero (no force) where φ = 0, e.g. w = 0 with an odd σ.
+fn label_correlation<T: Real>(
+    w: &[T],
+    activation: Activation,
+    inputs: &[f64],
+    labels: &[f64],
+    dv: impl FnOnce(f64) -> f64,
+    grad: Option<&mut [T]>,
+) -> f64 {
+    let d = w.len();
+    let h: Vec<f64> = inputs.chunks_exact(d).map(|x| dot(w, x)).collect();
+    let (mut phi, mut dphi) = (vec![0.0; h.len()], vec![0.0; h.len()]);
+    activation.apply::<f64>(&h, &mut phi, &mut dphi);
+    let phi_norm = phi.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let y_norm = labels.iter().map(|v| v * v).sum::<f64>().sqrt();
+    if phi_norm == 0.0 {
+        return 0.0;
+    }
+    let c = (phi.iter().zip(labels).map(|(a, b)| a * b).sum::<f64>() / (phi_norm * y_norm))
+        .clamp(-1.0, 1.0);
+    if let Some(grad) = grad {
+        let a = dv(c);
+        for (((x, &p), &dp), &y) in inputs.chunks_exact(d).zip(&phi).zip(&dphi).zip(labels) {
+            let coefficient = a * (y / (phi_norm * y_norm) - c * p / (phi_norm * phi_norm)) * dp;
+            if coefficient != 0.0 {
+                for (g, &xj) in grad.iter_mut().zip(x) {
+                    *g = T::of(g.f64() + coefficient * xj);
+                }
+            }
+        }
+    }
+    c
+}
+
+/// A training set for [`OrderKind::LabelCorrelation`]: inputs of `row_len` columns, as many
+/// rows as labels (at least two), finite, labels not all zero.
+fn check_training_set(inputs: &[f64], labels: &[f64], row_len: usize) -> Result<()> {
+    if labels.len() < 2 || inputs.len() != labels.len() * row_len {
+        return Err(Error::invalid(format!(
+            "a label correlation needs at least 2 training samples with {row_len} inputs each, got {} labels and {} input entries",
+            labels.len(),
+            inputs.len()
+        )));
+    }
+    if inputs.iter().chain(labels).any(|v| !v.is_finite()) {
+        return Err(Error::invalid(
+            "a label correlation needs finite training inputs and labels".to_string(),
+        ));
+    }
+    if labels.iter().all(|&y| y == 0.0) {
+        return Err(Error::invalid(
+            "a label correlation needs labels that are not all zero".to_string(),
+        ));
+    }
+    Ok(())
+}
+
 /// `direction` scaled to unit length, if it has `len` finite entries and a nonzero norm.
 fn unit(direction: Vec<f64>, len: usize) -> Result<Vec<f64>> {
     if direction.len() != len {
@@ -492,6 +603,18 @@ mod tests {
                 // Not every coordinate: then Q = 1 identically.
                 coordinates: if d >= 3 { vec![d - 1, 0] } else { vec![0] },
             },
+            OrderKind::LabelCorrelation {
+                neuron: n - 1,
+                activation: Activation::Erf,
+                inputs: gaussian_vec(6 * d, rng),
+                labels: gaussian_vec(6, rng),
+            },
+            OrderKind::LabelCorrelation {
+                neuron: 0,
+                activation: Activation::Tanh,
+                inputs: gaussian_vec(5 * d, rng),
+                labels: gaussian_vec(5, rng),
+            },
         ];
         kinds
             .into_iter()
@@ -525,6 +648,59 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// With σ linear, c is the cosine between Xw and y, by hand; with the odd erf, w → −w
+    /// flips its sign (the symmetry of the sign case).
+    #[test]
+    fn the_label_correlation_is_the_cosine_of_outputs_and_labels() {
+        let rows = WeightRows::fcn_first_layer(2, 2);
+        let (inputs, labels) = (vec![1.0, 0.0, 0.0, 2.0, 1.0, 1.0], vec![1.0, -1.0, 2.0]);
+        let op = |activation| {
+            OrderParameter::new(
+                OrderKind::LabelCorrelation {
+                    neuron: 1,
+                    activation,
+                    inputs: inputs.clone(),
+                    labels: labels.clone(),
+                },
+                rows,
+            )
+            .unwrap()
+        };
+        // Row 1 = (0.5, −1): Xw = (0.5, −2, −0.5), Xw·y = 0.5 + 2 − 1 = 1.5,
+        // |Xw| = √4.5, |y| = √6.
+        let theta = [9.0, 9.0, 0.5, -1.0];
+        let c = op(Activation::Linear).value(&theta);
+        assert!(
+            (c - 1.5 / (4.5f64.sqrt() * 6f64.sqrt())).abs() < 1e-14,
+            "{c}"
+        );
+        let erf = op(Activation::Erf);
+        let flipped = [9.0, 9.0, -0.5, 1.0];
+        assert!((erf.value(&theta) + erf.value(&flipped)).abs() < 1e-14);
+        assert_eq!(erf.value(&[9.0, 9.0, 0.0, 0.0]), 0.0);
+        assert_eq!(erf.range(), (-1.0, 1.0));
+    }
+
+    #[test]
+    fn a_label_correlation_without_a_usable_training_set_is_refused() {
+        let rows = WeightRows::fcn_first_layer(1, 2);
+        let make = |inputs: Vec<f64>, labels: Vec<f64>| {
+            OrderParameter::new(
+                OrderKind::LabelCorrelation {
+                    neuron: 0,
+                    activation: Activation::Erf,
+                    inputs,
+                    labels,
+                },
+                rows,
+            )
+        };
+        assert!(make(vec![1.0; 3], vec![1.0, 2.0]).is_err());
+        assert!(make(vec![1.0; 4], vec![0.0, 0.0]).is_err());
+        assert!(make(vec![1.0, f64::NAN, 0.0, 1.0], vec![1.0, 2.0]).is_err());
+        assert!(make(vec![1.0; 4], vec![1.0, 2.0]).is_ok());
     }
 
     /// m = w_i·w\* with w\* normalised, defined (and smooth) at w_i = 0, of either sign.

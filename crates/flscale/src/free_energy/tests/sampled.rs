@@ -200,6 +200,37 @@ fn flattened_windows_cross_a_barrier_of_hundreds_of_kt() {
     );
 }
 
+/// The same case along the neuron's correlation with the labels, c = φ·y/(|φ||y|): the
+/// collapsed likelihood depends on w only through c and |φ|, so a window on c leaves no
+/// barrier orthogonal to it. The chains of every window agree (split R̂ < 1.1, no note), and
+/// P(c < 0) = ½ — exact by the symmetry w → −w, which maps c to −c — within 3σ, at a barrier
+/// of hundreds of kT.
+#[test]
+fn windows_on_the_label_correlation_weigh_the_signs_equally() {
+    let plan = plan(&SIGN.replace(
+        "order_parameter = \"neuron_overlap\"",
+        "order_parameter = \"label_correlation\"",
+    ));
+    let (plan, runs) = run_all(&plan);
+    let report = plan.analyse(&runs, 60, 11).unwrap();
+    let rhat = &report.diagnostics.chain_rhat;
+    assert!(
+        rhat.iter().flatten().all(|&r| r < 1.1) && report.notes.is_empty(),
+        "R̂ {rhat:.3?}, notes {:?}",
+        report.notes
+    );
+    let barrier = report.barrier.as_ref().expect("two basins and a barrier");
+    assert!(barrier.height.value > 100.0, "{barrier:?}");
+    assert_eq!(report.basins.len(), 2, "{:?}", report.basins);
+    let lower = &report.basins[0];
+    let err = lower.weight_err.expect("a weight error");
+    assert!(
+        err < 0.25 && (lower.weight - 0.5).abs() <= (3.0 * err).max(0.02),
+        "P(c < 0) = {:.3} ± {err:.3}",
+        lower.weight
+    );
+}
+
 /// One erf neuron in d = 3 on a small, noisy data set: the collapsed posterior of w has a
 /// profile along s = cos∠(w, w\*) with a few-kT structure that 16 default windows resolve. (In
 /// d = 2 each value of s has two disconnected branches ψ = ±arccos s, a slow mode orthogonal to
