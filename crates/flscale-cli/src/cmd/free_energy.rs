@@ -52,6 +52,10 @@ DIR gets pilot/ and windows/window-KKK.json (each finished window, written atomi
 the basins shaded with their weights). A killed run resumes: the same command skips the windows\n\
 already in DIR. --windows 0,3-5 runs only those windows (shards by hand or in Slurm array\n\
 tasks: --windows $SLURM_ARRAY_TASK_ID) and analyses only once every window is there.\n\n\
+With a [sweep] table every grid point runs in DIR/run-NNNNN/, and DIR/coexistence.json gets per d\n\
+P*_coex and both spinodals and their exponents against d; `flscale pstar DIR`, `fit DIR` and\n\
+`plot DIR` read them back without sampling (a grid whose quick run brackets coexistence:\n\
+examples/experiments/free-energy-coexistence.toml; docs/free-energy.md, \"Two thresholds\").\n\n\
 Exit codes: 2 for a bad or missing [free_energy] table or a DIR that holds another plan's\n\
 windows; 1 when neighbouring windows do not overlap enough for MBAR (the message names them:\n\
 add windows or lower kappa) or every chain of a window diverged."
