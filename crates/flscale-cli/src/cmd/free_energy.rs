@@ -839,6 +839,40 @@ mod tests {
         }
     }
 
+    /// The summaries `coexistence.json` keeps come back as they were written, a depth over an
+    /// empty bin (+∞, null in JSON) and missing errors included; a malformed one is None.
+    #[test]
+    fn cell_summaries_round_trip_through_json() {
+        let side = |min_s: f64, w: f64, depth: f64, err: Option<f64>| Side {
+            min_s,
+            weight: Estimate { value: w, err },
+            depth: Estimate { value: depth, err },
+        };
+        let cells = [
+            CellSummary {
+                d: 16.0,
+                p: 176.0,
+                basins: CellBasins::Two {
+                    lazy: side(0.0625, 0.948, f64::INFINITY, None),
+                    spec: side(0.8875, 0.052, 3.07, Some(0.18)),
+                },
+            },
+            CellSummary {
+                d: 20.0,
+                p: 220.0,
+                basins: CellBasins::One { min_s: 0.0375 },
+            },
+        ];
+        for c in cells {
+            let v = serde_json::to_value(c).unwrap();
+            assert_eq!(summary_from_json(&v), Some(c), "{v}");
+        }
+        let mut bad = serde_json::to_value(cells[0]).unwrap();
+        bad["basins"]["two"]["spec"]["weight"]["value"] = serde_json::json!("half");
+        assert_eq!(summary_from_json(&bad), None);
+        assert_eq!(summary_from_json(&serde_json::json!({"d": 16})), None);
+    }
+
     #[test]
     fn compact_lists_join_consecutive_indices() {
         assert_eq!(compact_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
