@@ -7,6 +7,7 @@ use flscale::experiment::stats::ExponentFit;
 use flscale::experiment::sweep::PredictSpec;
 use flscale::{Error, Result};
 
+use super::free_energy::StoredGrid;
 use super::pstar::StoreArgs;
 use super::{out, out_json, Ctx};
 
@@ -19,7 +20,10 @@ flscale fit runs/fig2c --y outliers --x n1 --preset fcn2-erf-he3 --at N=d --quan
 Least squares of log y on log x; the error is the standard deviation of a bootstrap over chains,\n\
 the interval its 2.5–97.5 % range. The prediction is the scaling engine's exponent for the same\n\
 architecture (`flscale predict`): the exponent of P* in d, or of a winning pattern's free\n\
-parameter (e.g. M, the number of specialising neurons) in a scale.")]
+parameter (e.g. M, the number of specialising neurons) in a scale.\n\n\
+On the output directory of a free-energy grid (DIR/coexistence.json) it fits an exponent against\n\
+d to each of P*_coex, the lazy and the specialised spinodal, recomputed from the cells' basin\n\
+summaries kept there (no sampling); --bootstrap and --seed default to the run's own.")]
 pub struct FitArgs {
     #[command(flatten)]
     pub store: StoreArgs,
@@ -106,11 +110,55 @@ fn prediction_spec(
     })
 }
 
+/// `flscale fit` on a free-energy grid's directory: each threshold's exponent against d, beside
+/// the prediction of `--preset` or the grid's `[analysis] predict`.
+fn run_grid(args: &FitArgs, g: &StoredGrid) -> Result<()> {
+    let predicted = prediction_spec(args, g.spec.predict.as_ref(), "pstar")?
+        .as_ref()
+        .map(analysis::predicted_exponent)
+        .transpose()?;
+    let a = &g.analysis;
+    if args.store.json {
+        return out_json(&serde_json::json!({
+            "fits": a.fits.iter().map(|f| {
+                let mut v = f.fit.as_ref().map_or(serde_json::Value::Null, |x| fit_json(x, predicted.as_ref()));
+                if let serde_json::Value::Object(m) = &mut v {
+                    m.insert("threshold".into(), serde_json::json!(f.kind.name()));
+                }
+                v
+            }).collect::<Vec<_>>(),
+            "notes": a.notes,
+        }));
+    }
+    let mut s = String::new();
+    for f in &a.fits {
+        let Some(fit) = &f.fit else { continue };
+        for (px, py) in &fit.points {
+            s += &format!("  d = {px:<10} {} = {py:.5}\n", f.kind.name());
+        }
+        for k in &fit.skipped {
+            s += &format!("  left out: {k}\n");
+        }
+        s += &format!("{}\n", analysis::side_by_side(fit, predicted.as_ref()));
+    }
+    for n in &a.notes {
+        s += &format!("  note: {n}\n");
+    }
+    out(&s)
+}
+
 /// Runs `flscale fit`.
 pub fn run(args: FitArgs, _ctx: &Ctx) -> Result<()> {
     // A wrong preset name is the user's to fix: say so before any fit can fail on the data.
     if let Some(p) = &args.preset {
         flscale::patterns::arch::Architecture::from_preset(p).map_err(|e| e.context("--preset"))?;
+    }
+    let flags = [
+        ("--y", args.y.as_deref().is_some_and(|y| y != "pstar")),
+        ("--x", args.x.as_deref().is_some_and(|x| x != "d")),
+    ];
+    if let Some(g) = args.store.grid(&flags)? {
+        return run_grid(&args, &g);
     }
     let mut data = super::pstar::load(
         &args.store.dir,

@@ -5,11 +5,12 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use flscale::experiment::analysis::{analyse_coexistence, side_by_side};
+use flscale::experiment::analysis::{analyse_coexistence, side_by_side, CoexistenceAnalysis};
+use flscale::experiment::sweep::AnalysisSpec;
 use flscale::experiment::{FreeEnergyCell, Sweep};
 use flscale::free_energy::analysis::{Estimate, FreeEnergyReport};
 use flscale::free_energy::coexistence::{
-    coexistence_table, CellSummary, CoexistenceOptions, Threshold,
+    coexistence_table, CellBasins, CellSummary, CoexistenceOptions, Side, Threshold,
 };
 use flscale::free_energy::output::write_outputs;
 use flscale::free_energy::runner::{
@@ -51,6 +52,10 @@ DIR gets pilot/ and windows/window-KKK.json (each finished window, written atomi
 the basins shaded with their weights). A killed run resumes: the same command skips the windows\n\
 already in DIR. --windows 0,3-5 runs only those windows (shards by hand or in Slurm array\n\
 tasks: --windows $SLURM_ARRAY_TASK_ID) and analyses only once every window is there.\n\n\
+With a [sweep] table every grid point runs in DIR/run-NNNNN/, and DIR/coexistence.json gets per d\n\
+P*_coex and both spinodals and their exponents against d; `flscale pstar DIR`, `fit DIR` and\n\
+`plot DIR` read them back without sampling (a grid whose quick run brackets coexistence:\n\
+examples/experiments/free-energy-coexistence.toml; docs/free-energy.md, \"Two thresholds\").\n\n\
 Exit codes: 2 for a bad or missing [free_energy] table or a DIR that holds another plan's\n\
 windows; 1 when neighbouring windows do not overlap enough for MBAR (the message names them:\n\
 add windows or lower kappa) or every chain of a window diverged."
@@ -211,7 +216,7 @@ pub fn run(args: FreeEnergyArgs, ctx: &Ctx) -> Result<()> {
     let sweep = Sweep::from_toml(&text, &source, args.quick)?;
     let mut cells = sweep.free_energy_plans()?;
     if cells.len() > 1 {
-        return run_grid(&args, &sweep, cells, ctx);
+        return run_grid(&args, &text, &sweep, cells, ctx);
     }
     let plan = cells.remove(0).plan;
     let k = plan.windows();
@@ -284,6 +289,7 @@ pub fn run(args: FreeEnergyArgs, ctx: &Ctx) -> Result<()> {
 /// `DIR/coexistence.json`. A cell whose windows do not overlap is reported and left out.
 fn run_grid(
     args: &FreeEnergyArgs,
+    experiment: &str,
     sweep: &Sweep,
     cells: Vec<FreeEnergyCell>,
     ctx: &Ctx,
@@ -356,57 +362,204 @@ fn run_grid(
         .map_err(Error::from)
         .map(|table| analyse_coexistence(table, &sweep.analysis));
     let json = match &thresholds {
-        Ok(a) => serde_json::json!({
-            "cells": cell_json,
-            "thresholds": a.thresholds,
-            "fits": a.fits.iter().map(|f| serde_json::json!({
-                "threshold": f.kind.name(),
-                "exponent": f.fit.as_ref().map(|x| x.exponent.value),
-                "exponent_err": f.fit.as_ref().and_then(|x| x.exponent.err),
-                "points": f.fit.as_ref().map(|x| x.points.clone()),
-            })).collect::<Vec<_>>(),
-            "notes": a.notes,
-            "analysed": true,
-        }),
+        Ok(a) => {
+            let mut v = thresholds_json(a);
+            v["cells"] = serde_json::json!(cell_json);
+            v["analysed"] = serde_json::json!(true);
+            v
+        }
         Err(e) => serde_json::json!({
             "cells": cell_json, "thresholds": null, "notes": [e.to_string()], "analysed": true,
         }),
     };
-    let body = serde_json::to_string_pretty(&json)
+    // The file also keeps what recomputing the thresholds needs (`load_grid`), so that
+    // `flscale pstar`, `fit` and `plot` read the directory without sampling or MBAR.
+    let mut saved = json.clone();
+    saved["input"] = serde_json::json!({
+        "experiment": experiment,
+        "source": args.experiment.display().to_string(),
+        "quick": args.quick,
+        "replicates": opts.replicates,
+        "seed": opts.seed,
+        "summaries": summaries,
+    });
+    let body = serde_json::to_string_pretty(&saved)
         .map_err(|e| Error::runtime(format!("cannot encode JSON: {e}")))?;
-    let path = args.out.join("coexistence.json");
+    let path = args.out.join(COEXISTENCE_FILE);
     std::fs::write(&path, body + "\n")
         .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
     if args.json {
         return out_json(&json);
     }
     match &thresholds {
-        Ok(a) => {
-            for row in &a.thresholds.rows {
-                text += &format!(
-                    "d = {}: P*_coex {}, lazy spinodal {}, specialised spinodal {}\n",
-                    row.d,
-                    threshold_text(&row.coexistence),
-                    threshold_text(&row.spinodal_lazy),
-                    threshold_text(&row.spinodal_spec)
-                );
-            }
-            for f in &a.fits {
-                if let Some(fit) = &f.fit {
-                    text += &format!("{}\n", side_by_side(fit, a.predicted.as_ref()));
-                }
-            }
-            for n in &a.notes {
-                text += &format!("note: {n}\n");
-            }
-        }
+        Ok(a) => text += &thresholds_text(a),
         Err(e) => text += &format!("no thresholds: {e}\n"),
     }
     text += &format!(
-        "written to {} (one directory per cell, coexistence.json)\n",
+        "written to {} (one directory per cell, {COEXISTENCE_FILE})\n",
         args.out.display()
     );
     out(&text)
+}
+
+/// The file a free-energy grid writes into its output directory; its presence marks the
+/// directory as one for `flscale pstar`, `fit` and `plot`.
+pub const COEXISTENCE_FILE: &str = "coexistence.json";
+
+/// The thresholds, their exponents and the notes as JSON (what `coexistence.json` and
+/// `flscale pstar DIR --json` hold).
+pub fn thresholds_json(a: &CoexistenceAnalysis) -> serde_json::Value {
+    serde_json::json!({
+        "thresholds": a.thresholds,
+        "fits": a.fits.iter().map(|f| serde_json::json!({
+            "threshold": f.kind.name(),
+            "exponent": f.fit.as_ref().map(|x| x.exponent.value),
+            "exponent_err": f.fit.as_ref().and_then(|x| x.exponent.err),
+            "points": f.fit.as_ref().map(|x| x.points.clone()),
+        })).collect::<Vec<_>>(),
+        "notes": a.notes,
+    })
+}
+
+/// Per d the three thresholds on one line, then [`exponents_text`].
+pub fn thresholds_text(a: &CoexistenceAnalysis) -> String {
+    let mut text = String::new();
+    for row in &a.thresholds.rows {
+        text += &format!(
+            "d = {}: P*_coex {}, lazy spinodal {}, specialised spinodal {}\n",
+            row.d,
+            threshold_text(&row.coexistence),
+            threshold_text(&row.spinodal_lazy),
+            threshold_text(&row.spinodal_spec)
+        );
+    }
+    text + &exponents_text(a)
+}
+
+/// Each threshold's exponent beside the prediction, then the notes.
+pub fn exponents_text(a: &CoexistenceAnalysis) -> String {
+    let mut text = String::new();
+    for f in &a.fits {
+        if let Some(fit) = &f.fit {
+            text += &format!("{}\n", side_by_side(fit, a.predicted.as_ref()));
+        }
+    }
+    for n in &a.notes {
+        text += &format!("note: {n}\n");
+    }
+    text
+}
+
+/// A free-energy grid's results as `flscale pstar`, `fit` and `plot` read them back.
+#[derive(Debug, Clone)]
+pub struct StoredGrid {
+    /// The thresholds per d, their exponents and notes, recomputed from the kept summaries.
+    pub analysis: CoexistenceAnalysis,
+    /// The grid file's `[analysis]` table (the prediction, the bracket resolution).
+    pub spec: AnalysisSpec,
+}
+
+/// Whether `dir` is the output directory of a free-energy grid (it holds [`COEXISTENCE_FILE`]).
+pub fn is_grid(dir: &Path) -> bool {
+    dir.join(COEXISTENCE_FILE).is_file()
+}
+
+/// Rereads a free-energy grid's directory: the cells' summaries and the grid file that
+/// `coexistence.json` keeps give the same thresholds, exponents and notes as the run that
+/// wrote it (same replicates and seed unless `replicates` or `seed` say otherwise), without
+/// sampling or MBAR. Refused in one sentence (exit code 2) when the file cannot be read, is not
+/// one `flscale free-energy` wrote, or holds no thresholds (the sentence says why).
+pub fn load_grid(dir: &Path, replicates: Option<usize>, seed: Option<u64>) -> Result<StoredGrid> {
+    let path = dir.join(COEXISTENCE_FILE);
+    let shown = path.display();
+    let text = read_file(&path)?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::invalid(format!(
+            "{shown} is not JSON ({e}); rerun `flscale free-energy GRID.toml --out {}`, which keeps every finished window",
+            dir.display()
+        ))
+    })?;
+    let input = &v["input"];
+    let not_ours = || {
+        Error::invalid(format!(
+            "{shown} does not hold the cells' summaries and the grid file that `flscale free-energy` keeps there; rerun `flscale free-energy GRID.toml --out {}`, which keeps every finished window",
+            dir.display()
+        ))
+    };
+    let (Some(experiment), Some(source), Some(quick)) = (
+        input["experiment"].as_str(),
+        input["source"].as_str(),
+        input["quick"].as_bool(),
+    ) else {
+        return Err(not_ours());
+    };
+    let summaries: Vec<CellSummary> = input["summaries"]
+        .as_array()
+        .ok_or_else(not_ours)?
+        .iter()
+        .map(summary_from_json)
+        .collect::<Option<_>>()
+        .ok_or_else(not_ours)?;
+    let opts = CoexistenceOptions {
+        replicates: match replicates {
+            Some(r) => r.max(2),
+            None => input["replicates"].as_u64().ok_or_else(not_ours)? as usize,
+        },
+        seed: match seed {
+            Some(s) => s,
+            None => input["seed"].as_u64().ok_or_else(not_ours)?,
+        },
+    };
+    let spec = Sweep::from_toml(experiment, source, quick)
+        .map_err(|e| e.context(format!("the grid file kept in {shown}")))?
+        .analysis;
+    let table = coexistence_table(&summaries, &opts)
+        .map_err(|e| Error::invalid(format!("{shown} holds no thresholds: {e}")))?;
+    Ok(StoredGrid {
+        analysis: analyse_coexistence(table, &spec),
+        spec,
+    })
+}
+
+/// A [`CellSummary`] from its JSON (the serialised form; a depth over an empty bin is +∞,
+/// which JSON writes as null).
+fn summary_from_json(v: &serde_json::Value) -> Option<CellSummary> {
+    let opt = |x: &serde_json::Value| -> Option<Option<f64>> {
+        if x.is_null() {
+            Some(None)
+        } else {
+            x.as_f64().map(Some)
+        }
+    };
+    let side = |s: &serde_json::Value| -> Option<Side> {
+        Some(Side {
+            min_s: s["min_s"].as_f64()?,
+            weight: Estimate {
+                value: s["weight"]["value"].as_f64()?,
+                err: opt(&s["weight"]["err"])?,
+            },
+            depth: Estimate {
+                value: opt(&s["depth"]["value"])?.unwrap_or(f64::INFINITY),
+                err: opt(&s["depth"]["err"])?,
+            },
+        })
+    };
+    let b = &v["basins"];
+    let basins = if b["two"].is_object() {
+        CellBasins::Two {
+            lazy: side(&b["two"]["lazy"])?,
+            spec: side(&b["two"]["spec"])?,
+        }
+    } else {
+        CellBasins::One {
+            min_s: b["one"]["min_s"].as_f64()?,
+        }
+    };
+    Some(CellSummary {
+        d: v["d"].as_f64()?,
+        p: v["P"].as_f64()?,
+        basins,
+    })
 }
 
 /// One threshold as "P ± err (resolution)".
@@ -687,6 +840,40 @@ mod tests {
             assert_eq!(e.exit_code(), 2);
             assert!(e.to_string().contains(want), "{list}: {e}");
         }
+    }
+
+    /// The summaries `coexistence.json` keeps come back as they were written, a depth over an
+    /// empty bin (+∞, null in JSON) and missing errors included; a malformed one is None.
+    #[test]
+    fn cell_summaries_round_trip_through_json() {
+        let side = |min_s: f64, w: f64, depth: f64, err: Option<f64>| Side {
+            min_s,
+            weight: Estimate { value: w, err },
+            depth: Estimate { value: depth, err },
+        };
+        let cells = [
+            CellSummary {
+                d: 16.0,
+                p: 176.0,
+                basins: CellBasins::Two {
+                    lazy: side(0.0625, 0.948, f64::INFINITY, None),
+                    spec: side(0.8875, 0.052, 3.07, Some(0.18)),
+                },
+            },
+            CellSummary {
+                d: 20.0,
+                p: 220.0,
+                basins: CellBasins::One { min_s: 0.0375 },
+            },
+        ];
+        for c in cells {
+            let v = serde_json::to_value(c).unwrap();
+            assert_eq!(summary_from_json(&v), Some(c), "{v}");
+        }
+        let mut bad = serde_json::to_value(cells[0]).unwrap();
+        bad["basins"]["two"]["spec"]["weight"]["value"] = serde_json::json!("half");
+        assert_eq!(summary_from_json(&bad), None);
+        assert_eq!(summary_from_json(&serde_json::json!({"d": 16})), None);
     }
 
     #[test]

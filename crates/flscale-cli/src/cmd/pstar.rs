@@ -1,5 +1,6 @@
 //! `flscale pstar DIR`: P* per group, the threshold crossing of the ensemble alignment in
-//! log P with a bootstrap error over chains (spec 03; paper App. F.0.1).
+//! log P with a bootstrap error over chains (spec 03; paper App. F.0.1); on the directory of a
+//! free-energy grid, P\*\_coex and both spinodals per d with their exponents (spec 07).
 
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ use flscale::experiment::stats::{Bootstrap, Estimate};
 use flscale::experiment::StoreData;
 use flscale::{Error, Result};
 
+use super::free_energy::{exponents_text, thresholds_json, StoredGrid};
 use super::{out, out_json, Ctx};
 
 /// Arguments of `flscale pstar`.
@@ -21,7 +23,12 @@ error is the standard deviation of a bootstrap over seeds, then chains within ea
 interval is its 2.5–97.5 % range. The last column combines it with the bracket (the crossing\n\
 anywhere in the bracket, uniformly in log P): a bracket wider than [analysis] pstar_resolution\n\
 (default 1.1) is marked `bracketed` — the grid cannot place a sharp jump inside it; bisect it with\n\
-`flscale sweep EXP --out DIR --refine-pstar`. Defaults come from the experiment's [analysis] table."
+`flscale sweep EXP --out DIR --refine-pstar`. Defaults come from the experiment's [analysis] table.\n\n\
+On the output directory of a free-energy grid (`flscale free-energy GRID.toml --out DIR` with a\n\
+[sweep], which leaves DIR/coexistence.json) it prints per d the coexistence P*_coex and the lazy\n\
+and specialised spinodals with their errors, brackets and resolution, and each one's exponent\n\
+against d, recomputed from the cells' basin summaries kept there (no sampling); --bootstrap and\n\
+--seed default to the run's own, so the numbers are the run's (docs/free-energy.md)."
 )]
 pub struct PstarArgs {
     #[command(flatten)]
@@ -41,17 +48,17 @@ pub struct PstarArgs {
 /// threshold override, the bootstrap and the output format.
 #[derive(Debug, clap::Args)]
 pub struct StoreArgs {
-    /// A results directory of `flscale sweep`.
+    /// A results directory of `flscale sweep`, or the output directory of a free-energy grid.
     pub dir: PathBuf,
     /// Threshold of P* (default: [analysis] threshold, else 0.1).
     #[arg(long)]
     pub threshold: Option<f64>,
-    /// Bootstrap replicates.
-    #[arg(long, default_value_t = 1000)]
-    pub bootstrap: usize,
-    /// Seed of the bootstrap stream.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Bootstrap replicates (default 1000; on a free-energy grid, the run's own).
+    #[arg(long)]
+    pub bootstrap: Option<usize>,
+    /// Seed of the bootstrap stream (default 0; on a free-energy grid, the run's own).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -67,7 +74,26 @@ pub struct StoreArgs {
 impl StoreArgs {
     /// The bootstrap over chains these arguments ask for.
     pub fn bootstrap(&self) -> Bootstrap {
-        Bootstrap::new(self.seed, self.bootstrap)
+        Bootstrap::new(self.seed.unwrap_or(0), self.bootstrap.unwrap_or(1000))
+    }
+
+    /// The free-energy grid in `dir`, reread ([`super::free_energy::load_grid`]); None when
+    /// `dir` is not one. `flags` are the given options that select a crossing, each refused
+    /// there in one sentence: a grid's thresholds are ΔF = 0 and the two spinodals.
+    pub fn grid(&self, flags: &[(&str, bool)]) -> Result<Option<StoredGrid>> {
+        if !super::free_energy::is_grid(&self.dir) {
+            return Ok(None);
+        }
+        if let Some((flag, _)) = std::iter::once(("--threshold", self.threshold.is_some()))
+            .chain(flags.iter().copied())
+            .find(|f| f.1)
+        {
+            return Err(Error::invalid(format!(
+                "{flag} does not apply to {}, the directory of a free-energy grid: its thresholds are ΔF = 0 and the two spinodals; leave {flag} out",
+                self.dir.display()
+            )));
+        }
+        super::free_energy::load_grid(&self.dir, self.bootstrap, self.seed).map(Some)
     }
 }
 
@@ -189,8 +215,59 @@ pub fn table_json(t: &PstarTable) -> serde_json::Value {
     })
 }
 
+/// Per d and threshold: P, its bootstrap error and 95 % interval, the bracket and how far it
+/// is known.
+pub fn grid_table_text(g: &StoredGrid) -> String {
+    let mut s = format!(
+        "thresholds per d from the free energy (replicates {})\n{:>8}  {:<17}  {:>12}  {:>10}  {:>23}  {:>21}  {}\n",
+        g.analysis.thresholds.replicates,
+        "d",
+        "threshold",
+        "P",
+        "± (boot)",
+        "95 % interval",
+        "bracket",
+        "resolution"
+    );
+    for row in &g.analysis.thresholds.rows {
+        for kind in analysis::ThresholdKind::ALL {
+            let t = kind.of(row);
+            let num = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.4}"));
+            s += &format!(
+                "{:>8}  {:<17}  {:>12}  {:>10}  {:>23}  {:>21}  {}\n",
+                row.d,
+                kind.name(),
+                num(t.value),
+                num(t.err),
+                t.interval
+                    .map_or("n/a".into(), |(lo, hi)| format!("{lo:.4} … {hi:.4}")),
+                t.bracket
+                    .map_or("n/a".into(), |(lo, hi)| format!("[{lo}, {hi}]")),
+                format!("{:?}", t.resolution).to_lowercase()
+            );
+        }
+    }
+    s
+}
+
+/// `flscale pstar` on a free-energy grid's directory.
+fn run_grid(args: &PstarArgs, g: &StoredGrid) -> Result<()> {
+    if args.store.json {
+        return out_json(&thresholds_json(&g.analysis));
+    }
+    out(&(grid_table_text(g) + &exponents_text(&g.analysis)))
+}
+
 /// Runs `flscale pstar`.
 pub fn run(args: PstarArgs, _ctx: &Ctx) -> Result<()> {
+    let flags = [
+        ("--x", args.x.is_some()),
+        ("--group", args.group.is_some()),
+        ("--observable", args.observable.is_some()),
+    ];
+    if let Some(g) = args.store.grid(&flags)? {
+        return run_grid(&args, &g);
+    }
     let data = load(
         &args.store.dir,
         args.store.threshold,

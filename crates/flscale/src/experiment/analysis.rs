@@ -264,7 +264,7 @@ pub fn analyse(data: &StoreData, replicates: usize, seed: u64) -> Analysed {
     });
     if a.pstar == PstarSource::Coexistence {
         notes.push(
-            "[analysis] pstar = \"coexistence\" takes P* from the free energy at every grid point, not from this store's crossings: `flscale free-energy` reports P*_coex and both spinodals per d".into(),
+            "[analysis] pstar = \"coexistence\" takes P* from the free energy at every grid point, not from this store's crossings: `flscale free-energy EXP --out DIR` reports P*_coex and both spinodals per d, and `flscale pstar`, `fit` and `plot` read them back from DIR".into(),
         );
     }
     let xs_vary = a.pstar == PstarSource::Crossing && {
