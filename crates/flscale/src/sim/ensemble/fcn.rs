@@ -60,19 +60,20 @@ pub struct Ensemble<T: Real, M: Model<T> = FcnModel> {
     pub divergence_threshold: f64,
     /// The data term (Gaussian unless set after construction).
     pub likelihood: Likelihood,
-    /// Work buffers kept between [`Ensemble::advance`] calls: a fresh `Scratch` per rayon
-    /// task would allocate a few MiB per call and fault and zero them in page by page.
+    /// Work buffers kept between [`Ensemble::advance`] calls (and the cached kernel's,
+    /// [`Ensemble::split_blocks_pooled`]): a fresh `Scratch` per rayon task would allocate a
+    /// few MiB per call and fault and zero them in page by page.
     scratch_pool: Mutex<Vec<M::Scratch>>,
 }
 
 /// A model's scratch borrowed from the ensemble's pool for one rayon task, returned on drop.
-struct PooledScratch<'a, S: Default> {
+pub(crate) struct PooledScratch<'a, S: Default> {
     pool: &'a Mutex<Vec<S>>,
-    scratch: S,
+    pub(crate) scratch: S,
 }
 
 impl<'a, S: Default> PooledScratch<'a, S> {
-    fn take(pool: &'a Mutex<Vec<S>>) -> Self {
+    pub(crate) fn take(pool: &'a Mutex<Vec<S>>) -> Self {
         let scratch = pool
             .lock()
             .ok()
@@ -253,6 +254,27 @@ impl<T: Real, M: Model<T>> Ensemble<T, M> {
             self.likelihood,
         );
         (&self.model, data, &mut self.blocks)
+    }
+
+    /// [`Ensemble::split_blocks`] and the pool of work buffers that [`Ensemble::advance`] keeps
+    /// between calls, for a transition that steps the blocks itself
+    /// ([`PooledScratch::take`] per rayon task).
+    pub(crate) fn split_blocks_pooled(
+        &mut self,
+    ) -> (
+        &M,
+        DataTerm<'_, T>,
+        &mut [ChainBlock<T>],
+        &Mutex<Vec<M::Scratch>>,
+    ) {
+        let data = data_term(
+            &self.x,
+            &self.y,
+            self.p,
+            self.dynamics.kappa,
+            self.likelihood,
+        );
+        (&self.model, data, &mut self.blocks, &self.scratch_pool)
     }
 
     /// Whether chain k is still running.

@@ -47,7 +47,7 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use crate::sim::config::{MetricKind, Preconditioner, SamplerMethod};
-use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble};
+use crate::sim::ensemble::fcn::{ChainBlock, Divergence, Dynamics, Ensemble, PooledScratch};
 use crate::sim::kernel::metric::{
     lower_times_by_columns, lower_transposed_times, Metric, MetricLayout, VarianceWindow,
 };
@@ -87,6 +87,31 @@ pub(super) struct BlockState<T> {
     /// the same shape; empty until the first HMC step.
     pub(super) momentum: Vec<Vec<f64>>,
     pub(super) kick: Vec<Vec<f64>>,
+    /// The MALA step's work vectors, kept so that a step allocates nothing.
+    pub(super) moves: MoveWork,
+}
+
+/// Work vectors of one MALA step ([`Context::propose`], [`Context::accept_or_reject`]).
+#[derive(Debug, Default)]
+pub(super) struct MoveWork {
+    /// Per chain |ξ|² of the blockwise group's noise (its forward MALA term).
+    xi_sq: Vec<f64>,
+    /// n_in-vectors of the blockwise metric: the operand and the two products of a neuron's
+    /// factors.
+    tmp: Vec<f64>,
+    drift: Vec<f64>,
+    noise: Vec<f64>,
+}
+
+impl MoveWork {
+    /// Sizes the vectors for `b` chains and `n_in` inputs per neuron; `xi_sq` starts at zero.
+    fn reset(&mut self, b: usize, n_in: usize) {
+        self.xi_sq.clear();
+        self.xi_sq.resize(b, 0.0);
+        for v in [&mut self.tmp, &mut self.drift, &mut self.noise] {
+            v.resize(n_in, 0.0);
+        }
+    }
 }
 
 /// The cached-gradient Langevin kernel of an ensemble (see the module doc).
@@ -147,6 +172,7 @@ impl<T: Real> Kernel<T> {
                 variance: VarianceWindow::default(),
                 momentum: Vec::new(),
                 kick: Vec::new(),
+                moves: MoveWork::default(),
             })
             .collect();
         Kernel {
@@ -176,7 +202,7 @@ impl<T: Real> Kernel<T> {
     pub fn advance<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>, n: usize) {
         let (dynamics, threshold) = (ens.dynamics, ens.divergence_threshold);
         let start = ens.steps_done;
-        let (model, data, blocks) = ens.split_blocks();
+        let (model, data, blocks, pool) = ens.split_blocks_pooled();
         let sampled = self.sampled(model);
         let (method, proposal) = (self.method, self.proposal);
         let data_scale = self.data_scale;
@@ -185,51 +211,55 @@ impl<T: Real> Kernel<T> {
         blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
-                let ctx = Context {
-                    model,
-                    data,
-                    dynamics,
-                    method,
-                    sampled: &sampled,
-                    data_scale,
-                    threshold,
-                    restraint,
-                };
-                let metric = std::mem::take(&mut state.metric);
-                // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
-                crate::sim::num::simd::vectorized_if(
-                    M::VECTOR_BUILD,
-                    #[inline(always)]
-                    || {
-                        for s in 0..n {
-                            let step = start + s + 1;
-                            match proposal {
-                                Proposal::Hmc { leapfrog_steps } => ctx.hmc_step(
-                                    block,
-                                    state,
-                                    &metric,
-                                    leapfrog_steps,
-                                    step,
-                                    scratch,
-                                ),
-                                Proposal::MetropolisLangevin | Proposal::Langevin => ctx.step(
-                                    block,
-                                    state,
-                                    &metric,
-                                    proposal.is_metropolis(),
-                                    step,
-                                    scratch,
-                                ),
+            .for_each_init(
+                || PooledScratch::take(pool),
+                |pooled, (block, state)| {
+                    let scratch = &mut pooled.scratch;
+                    let ctx = Context {
+                        model,
+                        data,
+                        dynamics,
+                        method,
+                        sampled: &sampled,
+                        data_scale,
+                        threshold,
+                        restraint,
+                    };
+                    let metric = std::mem::take(&mut state.metric);
+                    // The whole step in the CPU's vector build (simd.rs), as the plain sampler's.
+                    crate::sim::num::simd::vectorized_if(
+                        M::VECTOR_BUILD,
+                        #[inline(always)]
+                        || {
+                            for s in 0..n {
+                                let step = start + s + 1;
+                                match proposal {
+                                    Proposal::Hmc { leapfrog_steps } => ctx.hmc_step(
+                                        block,
+                                        state,
+                                        &metric,
+                                        leapfrog_steps,
+                                        step,
+                                        scratch,
+                                    ),
+                                    Proposal::MetropolisLangevin | Proposal::Langevin => ctx.step(
+                                        block,
+                                        state,
+                                        &metric,
+                                        proposal.is_metropolis(),
+                                        step,
+                                        scratch,
+                                    ),
+                                }
+                                if gathering {
+                                    state.variance.add(&block.params, &sampled);
+                                }
                             }
-                            if gathering {
-                                state.variance.add(&block.params, &sampled);
-                            }
-                        }
-                    },
-                );
-                state.metric = metric;
-            });
+                        },
+                    );
+                    state.metric = metric;
+                },
+            );
         ens.steps_done += n;
     }
 
@@ -249,26 +279,30 @@ impl<T: Real> Kernel<T> {
         self.invalidate();
         let dynamics = ens.dynamics;
         let (threshold, step) = (ens.divergence_threshold, ens.steps_done);
-        let (model, data, blocks) = ens.split_blocks();
+        let (model, data, blocks, pool) = ens.split_blocks_pooled();
         let sampled = self.sampled(model);
         let (method, data_scale) = (self.method, self.data_scale);
         let restraint = self.restraint.as_ref();
         blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
-                let ctx = Context {
-                    model,
-                    data,
-                    dynamics,
-                    method,
-                    sampled: &sampled,
-                    data_scale,
-                    threshold,
-                    restraint,
-                };
-                ctx.ensure_evaluated(block, state, scratch, step);
-            });
+            .for_each_init(
+                || PooledScratch::take(pool),
+                |pooled, (block, state)| {
+                    let scratch = &mut pooled.scratch;
+                    let ctx = Context {
+                        model,
+                        data,
+                        dynamics,
+                        method,
+                        sampled: &sampled,
+                        data_scale,
+                        threshold,
+                        restraint,
+                    };
+                    ctx.ensure_evaluated(block, state, scratch, step);
+                },
+            );
     }
 
     /// Prepares the chains for a measurement: with the collapsed posterior, draws every
@@ -279,26 +313,30 @@ impl<T: Real> Kernel<T> {
             return;
         }
         let dynamics = ens.dynamics;
-        let (model, data, blocks) = ens.split_blocks();
+        let (model, data, blocks, pool) = ens.split_blocks_pooled();
         blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
-                crate::sim::num::simd::vectorized_if(
-                    M::VECTOR_BUILD,
-                    #[inline(always)]
-                    || {
-                        collapsed::draw_readouts(
-                            block,
-                            model,
-                            &data,
-                            dynamics.temperature,
-                            scratch,
-                            &mut state.work,
-                        )
-                    },
-                );
-            });
+            .for_each_init(
+                || PooledScratch::take(pool),
+                |pooled, (block, state)| {
+                    let scratch = &mut pooled.scratch;
+                    crate::sim::num::simd::vectorized_if(
+                        M::VECTOR_BUILD,
+                        #[inline(always)]
+                        || {
+                            collapsed::draw_readouts(
+                                block,
+                                model,
+                                &data,
+                                dynamics.temperature,
+                                scratch,
+                                &mut state.work,
+                            )
+                        },
+                    );
+                },
+            );
     }
 
     /// Collapsed posterior only (`None` otherwise, and before the first
@@ -346,44 +384,49 @@ impl<T: Real> Kernel<T> {
         }
         let (tempered, beta) = (self.data_scale != 1.0, T::of(self.data_scale));
         let (dynamics, method) = (ens.dynamics, self.method);
-        let (model, data, blocks) = ens.split_blocks();
+        let (model, data, blocks, pool) = ens.split_blocks_pooled();
         let skip: Vec<bool> = self.sampled(model).iter().map(|s| !s).collect();
         let per_block: Vec<Vec<f64>> = blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .map_init(M::Scratch::default, |scratch, (block, state)| {
-                let metric = std::mem::take(&mut state.metric);
-                let units = model.preconditioned_units();
-                let apply = |v: &mut [Vec<f64>], transpose: bool| metric.apply(units, v, transpose);
-                let lambda = crate::sim::num::simd::vectorized_if(
-                    M::VECTOR_BUILD,
-                    #[inline(always)]
-                    || {
-                        block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {
-                            match method {
-                                SamplerMethod::Plain => b.data_gradient(model, &data, scratch),
-                                SamplerMethod::Collapsed => collapsed::data_gradient(
-                                    b,
-                                    model,
-                                    &data,
-                                    dynamics.temperature,
-                                    scratch,
-                                    &mut state.work,
-                                ),
-                            }
-                            if tempered {
-                                for grads in &mut b.grads {
-                                    for v in grads.iter_mut() {
-                                        *v *= beta;
+            .map_init(
+                || PooledScratch::take(pool),
+                |pooled, (block, state)| {
+                    let scratch = &mut pooled.scratch;
+                    let metric = std::mem::take(&mut state.metric);
+                    let units = model.preconditioned_units();
+                    let apply =
+                        |v: &mut [Vec<f64>], transpose: bool| metric.apply(units, v, transpose);
+                    let lambda = crate::sim::num::simd::vectorized_if(
+                        M::VECTOR_BUILD,
+                        #[inline(always)]
+                        || {
+                            block.lambda_max_of(model, iters, &skip, Some(&apply), &mut |b| {
+                                match method {
+                                    SamplerMethod::Plain => b.data_gradient(model, &data, scratch),
+                                    SamplerMethod::Collapsed => collapsed::data_gradient(
+                                        b,
+                                        model,
+                                        &data,
+                                        dynamics.temperature,
+                                        scratch,
+                                        &mut state.work,
+                                    ),
+                                }
+                                if tempered {
+                                    for grads in &mut b.grads {
+                                        for v in grads.iter_mut() {
+                                            *v *= beta;
+                                        }
                                     }
                                 }
-                            }
-                        })
-                    },
-                );
-                state.metric = metric;
-                lambda
-            })
+                            })
+                        },
+                    );
+                    state.metric = metric;
+                    lambda
+                },
+            )
             .collect();
         per_block.into_iter().flatten().collect()
     }
@@ -407,7 +450,7 @@ impl<T: Real> Kernel<T> {
             return;
         }
         let kind = self.preconditioner;
-        let (model, data, blocks) = ens.split_blocks();
+        let (model, data, blocks, pool) = ens.split_blocks_pooled();
         let Some(units) = model.preconditioned_units() else {
             return;
         };
@@ -416,30 +459,34 @@ impl<T: Real> Kernel<T> {
         blocks
             .par_iter_mut()
             .zip(self.states.par_iter_mut())
-            .for_each_init(M::Scratch::default, |scratch, (block, state)| {
-                let Some(curvature) = model.unit_curvature(kind, block, &data, scratch) else {
-                    state.metric = Metric::default();
-                    return;
-                };
-                if !average || state.curvature_sum.len() != curvature.len() {
-                    state.curvature_sum = vec![0.0; curvature.len()];
-                    state.curvature_count = 0;
-                }
-                for (s, c) in state.curvature_sum.iter_mut().zip(&curvature) {
-                    *s += c;
-                }
-                state.curvature_count += 1;
-                let count = state.curvature_count as f64;
-                let mean: Vec<f64> = state.curvature_sum.iter().map(|s| s / count).collect();
-                state.metric = match kind {
-                    Preconditioner::None => Metric::default(),
-                    Preconditioner::Neuron => Metric {
-                        scalar: mean.iter().map(|c| inv_v / c).collect(),
-                        ..Metric::default()
-                    },
-                    Preconditioner::Block => Metric::from_curvature_blocks(&mean, n_in),
-                };
-            });
+            .for_each_init(
+                || PooledScratch::take(pool),
+                |pooled, (block, state)| {
+                    let scratch = &mut pooled.scratch;
+                    let Some(curvature) = model.unit_curvature(kind, block, &data, scratch) else {
+                        state.metric = Metric::default();
+                        return;
+                    };
+                    if !average || state.curvature_sum.len() != curvature.len() {
+                        state.curvature_sum = vec![0.0; curvature.len()];
+                        state.curvature_count = 0;
+                    }
+                    for (s, c) in state.curvature_sum.iter_mut().zip(&curvature) {
+                        *s += c;
+                    }
+                    state.curvature_count += 1;
+                    let count = state.curvature_count as f64;
+                    let mean: Vec<f64> = state.curvature_sum.iter().map(|s| s / count).collect();
+                    state.metric = match kind {
+                        Preconditioner::None => Metric::default(),
+                        Preconditioner::Neuron => Metric {
+                            scalar: mean.iter().map(|c| inv_v / c).collect(),
+                            ..Metric::default()
+                        },
+                        Preconditioner::Block => Metric::from_curvature_blocks(&mean, n_in),
+                    };
+                },
+            );
     }
 
     /// Accepted / proposed over the chains that did not diverge (`None` without MALA or
@@ -671,32 +718,40 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
             self.save(block, state);
         }
         let layout = MetricLayout::of(self.model.preconditioned_units(), metric);
-        let block_xi_sq = self.propose(block, metric, &layout);
+        let mut moves = std::mem::take(&mut state.moves);
+        moves.reset(block.len, layout.n_in);
+        self.propose(block, metric, &layout, &mut moves);
         self.evaluate(block, scratch, &mut state.work);
-        if !mala {
+        if mala {
+            self.accept_or_reject(block, state, metric, &layout, &mut moves);
+        } else {
             self.check(block, &state.work, global_step);
-            return;
         }
-        self.accept_or_reject(block, state, metric, &layout, &block_xi_sq);
+        state.moves = moves;
     }
 
     /// The Langevin move θ ← θ − η·M∇U + √(2ηT)·K·ξ of every live chain's sampled groups.
-    /// Returns per chain |ξ|² of the blockwise group's noise: its forward MALA term.
+    /// Leaves per chain |ξ|² of the blockwise group's noise, its forward MALA term, in
+    /// `moves.xi_sq` (zero on entry, [`MoveWork::reset`]).
     #[inline(always)]
     fn propose(
         &self,
         block: &mut ChainBlock<T>,
         metric: &Metric,
         layout: &MetricLayout,
-    ) -> Vec<f64> {
+        moves: &mut MoveWork,
+    ) {
         let model = self.model;
         let eta = self.dynamics.step;
         let temperature = self.dynamics.temperature;
         let n_in = layout.n_in;
-        let mut tmp = vec![0.0; n_in];
-        let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
+        let MoveWork {
+            xi_sq: block_xi_sq,
+            tmp,
+            drift: drift_v,
+            noise: noise_v,
+        } = moves;
         let noise_scale = (2.0 * eta * temperature).sqrt();
-        let mut block_xi_sq = vec![0.0; block.len];
         for c in 0..block.len {
             if block.diverged[c].is_some() {
                 continue;
@@ -725,14 +780,14 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
                             *d = gv.f64();
                         }
                         let inv_t = &metric.inv_factor_transposed[layout.part(c, i)];
-                        lower_times_by_columns(inv_t, &tmp, &mut drift_v);
-                        for (d, u) in tmp.iter_mut().zip(&drift_v) {
+                        lower_times_by_columns(inv_t, tmp, drift_v);
+                        for (d, u) in tmp.iter_mut().zip(drift_v.iter()) {
                             let xi = T::standard_normal(rng).f64();
                             block_xi_sq[c] += xi * xi;
                             *d = eta * u - noise_scale * xi;
                         }
-                        lower_transposed_times(inv, &tmp, &mut noise_v);
-                        for (t, z) in ti.iter_mut().zip(&noise_v) {
+                        lower_transposed_times(inv, tmp, noise_v);
+                        for (t, z) in ti.iter_mut().zip(noise_v.iter()) {
                             *t = T::of(t.f64() - z);
                         }
                     }
@@ -747,7 +802,6 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
                 }
             }
         }
-        block_xi_sq
     }
 
     /// MALA's test of each live chain's proposal (log α of the module doc, in f64).
@@ -758,14 +812,18 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
         state: &mut BlockState<T>,
         metric: &Metric,
         layout: &MetricLayout,
-        block_xi_sq: &[f64],
+        moves: &mut MoveWork,
     ) {
         let model = self.model;
         let eta = self.dynamics.step;
         let temperature = self.dynamics.temperature;
         let n_in = layout.n_in;
-        let mut tmp = vec![0.0; n_in];
-        let (mut drift_v, mut noise_v) = (vec![0.0; n_in], vec![0.0; n_in]);
+        let MoveWork {
+            xi_sq: block_xi_sq,
+            tmp,
+            drift: drift_v,
+            noise: noise_v,
+        } = moves;
         for c in 0..block.len {
             if block.diverged[c].is_some() {
                 continue;
@@ -807,18 +865,18 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
                         }
                         lower_times_by_columns(
                             &metric.inv_factor_transposed[range.clone()],
-                            &tmp,
-                            &mut drift_v,
+                            tmp,
+                            drift_v,
                         );
                         for (d, (o, w)) in
                             tmp.iter_mut().zip(old[rows.clone()].iter().zip(&new[rows]))
                         {
                             *d = o.f64() - w.f64();
                         }
-                        lower_transposed_times(&metric.factor[range], &tmp, &mut noise_v);
+                        lower_transposed_times(&metric.factor[range], tmp, noise_v);
                         backward_sq += noise_v
                             .iter()
-                            .zip(&drift_v)
+                            .zip(drift_v.iter())
                             .map(|(a, u)| (a + eta * u).powi(2))
                             .sum::<f64>();
                     }
