@@ -159,6 +159,30 @@ pub struct FreeEnergyPlan {
     pub bins: Bins,
     /// Which stage the windows belong to.
     pub stage: Stage,
+    /// What runs a window: [`run_experiment`] (the experiment's network). The exact tests put a
+    /// model with a known posterior there, so that it goes through the same windows, runner
+    /// and analysis.
+    pub(crate) sampler: WindowSampler,
+}
+
+/// Runs one window: the experiment (with the collapsed preconditioner off,
+/// [`FreeEnergyPlan::run_window`]), the window's restraint, its noise seed and the observer.
+pub(crate) type WindowSampler =
+    fn(&ExperimentConfig, &Restraint, u64, &mut dyn RunObserver) -> Result<Outcome>;
+
+/// The sampler of every plan [`FreeEnergyPlan::new`] makes: the experiment's own model, through
+/// [`Run`].
+fn run_experiment(
+    config: &ExperimentConfig,
+    restraint: &Restraint,
+    noise_seed: u64,
+    observer: &mut dyn RunObserver,
+) -> Result<Outcome> {
+    Run::new(config)
+        .restrain(restraint)
+        .noise_streams(noise_seed)
+        .observe(observer)
+        .run()
 }
 
 impl FreeEnergyPlan {
@@ -200,6 +224,7 @@ impl FreeEnergyPlan {
             umbrella,
             bins,
             stage: Stage::Umbrella,
+            sampler: run_experiment,
         })
     }
 
@@ -227,6 +252,7 @@ impl FreeEnergyPlan {
         table.pilot_windows = None;
         let mut plan = FreeEnergyPlan::new(config, table)?;
         plan.stage = Stage::Pilot;
+        plan.sampler = self.sampler;
         Ok(plan)
     }
 
@@ -325,11 +351,7 @@ impl FreeEnergyPlan {
         let restraint = self.restraint(k);
         let noise_seed = self.noise_seed(k);
         let config = self.window_config();
-        let outcome = Run::new(&config)
-            .restrain(&restraint)
-            .noise_streams(noise_seed)
-            .observe(observer)
-            .run()?;
+        let outcome = (self.sampler)(&config, &restraint, noise_seed, observer)?;
         let result = match outcome {
             Outcome::Completed(result) => result,
             Outcome::Interrupted { at, steps } => return Ok(Outcome::Interrupted { at, steps }),

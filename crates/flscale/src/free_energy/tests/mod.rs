@@ -5,6 +5,7 @@ mod autocorrelation;
 mod double_well;
 mod gaussian;
 mod sampled;
+mod sampled_double_well;
 
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};

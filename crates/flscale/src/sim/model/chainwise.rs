@@ -255,3 +255,5 @@ impl<T: Real> Model<T> for $model {
 }
 
 flat_models_are_engine_models!(CnnModel, AttentionModel);
+#[cfg(test)]
+flat_models_are_engine_models!(crate::sim::model::double_well::DoubleWellModel);

@@ -7,6 +7,8 @@ pub mod attention;
 pub mod chainwise;
 pub mod cnn;
 pub mod collapsed;
+#[cfg(test)]
+pub(crate) mod double_well;
 pub mod fcn;
 pub mod fcn_model;
 pub mod flat;

@@ -3,6 +3,7 @@
 pub(crate) mod chains;
 mod collapsed;
 mod defaults;
+mod double_well;
 mod engine;
 pub(crate) mod exact;
 mod fcn;
