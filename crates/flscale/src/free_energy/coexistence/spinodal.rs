@@ -129,10 +129,24 @@ pub(super) fn spinodal(
             };
             threshold(Some(p_of(0.5 * (a + b))), reps, Resolution::Bracketed, bracket_p, why)
         }
+        (Some(t0), None) if t0 - t(order[last]) > MAX_EXTRAPOLATION.ln() => threshold(
+            None,
+            vec![f64::NAN; replicates],
+            Resolution::Unresolved,
+            None,
+            format!(
+                "the {name} minimum exists at every measured P; its depth ({}) extrapolates to zero only at P = {:.4}, more than {MAX_EXTRAPOLATION}× beyond the last cell, where the fold's 3/2 law no longer holds; extend the grid {} P = {}",
+                depths(),
+                p_of(t0),
+                if up { "above" } else { "below" },
+                order[last].p
+            ),
+        ),
         (Some(t0), None) => {
+            let cap = t(order[last]) + MAX_EXTRAPOLATION.ln();
             let reps = fold_replicates(near, (t(order[last]), f64::INFINITY), replicates, rng)
                 .into_iter()
-                .map(p_of)
+                .map(|x| if x <= cap { p_of(x) } else { f64::NAN })
                 .collect();
             let why = format!(
                 "the {name} minimum exists at every measured P from the first where it appears; its depth ({}) extrapolates to zero at P = {:.4}, beyond the grid",
@@ -156,6 +170,13 @@ pub(super) fn spinodal(
         ),
     }
 }
+
+/// How far beyond the grid (a factor in P) a spinodal is extrapolated. The 3/2 law holds near
+/// the fold only (the normal form of a saddle-node bifurcation; Strogatz, *Nonlinear Dynamics
+/// and Chaos*, §3.1); a depth that falls slowly over the last two cells puts the root decades
+/// away with an error as large, which is no measurement. Beyond this factor the spinodal is
+/// unresolved and the grid should be extended; replicates beyond it count as failed.
+pub(super) const MAX_EXTRAPOLATION: f64 = 4.0;
 
 fn drop_err_without_depth_errors(th: &mut Threshold, near: &[(f64, Estimate)]) {
     if near.iter().any(|n| n.1.err.is_none()) {

@@ -304,6 +304,18 @@ fn a_fold_beyond_the_grid_is_extrapolated_and_missing_errors_stay_missing() {
     assert!(l.replicates.iter().all(|&x| x >= 40.0 * (1.0 - 1e-12)));
     assert!(l.err.unwrap() > 0.0 && l.bracket.is_none());
     assert!(l.why.contains("beyond the grid"), "{}", l.why);
+    // A depth that barely falls over the last two cells extrapolates decades away: unresolved,
+    // not a number with an astronomical error.
+    let slow = [
+        with_depth(10.0, 1.0, 3.0),
+        with_depth(20.0, -0.5, 2.0),
+        with_depth(40.0, -1.0, 1.99),
+    ];
+    let s = coexistence_table(&slow, &CoexistenceOptions::default()).unwrap();
+    let l = &s.rows[0].spinodal_lazy;
+    assert_eq!(l.resolution, Resolution::Unresolved, "{}", l.why);
+    assert!(l.value.is_none() && l.err.is_none(), "{l:?}");
+    assert!(l.why.contains("extend the grid above P = 40"), "{}", l.why);
     let mut bare = cells;
     for c in &mut bare {
         if let CellBasins::Two { lazy, spec } = &mut c.basins {
