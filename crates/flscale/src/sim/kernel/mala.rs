@@ -137,10 +137,15 @@ pub struct Kernel<T> {
     pub data_scale: f64,
     /// An umbrella window's bias V(s(θ)) ([`Restraint`]): in the energy the Metropolis tests
     /// compare and, as V′(s)·∇s, in the force, unscaled by `data_scale` (it belongs to every
-    /// replica's density, as the prior does). λ_max and the step adaptation see the data term
-    /// only: the restraint's curvature κ|∇s|² is a small part of the stiffness at the window
-    /// widths [`crate::free_energy`] uses, and MALA's and HMC's tests keep the chain exact
-    /// either way.
+    /// replica's density, as the prior does). λ_max, and so the adapted step, is that of U: the
+    /// restraint's curvature κ|∇s|² is a small part of the stiffness at the window widths
+    /// [`crate::free_energy`] uses. Where U has no positive curvature — a barrier top, where
+    /// λ_max of U is ≤ 0 and the step stayed at its bound `sampler.step` with acceptances of
+    /// 0.05–0.2 — it is that of U + ½κ(s − s₀)². The flattening term B(s) stays out: B ≈ −F̂
+    /// is concave where F is convex, and with B (and the harmonic part) in every window's
+    /// λ_max the sign example's edge windows (c → ±1) got steps at the bound, chains with
+    /// τ = 220–310 samples and P(c < 0) = 0.14 and 0.90 at seeds 5 and 6, both refused by
+    /// the overlap check (RESULTS.md, "Free energy: the sign-symmetry case").
     pub restraint: Option<Restraint>,
     pub(super) states: Vec<BlockState<T>>,
 }
@@ -367,14 +372,40 @@ impl<T: Real> Kernel<T> {
 
     /// Largest Hessian eigenvalue of the sampled energy per chain (chain order; 0 for
     /// diverged chains), by power iteration on finite-difference Hessian–vector products of
-    /// the sampled groups ([`ChainBlock::lambda_max_of`]).
+    /// the sampled groups ([`ChainBlock::lambda_max_of`]). In a restrained window, of U alone
+    /// where that is positive, and of U + ½κ(s − s₀)² for the chains where it is not
+    /// ([`Kernel::restraint`]).
     pub fn lambda_max<M: Model<T>>(&mut self, ens: &mut Ensemble<T, M>, iters: usize) -> Vec<f64> {
+        let mut lambda = self.lambda_max_with(ens, iters, None);
+        let stuck = |l: &f64| !(*l > 0.0);
+        if let (Some(r), true) = (&self.restraint, lambda.iter().any(stuck)) {
+            let harmonic = Restraint {
+                flattening: None,
+                ..r.clone()
+            };
+            let restrained = self.lambda_max_with(ens, iters, Some(&harmonic));
+            for (l, with) in lambda.iter_mut().zip(restrained) {
+                if stuck(l) {
+                    *l = with;
+                }
+            }
+        }
+        lambda
+    }
+
+    /// [`Kernel::lambda_max`] of U, plus `restraint` when given.
+    fn lambda_max_with<M: Model<T>>(
+        &mut self,
+        ens: &mut Ensemble<T, M>,
+        iters: usize,
+        restraint: Option<&Restraint>,
+    ) -> Vec<f64> {
         // The probes overwrite the cached gradients and energies.
         for state in &mut self.states {
             state.evaluated = false;
         }
         let diagonal = self.metric == MetricKind::Diag;
-        if self.method == SamplerMethod::Plain && !diagonal {
+        if self.method == SamplerMethod::Plain && !diagonal && restraint.is_none() {
             // Every likelihood's data term is L/κ (model/likelihood.rs), so β·L at κ is L at κ/β.
             let kappa = ens.dynamics.kappa;
             ens.dynamics.kappa = kappa / self.data_scale;
@@ -419,6 +450,9 @@ impl<T: Real> Kernel<T> {
                                             *v *= beta;
                                         }
                                     }
+                                }
+                                if let Some(r) = restraint {
+                                    add_restraint(r, model, b);
                                 }
                             })
                         },
@@ -601,13 +635,7 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
             }
         }
         if let Some(r) = self.restraint {
-            let (g, n) = (r.group(), model.group_len(r.group()));
-            for c in 0..b {
-                let theta = &block.params[g][c * n..(c + 1) * n];
-                let grad = &mut block.grads[g][c * n..(c + 1) * n];
-                let (bias, _) = r.add_force(theta, grad);
-                block.energy[c] += bias;
-            }
+            add_restraint(r, model, block);
         }
     }
 
@@ -915,5 +943,17 @@ impl<T: Real, M: Model<T>> Context<'_, T, M> {
             }
             self.restore(block, state, c);
         }
+    }
+}
+
+/// Adds every chain's restraint V(s) to its energy and the force V′(s)·∇s to its gradient (the
+/// group the restraint reads): in [`Context::evaluate`], and (its harmonic part) in the
+/// Hessian–vector products of [`Kernel::lambda_max`].
+fn add_restraint<T: Real, M: Model<T>>(r: &Restraint, model: &M, block: &mut ChainBlock<T>) {
+    let (g, n) = (r.group(), model.group_len(r.group()));
+    let (params, grads) = (&block.params[g], &mut block.grads[g]);
+    for c in 0..block.len {
+        let (bias, _) = r.add_force(&params[c * n..(c + 1) * n], &mut grads[c * n..(c + 1) * n]);
+        block.energy[c] += bias;
     }
 }

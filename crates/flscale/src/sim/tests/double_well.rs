@@ -186,3 +186,28 @@ fn a_restrained_tempered_run_samples_the_biased_double_well() {
         );
     }
 }
+
+/// A window on the barrier top (s₀ = 0, κ = 200): U″ = b(12s² − 4) ≈ −64 there, so U alone has
+/// no positive curvature along s, and a λ_max of U left the step at its bound `sampler.step`
+/// with an acceptance of 0.05–0.2. The adaptation then sizes the step to U + V, whose curvature is
+/// κ + U″ ≈ 136 near s = 0 (≤ 160 within 0.3 of it): λ_max in [110, 200] and MALA's acceptance
+/// near its target 0.574.
+#[test]
+fn the_step_is_adapted_to_the_restrained_energy_on_a_barrier_top() {
+    let cfg = config("step = 0.5\nsteps = 3000\nburn_in = 1500\nthin = 10\nchains = 8\nseed = 4\n");
+    let restraint = Restraint::new(order(), 0.0, 200.0).unwrap();
+    let result = completed(run(
+        &cfg,
+        &WELL,
+        1.0,
+        Some(&restraint),
+        None,
+        &mut Unobserved,
+    ));
+    let dg = &result.summary.diagnostics;
+    let lambda = dg.lambda_max.expect("a positive λ_max of U + V");
+    assert!((110.0..200.0).contains(&lambda), "λ_max {lambda}");
+    assert!(dg.step < 0.05, "step {}", dg.step);
+    let acceptance = dg.acceptance_rate.unwrap();
+    assert!((0.4..0.8).contains(&acceptance), "acceptance {acceptance}");
+}
