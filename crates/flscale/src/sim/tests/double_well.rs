@@ -48,6 +48,11 @@ fn order() -> OrderParameter {
     .unwrap()
 }
 
+/// [`WELL`] with teacher u = +1 under `restraint`, on `cfg`'s noise streams.
+fn run_restrained(cfg: &ExperimentConfig, restraint: &Restraint) -> RunResult {
+    completed(run(cfg, &WELL, 1.0, Some(restraint), None, &mut Unobserved))
+}
+
 fn completed(outcome: Outcome) -> RunResult {
     match outcome {
         Outcome::Completed(r) => r,
@@ -139,14 +144,7 @@ fn a_restrained_tempered_run_samples_the_biased_double_well() {
     );
     let restraint = Restraint::new(order(), -0.2, 4.0).unwrap();
     let bias = |s: f64| restraint.bias(s);
-    let result = completed(run(
-        &cfg,
-        &WELL,
-        1.0,
-        Some(&restraint),
-        None,
-        &mut Unobserved,
-    ));
+    let result = run_restrained(&cfg, &restraint);
     assert_eq!(result.restrained.len(), 16);
     let tempering = result.summary.tempering.as_ref().unwrap();
     assert!(tempering.round_trips > 0, "{tempering:?}");
@@ -196,14 +194,7 @@ fn a_restrained_tempered_run_samples_the_biased_double_well() {
 fn the_step_is_adapted_to_the_restrained_energy_on_a_barrier_top() {
     let cfg = config("step = 0.5\nsteps = 3000\nburn_in = 1500\nthin = 10\nchains = 8\nseed = 4\n");
     let restraint = Restraint::new(order(), 0.0, 200.0).unwrap();
-    let result = completed(run(
-        &cfg,
-        &WELL,
-        1.0,
-        Some(&restraint),
-        None,
-        &mut Unobserved,
-    ));
+    let result = run_restrained(&cfg, &restraint);
     let dg = &result.summary.diagnostics;
     let lambda = dg.lambda_max.expect("a positive λ_max of U + V");
     assert!((110.0..200.0).contains(&lambda), "λ_max {lambda}");
